@@ -1,0 +1,13 @@
+"""spherepde — mean-field dynamics of transformers on the sphere, as densities on spherical grids.
+
+The package is layered, imports going one way::
+
+    grids  <-  dynamics  <-  solvers  <-  validation      (io and cli on top)
+"""
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from spherepde.grids import CircleGrid, GaussGrid
+
+__all__ = ["CircleGrid", "GaussGrid", "__version__"]

@@ -1,0 +1,73 @@
+"""Point geometry on S²: lon/lat ↔ Cartesian, tangent-vector bases, tangent projection.
+
+All functions broadcast over leading dimensions; Cartesian vectors have a trailing axis of 3.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def lonlat_to_xyz(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+    """``(λ, φ) → (cos φ cos λ, cos φ sin λ, sin φ)``, shape ``broadcast(lon, lat) + (3,)``."""
+    lon, lat = np.broadcast_arrays(np.asarray(lon, float), np.asarray(lat, float))
+    c = np.cos(lat)
+    return np.stack([c * np.cos(lon), c * np.sin(lon), np.sin(lat)], axis=-1)
+
+
+def xyz_to_lonlat(xyz: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Cartesian (…, 3) → (lon in [0, 2π), lat in [−π/2, π/2]); points need not be unit."""
+    xyz = np.asarray(xyz, float)
+    r = np.linalg.norm(xyz, axis=-1)
+    lat = np.arcsin(np.clip(xyz[..., 2] / r, -1.0, 1.0))
+    lon = np.mod(np.arctan2(xyz[..., 1], xyz[..., 0]), 2.0 * np.pi)
+    return lon, lat
+
+
+def east_north_basis(lon: np.ndarray, lat: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Unit east and north vectors at (lon, lat), each of shape ``broadcast + (3,)``."""
+    lon, lat = np.broadcast_arrays(np.asarray(lon, float), np.asarray(lat, float))
+    sl, cl = np.sin(lon), np.cos(lon)
+    sp, cp = np.sin(lat), np.cos(lat)
+    east = np.stack([-sl, cl, np.zeros_like(sl)], axis=-1)
+    north = np.stack([-sp * cl, -sp * sl, cp], axis=-1)
+    return east, north
+
+
+def tangent_to_cartesian(u_east, v_north, lon, lat) -> np.ndarray:
+    """``u e + v n`` as Cartesian vectors (…, 3)."""
+    east, north = east_north_basis(lon, lat)
+    return np.asarray(u_east)[..., None] * east + np.asarray(v_north)[..., None] * north
+
+
+def cartesian_to_tangent(vec, xyz, lon, lat, *, radial_tol: float | None = 1e-10):
+    """Cartesian vectors at points ``xyz`` → (east, north) components.
+
+    ``radial_tol``: if not None, a radial component larger than ``radial_tol × max|vec|``
+    raises ``ValueError`` (a velocity on the sphere must be tangent); None projects silently.
+    """
+    vec = np.asarray(vec, float)
+    if radial_tol is not None:
+        radial = np.abs(np.sum(vec * xyz, axis=-1))
+        scale = max(float(np.max(np.linalg.norm(vec, axis=-1), initial=0.0)), 1e-300)
+        worst = float(np.max(radial, initial=0.0)) / scale
+        if worst > radial_tol:
+            raise ValueError(
+                f"velocity has a radial component (max |v·x|/max|v| = {worst:.2e} > "
+                f"radial_tol={radial_tol:g}); a velocity on the sphere must be tangent"
+            )
+    east, north = east_north_basis(lon, lat)
+    return np.sum(vec * east, axis=-1), np.sum(vec * north, axis=-1)
+
+
+def project_tangent(x: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``P_x v = v − ⟨x, v⟩ x`` for unit points x (…, d) and vectors v (…, d)."""
+    return v - np.sum(x * v, axis=-1, keepdims=True) * x
+
+
+def great_circle_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Geodesic distance between unit vectors (…, d), robust for near and antipodal points."""
+    cross = np.linalg.norm(np.cross(a, b), axis=-1) if a.shape[-1] == 3 else None
+    dot = np.sum(a * b, axis=-1)
+    if cross is None:
+        return np.arccos(np.clip(dot, -1.0, 1.0))
+    return np.arctan2(cross, dot)

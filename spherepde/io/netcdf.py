@@ -1,0 +1,460 @@
+"""CF-1.8 NetCDF output: an incremental writer (netCDF4) and readers (xarray).
+
+xarray cannot append to a NetCDF file, so time series are written one slice at a time with
+:class:`NetCDFWriter` (netCDF4, unlimited ``time`` dimension, ``sync()`` after every slice: a
+run that is interrupted or crashes still leaves a file that opens).  Small complete datasets
+go through :func:`write_dataset`; everything is read back with :func:`open_dataset`.
+
+File layout
+-----------
+GaussGrid ``(nlat, nlon)``::
+
+    dims    time (unlimited), lat, lon, bnds = 2
+    coords  time(time)   units "1" (dimensionless model time), axis "T"
+            lat(lat)     degrees_north, north to south, bounds "lat_bnds"
+            lon(lon)     degrees_east, bounds "lon_bnds"
+    data    cell_area(lat, lon)   area of each cell (units "1" on the unit sphere, "m2" if
+                                  ``radius`` in metres is given); Σ = 4π r²
+            <field>(time, lat, lon), each with ``cell_measures = "area: cell_area"``
+
+CircleGrid ``(n,)``: dims ``time, theta, bnds``; ``theta`` in radians with bounds
+``theta_bnds``; a ``cell_length`` variable (CF ``cell_measures`` knows only area and volume,
+so fields on S¹ carry no ``cell_measures``).
+
+Global attributes: ``Conventions = "CF-1.8"``, ``title``, ``source``, ``history`` (UTC),
+``spherepde_version``, ``config_json`` (the whole configuration as one JSON string),
+``seed`` (int or ``"none"``), ``grid_json``, ``python_version``, ``numpy_version``,
+``netcdf4_version``, ``netcdf_c_version``, ``hdf5_version``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import netCDF4
+import numpy as np
+
+from spherepde import __version__
+from spherepde.grids import CircleGrid, GaussGrid
+
+if TYPE_CHECKING:  # xarray is imported lazily: writers (and the CLI start-up) do not need it
+    import xarray as xr
+
+Grid = GaussGrid | CircleGrid
+
+CONVENTIONS = "CF-1.8"
+_RESERVED = {"time", "lat", "lon", "theta", "bnds", "lat_bnds", "lon_bnds", "theta_bnds",
+             "cell_area", "cell_length"}
+
+
+# ---- small helpers -------------------------------------------------------------------------
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.integer):
+        return int(obj)
+    if isinstance(obj, np.floating):
+        return float(obj)
+    if isinstance(obj, np.bool_):
+        return bool(obj)
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if hasattr(obj, "to_dict"):
+        return obj.to_dict()
+    raise TypeError(f"{type(obj).__name__} is not JSON serialisable")
+
+
+def config_to_json(config: Mapping[str, Any]) -> str:
+    """Serialise a configuration mapping to one JSON string (keys sorted).
+
+    numpy scalars and arrays become numbers and lists; objects with ``to_dict()`` (grids) are
+    expanded.  ``inf``/``nan`` are written as ``Infinity``/``NaN``, which :func:`json.loads`
+    reads back (β = ∞ is a legitimate configuration value).
+    """
+    if not isinstance(config, Mapping):
+        raise TypeError(f"config must be a dict, got {type(config).__name__}")
+    try:
+        return json.dumps(dict(config), sort_keys=True, default=_json_default)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"config must be JSON serialisable: {err}") from err
+
+
+def _check_seed(seed: int | None) -> int | str:
+    if seed is None:
+        return "none"
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed must be an int or None, got {type(seed).__name__}")
+    return int(seed)
+
+
+def _check_attr_value(name: str, key: str, value: Any) -> Any:
+    if isinstance(value, (str, int, float, np.integer, np.floating)) and not isinstance(value, bool):
+        return value
+    if isinstance(value, (np.ndarray, list, tuple)):
+        arr = np.asarray(value)
+        if arr.ndim == 1 and arr.dtype.kind in "iuf":
+            return arr
+    raise TypeError(
+        f"attribute {key!r} of {name!r} must be a str, a number or a 1-d numeric array, "
+        f"got {type(value).__name__}"
+    )
+
+
+def _utc_now() -> str:
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def provenance_attrs(config: Mapping[str, Any] | None = None, seed: int | None = None) -> dict:
+    """Global attributes that every spherepde file carries (see the module docstring)."""
+    attrs: dict[str, Any] = {
+        "Conventions": CONVENTIONS,
+        "source": f"spherepde {__version__}",
+        "history": f"{_utc_now()} created by spherepde {__version__}",
+        "spherepde_version": __version__,
+        "python_version": platform.python_version(),
+        "numpy_version": np.__version__,
+        "netcdf4_version": netCDF4.__version__,
+        "netcdf_c_version": netCDF4.__netcdf4libversion__,
+        "hdf5_version": netCDF4.__hdf5libversion__,
+    }
+    if config is not None:
+        attrs["config_json"] = config_to_json(config)
+    attrs["seed"] = _check_seed(seed)
+    return attrs
+
+
+# ---- writer --------------------------------------------------------------------------------
+class NetCDFWriter:
+    """Write snapshots of fields on a grid to a CF-1.8 NetCDF4 file, one time slice at a time.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        File to create (overwritten if it exists); its folder must exist.
+    grid : GaussGrid or CircleGrid
+        Grid of every field; fields have shape ``grid.shape``.
+    variables : dict
+        ``name -> {"units": str, "long_name": str, "standard_name": str (optional), ...}``;
+        one float64 variable with dims ``(time, *grid dims)`` per entry.
+    config : dict
+        The whole run configuration; stored as the ``config_json`` global attribute.
+    seed : int or None
+        Random seed of the run (``"none"`` in the file if None).
+    title : str
+        ``title`` global attribute.
+    radius : float or None
+        Sphere (circle) radius in metres; ``cell_area`` is then in ``m2`` (``cell_length`` in
+        ``m``).  Default: unit sphere, units ``"1"``.
+    attrs : dict, optional
+        Extra global attributes (strings, numbers, 1-d numeric arrays).
+    compress : int
+        zlib level 0–9 (0, the default, writes uncompressed; compression is lossless).
+
+    Examples
+    --------
+    >>> with NetCDFWriter("run.nc", GaussGrid(8), variables={"density": {"units": "1",
+    ...         "long_name": "density"}}, config={"nlat": 8}) as w:    # doctest: +SKIP
+    ...     w.append(0.0, density=rho)
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        grid: Grid,
+        *,
+        variables: Mapping[str, Mapping[str, Any]],
+        config: Mapping[str, Any],
+        seed: int | None = None,
+        title: str = "spherepde output",
+        radius: float | None = None,
+        attrs: Mapping[str, Any] | None = None,
+        compress: int = 0,
+    ) -> None:
+        # -- validate everything before the file is created
+        if not isinstance(grid, (GaussGrid, CircleGrid)):
+            raise TypeError(f"grid must be a GaussGrid or CircleGrid, got {type(grid).__name__}")
+        path = Path(path)
+        if not path.parent.is_dir():
+            raise ValueError(f"path: folder {str(path.parent)!r} does not exist")
+        if not isinstance(variables, Mapping) or not variables:
+            raise ValueError("variables must be a non-empty dict name -> attributes")
+        for name, vattrs in variables.items():
+            if not isinstance(name, str) or not name.isidentifier() or name in _RESERVED:
+                raise ValueError(
+                    f"variables: invalid name {name!r} (an identifier not in {sorted(_RESERVED)})"
+                )
+            if not isinstance(vattrs, Mapping) or "units" not in vattrs:
+                raise ValueError(f"variables[{name!r}] must be a dict with at least 'units'")
+            for k, v in vattrs.items():
+                _check_attr_value(name, k, v)
+        if radius is not None and not (np.isfinite(radius) and radius > 0):
+            raise ValueError(f"radius must be a positive finite number (metres) or None, got {radius}")
+        if isinstance(compress, bool) or not isinstance(compress, (int, np.integer)) or not 0 <= compress <= 9:
+            raise ValueError(f"compress must be an int in 0..9, got {compress!r}")
+        gattrs = provenance_attrs(config, seed)
+        gattrs["title"] = str(title)
+        gattrs["grid_json"] = json.dumps(grid.to_dict(), sort_keys=True)
+        for k, v in (attrs or {}).items():
+            gattrs[k] = _check_attr_value("global attributes", k, v)
+
+        self.path = path
+        self.grid = grid
+        self.variables = {k: dict(v) for k, v in variables.items()}
+        self._compress = int(compress)
+        self._n = 0
+        self._last_t = -np.inf
+        self._ds = netCDF4.Dataset(path, "w", format="NETCDF4")
+        try:
+            self._ds.setncatts({k: gattrs[k] for k in sorted(gattrs, key=_attr_order)})
+            self._spatial_dims = self._write_grid(grid, radius)
+            self._ds.createDimension("time", None)
+            tv = self._ds.createVariable("time", "f8", ("time",), fill_value=False)
+            tv.setncatts({
+                "units": "1",
+                "long_name": "model time (dimensionless, the model has no physical time unit)",
+                "axis": "T",
+            })
+            chunks = (1, *grid.shape)
+            for name, vattrs in self.variables.items():
+                v = self._ds.createVariable(
+                    name, "f8", ("time", *self._spatial_dims), fill_value=False,
+                    chunksizes=chunks, zlib=self._compress > 0,
+                    complevel=max(self._compress, 1),
+                )
+                full = {"long_name": name, **vattrs}
+                if isinstance(grid, GaussGrid):
+                    full.setdefault("cell_measures", "area: cell_area")
+                v.setncatts(full)
+            self._ds.sync()
+        except BaseException:
+            self._ds.close()
+            raise
+
+    # ---- grid description ------------------------------------------------------------------
+    def _write_grid(self, grid: Grid, radius: float | None) -> tuple[str, ...]:
+        ds = self._ds
+        ds.createDimension("bnds", 2)
+        scale = 1.0 if radius is None else float(radius)
+        if isinstance(grid, GaussGrid):
+            ds.createDimension("lat", grid.nlat)
+            ds.createDimension("lon", grid.nlon)
+            lat = ds.createVariable("lat", "f8", ("lat",), fill_value=False)
+            lat.setncatts({"units": "degrees_north", "standard_name": "latitude",
+                           "long_name": "latitude (Gauss-Legendre nodes)", "axis": "Y",
+                           "bounds": "lat_bnds"})
+            lat[:] = grid.lat_deg
+            lon = ds.createVariable("lon", "f8", ("lon",), fill_value=False)
+            lon.setncatts({"units": "degrees_east", "standard_name": "longitude",
+                           "long_name": "longitude", "axis": "X", "bounds": "lon_bnds"})
+            lon[:] = grid.lon_deg
+            lf, of = np.degrees(grid.lat_faces), np.degrees(grid.lon_faces)
+            ds.createVariable("lat_bnds", "f8", ("lat", "bnds"), fill_value=False)[:] = (
+                np.stack([lf[:-1], lf[1:]], axis=-1))
+            ds.createVariable("lon_bnds", "f8", ("lon", "bnds"), fill_value=False)[:] = (
+                np.stack([of[:-1], of[1:]], axis=-1))
+            area = ds.createVariable("cell_area", "f8", ("lat", "lon"), fill_value=False)
+            area.setncatts({
+                "units": "1" if radius is None else "m2",
+                "standard_name": "cell_area",
+                "long_name": "cell area on the unit sphere (steradian); cells sum to 4 pi"
+                if radius is None else f"cell area on the sphere of radius {scale} m",
+            })
+            area[:] = grid.cell_area * scale**2
+            return ("lat", "lon")
+        ds.createDimension("theta", grid.n)
+        th = ds.createVariable("theta", "f8", ("theta",), fill_value=False)
+        th.setncatts({"units": "radian", "long_name": "angle on the unit circle",
+                      "axis": "X", "bounds": "theta_bnds"})
+        th[:] = grid.theta
+        f = grid.theta_faces
+        ds.createVariable("theta_bnds", "f8", ("theta", "bnds"), fill_value=False)[:] = (
+            np.stack([f[:-1], f[1:]], axis=-1))
+        ln = ds.createVariable("cell_length", "f8", ("theta",), fill_value=False)
+        ln.setncatts({
+            "units": "1" if radius is None else "m",
+            "long_name": "cell arc length on the unit circle (radian); cells sum to 2 pi"
+            if radius is None else f"cell arc length on the circle of radius {scale} m",
+        })
+        ln[:] = grid.cell_length * scale
+        return ("theta",)
+
+    # ---- writing -----------------------------------------------------------------------
+    @property
+    def n_records(self) -> int:
+        """Number of time slices written so far."""
+        return self._n
+
+    @property
+    def closed(self) -> bool:
+        return not self._ds.isopen()
+
+    def append(self, t: float, **fields: np.ndarray) -> None:
+        """Write one time slice ``t`` of every declared variable and flush it to disk.
+
+        Parameters
+        ----------
+        t : float
+            Model time; finite and strictly larger than the previous slice's.
+        **fields : ndarray
+            One array of shape ``grid.shape`` per declared variable (all of them).
+        """
+        if self.closed:
+            raise ValueError(f"{self.path}: the writer is closed")
+        t = float(t)
+        if not np.isfinite(t) or t <= self._last_t:
+            raise ValueError(f"t must be finite and > the previous time {self._last_t}, got {t}")
+        missing = set(self.variables) - set(fields)
+        extra = set(fields) - set(self.variables)
+        if missing or extra:
+            raise ValueError(
+                f"fields: expected exactly {sorted(self.variables)}, "
+                f"missing {sorted(missing)}, unknown {sorted(extra)}"
+            )
+        arrays = {}
+        for name, a in fields.items():
+            a = np.asarray(a, dtype=np.float64)
+            if a.shape != self.grid.shape:
+                raise ValueError(f"fields[{name!r}] has shape {a.shape}, expected {self.grid.shape}")
+            arrays[name] = a
+        i = self._n
+        for name, a in arrays.items():
+            self._ds[name][i, ...] = a
+        self._ds["time"][i] = t  # last: a slice counts once its time is set
+        self._n += 1
+        self._last_t = t
+        self._ds.sync()
+
+    def add_static(
+        self,
+        name: str,
+        array: np.ndarray,
+        dims: Sequence[str],
+        attrs: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Add a time-independent data variable (e.g. the attention matrices Q, K, V).
+
+        Parameters
+        ----------
+        name : str
+            Variable name (an identifier, not already in the file).
+        array : array_like
+            Values (numeric; stored with their dtype, booleans as int8).
+        dims : sequence of str
+            One name per axis; new dimensions are created, existing ones must match in size;
+            ``"time"`` is not allowed.
+        attrs : dict, optional
+            Variable attributes (``units``, ``long_name``, ...).
+        """
+        if self.closed:
+            raise ValueError(f"{self.path}: the writer is closed")
+        if not isinstance(name, str) or not name.isidentifier() or name in self._ds.variables:
+            raise ValueError(f"name {name!r} must be an identifier not already in the file")
+        a = np.asarray(array)
+        if a.dtype == bool:
+            a = a.astype(np.int8)
+        if a.dtype.kind not in "iuf":
+            raise TypeError(f"array must be numeric, got dtype {a.dtype}")
+        dims = tuple(dims)
+        if len(dims) != a.ndim:
+            raise ValueError(f"dims {dims} has {len(dims)} names for an array with {a.ndim} axes")
+        if "time" in dims:
+            raise ValueError("dims: static variables cannot use the 'time' dimension")
+        for d, size in zip(dims, a.shape):
+            if d in self._ds.dimensions:
+                if len(self._ds.dimensions[d]) != size:
+                    raise ValueError(
+                        f"dims: dimension {d!r} has size {len(self._ds.dimensions[d])}, "
+                        f"array axis has {size}"
+                    )
+            else:
+                self._ds.createDimension(d, size)
+        attrs = {k: _check_attr_value(name, k, v) for k, v in (attrs or {}).items()}
+        v = self._ds.createVariable(name, a.dtype, dims, fill_value=False)
+        if attrs:
+            v.setncatts(attrs)
+        v[...] = a
+        self._ds.sync()
+
+    def close(self) -> None:
+        """Close the file (idempotent)."""
+        if self._ds.isopen():
+            self._ds.close()
+
+    def __enter__(self) -> NetCDFWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"NetCDFWriter({str(self.path)!r}, {self.grid!r}, n_records={self._n}, {state})"
+
+
+def _attr_order(key: str) -> tuple[int, str]:
+    first = ["Conventions", "title", "source", "history"]
+    return (first.index(key), "") if key in first else (len(first), key)
+
+
+# ---- readers and the small-dataset writer --------------------------------------------------
+def open_dataset(path: str | os.PathLike, *, load: bool = True) -> xr.Dataset:
+    """Open a spherepde NetCDF file with xarray.
+
+    Times are left as plain floats (``decode_times=False``, ``decode_timedelta=False``: model
+    time is dimensionless) and values are returned bit for bit as written.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    load : bool
+        If True (default) read everything into memory and close the file, so the file is not
+        held open; if False return a lazily loaded dataset (close it yourself).
+    """
+    import xarray as xr
+
+    kwargs = dict(engine="netcdf4", decode_times=False, decode_timedelta=False)
+    if not load:
+        return xr.open_dataset(path, **kwargs)
+    with xr.open_dataset(path, **kwargs) as ds:
+        return ds.load()
+
+
+def read_config(path: str | os.PathLike) -> dict:
+    """Return the configuration stored in a file's ``config_json`` attribute."""
+    with netCDF4.Dataset(path, "r") as ds:
+        if "config_json" not in ds.ncattrs():
+            raise ValueError(f"{path}: no 'config_json' global attribute")
+        text = ds.getncattr("config_json")
+    return json.loads(text)
+
+
+def write_dataset(
+    path: str | os.PathLike,
+    ds: xr.Dataset,
+    *,
+    config: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+) -> None:
+    """Write a small complete :class:`xarray.Dataset` (engine netcdf4).
+
+    The provenance attributes (``Conventions``, ``spherepde_version``, ``history``, ...) are
+    added unless the dataset already has them; ``config`` and ``seed`` as in
+    :class:`NetCDFWriter`.  The dataset passed in is not modified.
+    """
+    import xarray as xr
+
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}")
+    out = ds.copy(deep=False)
+    attrs = provenance_attrs()
+    del attrs["seed"]
+    attrs.update(ds.attrs)
+    if config is not None:
+        attrs["config_json"] = config_to_json(config)
+    if seed is not None or "seed" not in attrs:
+        attrs["seed"] = _check_seed(seed)
+    out.attrs = attrs
+    out.to_netcdf(path, engine="netcdf4")

@@ -1,0 +1,345 @@
+"""The time loop: drive a stepper from ``t0`` to ``t_end`` and show the state to trackers.
+
+The loop (py-pde style)::
+
+    trackers.initialize(rho0, t0, info)
+    for each target in sorted(output_times ∪ {t_end}):
+        while t < target:
+            h   = dt  (fixed)  or  stepper.stable_dt(rho, t)
+            n   = max(1, ceil((target − t) / h · (1 − 1e-9)))
+            τ   = (target − t) / n              # even split of what is left
+            rho = stepper.step(rho, t, τ);  t = target if n == 1 else t + τ
+            trackers.on_step(t)
+        if target is an output time: trackers.handle(rho, target)
+    trackers.finalize()
+
+Step-size policy (even splitting)
+---------------------------------
+Output times and ``t_end`` are hit exactly (``t`` is *set* to the target on the last step, so
+there are no time offsets).  Instead of a full step followed by a short remainder, what is
+left before the next target is split into ``n`` equal steps, the fewest with ``τ <= h``.
+Hence every step satisfies ``h/2 < τ <= h·(1 + 1e-9)`` unless the whole interval to the next
+target is shorter than ``h`` — there is never a tiny last step, and a step exceeds the stable
+step ``h`` by at most a relative ``1e-9`` (round-off in ``(target − t)/h``).  With a fixed
+``dt`` that divides the output intervals, every step is ``dt`` (up to round-off).
+
+Interruption
+------------
+On ``KeyboardInterrupt`` (Ctrl-C) anywhere in the loop, every started tracker is finalized
+(files are closed and valid), :attr:`Controller.result` is set to a :class:`RunResult` with
+``interrupted=True`` (the last completed step), and the ``KeyboardInterrupt`` is re-raised:
+a library call should not swallow Ctrl-C; a command line catches it and reads
+``controller.result``.  Any other exception also finalizes the trackers, then propagates.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from spherepde.grids import CircleGrid, GaussGrid
+from spherepde.solvers.trackers import TRACKERS, Tracker
+
+#: relative tolerance of the even split: (target − t)/h = k·(1 + δ) with δ <= this gives k steps
+SPLIT_RTOL = 1e-9
+
+
+@runtime_checkable
+class Stepper(Protocol):
+    """What the controller needs from a time stepper."""
+
+    name: str
+    grid: GaussGrid | CircleGrid
+
+    def stable_dt(self, rho: np.ndarray, t: float) -> float:
+        """Largest stable step at ``(rho, t)``."""
+
+    def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
+        """One step of size ``dt`` from ``(rho, t)``; returns a new array."""
+
+
+@dataclass(frozen=True, eq=False)
+class RunResult:
+    """Outcome of :meth:`Controller.run`.
+
+    Attributes
+    ----------
+    state : ndarray
+        Final state, shape ``grid.shape`` (the last completed step if interrupted).
+    t : float
+        Its time (``t_end`` unless interrupted).
+    n_steps : int
+        Steps taken.
+    wall_time : float
+        Wall-clock seconds of the run, trackers included.
+    interrupted : bool
+        True if the run was stopped by ``KeyboardInterrupt``.
+    trackers : dict
+        ``tracker.name -> tracker.result``.
+    """
+
+    state: np.ndarray
+    t: float
+    n_steps: int
+    wall_time: float
+    interrupted: bool = False
+    trackers: dict[str, Any] = field(default_factory=dict)
+
+
+def _check_time(name: str, value: Any) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    return v
+
+
+class Controller:
+    """Run a stepper over a time span, showing the state to trackers at output times.
+
+    Parameters
+    ----------
+    stepper : Stepper
+        Has ``grid``, ``step(rho, t, dt)`` and ``stable_dt(rho, t)`` (see :class:`Stepper`).
+    trackers : Tracker, str or iterable of them
+        Called in the given order; a ``str`` is looked up in
+        :data:`~spherepde.solvers.trackers.TRACKERS` and built without arguments.  Result
+        names must be unique.
+    dt : float, optional
+        Fixed step, ``> 0``.  If None, ``stepper.stable_dt(rho, t)`` is asked before every
+        step.  Either way steps are shortened to land on output times (module docstring).
+        With a fixed ``dt`` ``stable_dt`` is never called.
+    max_steps : int, optional
+        Refuse to take more steps than this (``RuntimeError``, trackers finalized).
+
+    Attributes
+    ----------
+    result : RunResult or None
+        Result of the last run, also set when it was interrupted.
+    """
+
+    def __init__(
+        self,
+        stepper: Stepper,
+        trackers: Tracker | str | Iterable[Tracker | str] = (),
+        *,
+        dt: float | None = None,
+        max_steps: int | None = None,
+    ) -> None:
+        if not (callable(getattr(stepper, "step", None)) and hasattr(stepper, "grid")):
+            raise TypeError("stepper must have a grid and a step(rho, t, dt) method")
+        if dt is not None:
+            dt = _check_time("dt", dt)
+            if dt <= 0:
+                raise ValueError(f"dt must be > 0, got {dt}")
+        elif not callable(getattr(stepper, "stable_dt", None)):
+            raise TypeError("dt is None, so the stepper needs a stable_dt(rho, t) method")
+        if max_steps is not None:
+            if isinstance(max_steps, bool) or not isinstance(max_steps, (int, np.integer)):
+                raise TypeError(f"max_steps must be an int or None, got {max_steps!r}")
+            if max_steps < 1:
+                raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+            max_steps = int(max_steps)
+        self.stepper = stepper
+        self.trackers = self._build_trackers(trackers)
+        self.dt = dt
+        self.max_steps = max_steps
+        self.result: RunResult | None = None
+
+    @staticmethod
+    def _build_trackers(trackers: Tracker | str | Iterable[Tracker | str]) -> list[Tracker]:
+        if isinstance(trackers, (Tracker, str)):
+            trackers = [trackers]
+        out: list[Tracker] = []
+        for tr in trackers:
+            if isinstance(tr, str):
+                if tr not in TRACKERS:
+                    raise ValueError(f"trackers: unknown tracker {tr!r}; registered: {sorted(TRACKERS)}")
+                tr = TRACKERS[tr]()
+            if not isinstance(tr, Tracker):
+                raise TypeError(f"trackers must be Tracker instances or names, got {type(tr).__name__}")
+            out.append(tr)
+        names = [tr.name for tr in out]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"trackers: names must be unique, repeated {dupes} (pass name=...)")
+        return out
+
+    # ---- validation --------------------------------------------------------------------
+    def _validate(
+        self, rho0: Any, t_span: Sequence[float], output_times: Sequence[float] | None
+    ) -> tuple[np.ndarray, float, float, np.ndarray]:
+        try:
+            t0, t_end = t_span
+        except (TypeError, ValueError):
+            raise ValueError(f"t_span must be a pair (t0, t_end), got {t_span!r}") from None
+        t0, t_end = _check_time("t_span[0]", t0), _check_time("t_span[1]", t_end)
+        if not t_end > t0:
+            raise ValueError(f"t_span: t_end must be > t0, got t_span=({t0}, {t_end})")
+
+        if output_times is None:
+            outs = np.array([t0, t_end])
+        else:
+            outs = np.atleast_1d(np.asarray(output_times, dtype=float))
+            if outs.ndim != 1 or outs.size == 0:
+                raise ValueError("output_times must be a non-empty 1-d sequence of times")
+            if not np.all(np.isfinite(outs)):
+                raise ValueError("output_times must be finite")
+            if np.any(np.diff(outs) <= 0):
+                raise ValueError("output_times must be strictly increasing")
+            if outs[0] < t0 or outs[-1] > t_end:
+                raise ValueError(
+                    f"output_times must lie within t_span=[{t0}, {t_end}], "
+                    f"got [{outs[0]}, {outs[-1]}]"
+                )
+
+        if np.iscomplexobj(rho0):
+            raise TypeError("rho0 must be real")
+        try:
+            rho = np.array(rho0, dtype=np.float64)  # a copy: the caller's array is never touched
+        except (TypeError, ValueError) as err:
+            raise TypeError(f"rho0 must be a real array: {err}") from None
+        shape = tuple(self.stepper.grid.shape)
+        if rho.shape != shape:
+            raise ValueError(f"rho0 has shape {rho.shape}, the stepper's grid needs {shape}")
+        if not np.all(np.isfinite(rho)):
+            raise ValueError("rho0 must be finite (it contains NaN or inf)")
+        return rho, t0, t_end, outs
+
+    def _step_size(self, rho: np.ndarray, t: float) -> float:
+        if self.dt is not None:
+            return self.dt
+        h = self.stepper.stable_dt(rho, t)
+        try:
+            h = float(h)
+        except (TypeError, ValueError):
+            raise TypeError(f"stepper.stable_dt returned {h!r}, not a number") from None
+        if not (math.isfinite(h) and h > 0):
+            raise RuntimeError(f"stepper.stable_dt returned {h} at t={t}; need a finite step > 0")
+        return h
+
+    # ---- the loop ----------------------------------------------------------------------
+    def run(
+        self,
+        rho0: np.ndarray,
+        t_span: tuple[float, float],
+        *,
+        output_times: Sequence[float] | None = None,
+    ) -> RunResult:
+        """Integrate from ``t_span[0]`` to ``t_span[1]``.
+
+        Parameters
+        ----------
+        rho0 : ndarray
+            Initial state, shape ``stepper.grid.shape``, finite (copied, never modified).
+        t_span : (float, float)
+            ``(t0, t_end)`` with ``t_end > t0``.
+        output_times : sequence of float, optional
+            Strictly increasing times in ``[t0, t_end]`` at which trackers ``handle`` the
+            state; default ``(t0, t_end)``.  ``t_end`` is reached even if it is not listed.
+
+        Returns
+        -------
+        RunResult
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad input, before any work (nothing is created).
+        KeyboardInterrupt
+            Re-raised after the trackers are finalized; ``self.result`` holds the partial run.
+        FloatingPointError
+            The stepper produced NaN or inf (trackers finalized first).
+        RuntimeError
+            ``max_steps`` exceeded or an invalid ``stable_dt``.
+        """
+        rho, t0, t_end, outs = self._validate(rho0, t_span, output_times)
+        targets = np.union1d(outs, [t_end])
+        is_output = np.isin(targets, outs)
+        info = {
+            "grid": self.stepper.grid,
+            "stepper": getattr(self.stepper, "name", type(self.stepper).__name__),
+            "t_span": (t0, t_end),
+            "output_times": outs.copy(),
+            "dt": self.dt,
+        }
+        self.result = None
+        started: list[Tracker] = []
+        t, n_steps = t0, 0
+        wall0 = time.perf_counter()
+
+        def make_result(interrupted: bool) -> RunResult:
+            return RunResult(
+                state=rho, t=t, n_steps=n_steps, wall_time=time.perf_counter() - wall0,
+                interrupted=interrupted,
+                trackers={tr.name: tr.result for tr in self.trackers},
+            )
+
+        try:
+            for tr in self.trackers:
+                started.append(tr)
+                tr.initialize(rho, t0, info)
+            for target, output in zip(targets.tolist(), is_output.tolist()):
+                while t < target:
+                    if self.max_steps is not None and n_steps >= self.max_steps:
+                        raise RuntimeError(f"max_steps={self.max_steps} reached at t={t} < {target}")
+                    h = self._step_size(rho, t)
+                    remaining = target - t
+                    n = max(1, math.ceil(remaining / h * (1.0 - SPLIT_RTOL)))
+                    tau = remaining / n
+                    t_new = target if n == 1 else t + tau
+                    if not t_new > t:
+                        raise RuntimeError(f"step {tau} underflows at t={t}")
+                    new = self.stepper.step(rho, t, tau)
+                    new = np.asarray(new)
+                    if new.shape != rho.shape:
+                        raise RuntimeError(f"stepper.step returned shape {new.shape}, expected {rho.shape}")
+                    if not np.all(np.isfinite(new)):
+                        raise FloatingPointError(
+                            f"the state became non-finite in the step from t={t} to t={t_new}"
+                        )
+                    rho, t = new, t_new
+                    n_steps += 1
+                    for tr in self.trackers:
+                        tr.on_step(t)
+                if output:
+                    for tr in self.trackers:
+                        tr.handle(rho, t)
+        except KeyboardInterrupt as err:
+            _finalize(started, err)
+            self.result = make_result(interrupted=True)
+            err.add_note(
+                f"spherepde: run interrupted at t={t} after {n_steps} steps; trackers finalized, "
+                "partial result in Controller.result"
+            )
+            raise
+        except BaseException as err:
+            _finalize(started, err)
+            raise
+        errors = _finalize(started, None)
+        if errors:
+            raise errors[0]
+        self.result = make_result(interrupted=False)
+        return self.result
+
+
+def _finalize(trackers: list[Tracker], pending: BaseException | None) -> list[Exception]:
+    """Finalize every tracker even if some fail; failures are noted on ``pending``."""
+    errors: list[Exception] = []
+    for tr in trackers:
+        try:
+            tr.finalize()
+        except Exception as e:  # noqa: BLE001 - keep finalizing the others
+            errors.append(e)
+            if pending is not None:
+                pending.add_note(f"tracker {tr.name!r} failed to finalize: {e!r}")
+    return errors
+
+
+__all__ = ["Controller", "RunResult", "Stepper", "SPLIT_RTOL"]

@@ -1,0 +1,338 @@
+"""Trackers: objects the :class:`~spherepde.solvers.controller.Controller` shows the state to.
+
+A tracker's life during one run (py-pde style)::
+
+    initialize(state, t0, info)     once, before the first step, with the initial state
+    handle(state, t)                at every output time, in the order the trackers were given
+    on_step(t)                      after every step (cheap hook; only progress bars use it)
+    finalize()                      once, always — also after Ctrl-C or an error — so files close
+
+``result`` returns what the tracker collected.  Trackers are registered by name in
+:data:`TRACKERS` (see :func:`register_tracker`), so the controller accepts a name for
+trackers that need no arguments and tests can loop over all of them.
+
+Trackers must not modify the state they are shown; those that keep it store a copy.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spherepde.grids import CircleGrid, GaussGrid
+
+Grid = GaussGrid | CircleGrid
+
+#: name -> tracker class
+TRACKERS: dict[str, type[Tracker]] = {}
+
+
+def register_tracker(cls: type[Tracker]) -> type[Tracker]:
+    """Class decorator: register ``cls`` in :data:`TRACKERS` under ``cls.name``."""
+    name = getattr(cls, "name", None)
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{cls.__name__} needs a non-empty class attribute 'name'")
+    if name in TRACKERS and TRACKERS[name] is not cls:
+        raise ValueError(f"a tracker named {name!r} is already registered ({TRACKERS[name]})")
+    TRACKERS[name] = cls
+    return cls
+
+
+def cell_measure(grid: Grid) -> np.ndarray:
+    """Cell areas (GaussGrid, shape (nlat, nlon)) or cell lengths (CircleGrid, shape (n,))."""
+    return grid.cell_area if isinstance(grid, GaussGrid) else grid.cell_length
+
+
+class Tracker:
+    """Base class; subclasses override the hooks they need.
+
+    Parameters
+    ----------
+    name : str, optional
+        Key of this tracker's result in ``RunResult.trackers``; defaults to the class's
+        registry name.  Give two trackers of the same class different names.
+    """
+
+    name: str = "tracker"
+
+    def __init__(self, *, name: str | None = None) -> None:
+        if name is not None:
+            if not isinstance(name, str) or not name:
+                raise ValueError(f"name must be a non-empty str, got {name!r}")
+            self.name = name
+
+    def initialize(self, state: np.ndarray, t: float, info: Mapping[str, Any]) -> None:
+        """Called once before the first step.
+
+        ``info`` holds ``grid``, ``stepper`` (its name), ``t_span``, ``output_times`` and
+        ``dt`` (None when the stepper's stable step is used).
+        """
+
+    def handle(self, state: np.ndarray, t: float) -> None:
+        """Called at every output time ``t`` with the state at exactly that time."""
+
+    def on_step(self, t: float) -> None:
+        """Called after every step with the new time (keep it cheap)."""
+
+    def finalize(self) -> None:
+        """Called once at the end of the run, whether it succeeded or not."""
+
+    @property
+    def result(self) -> Any:
+        """What the tracker collected (None for trackers that only have side effects)."""
+        return None
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r})"
+
+
+@register_tracker
+class MemoryTracker(Tracker):
+    """Keep a copy of the state at every output time (for tests and small runs).
+
+    ``result`` is ``{"time": (n,) array, "state": (n, *grid.shape) array}``.
+    """
+
+    name = "memory"
+
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.times: list[float] = []
+        self.states: list[np.ndarray] = []
+
+    def initialize(self, state, t, info) -> None:
+        self.times, self.states = [], []
+        self._shape = np.shape(state)
+
+    def handle(self, state, t) -> None:
+        self.times.append(float(t))
+        self.states.append(np.array(state, copy=True))
+
+    @property
+    def result(self) -> dict[str, np.ndarray]:
+        shape = getattr(self, "_shape", (0,))
+        states = np.stack(self.states) if self.states else np.empty((0, *shape))
+        return {"time": np.array(self.times, dtype=float), "state": states}
+
+
+@register_tracker
+class DiagnosticsTracker(Tracker):
+    r"""Record scalar diagnostics at every output time.
+
+    Built in: ``time``, ``mass`` :math:`M(t) = \int \rho\,d\sigma \approx \sum_c \rho_c |c|`
+    (cell areas on S², cell lengths on S¹), ``min``, ``max`` and
+    ``rel_mass_error`` :math:`(M(t) - M(t_0)) / |M(t_0)|` (the absolute error if
+    :math:`M(t_0) = 0`), :math:`t_0` being the start of the run.
+
+    Parameters
+    ----------
+    extra : dict, optional
+        More diagnostics, ``name -> f(state, t) -> float``; names must not clash with the
+        built-in ones.
+    name : str, optional
+        Result key (default ``"diagnostics"``).
+
+    ``result`` is a dict ``name -> (n,) float array``.
+    """
+
+    name = "diagnostics"
+    BUILTIN = ("time", "mass", "min", "max", "rel_mass_error")
+
+    def __init__(
+        self,
+        extra: Mapping[str, Callable[[np.ndarray, float], float]] | None = None,
+        *,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        extra = dict(extra or {})
+        for k, f in extra.items():
+            if k in self.BUILTIN or not isinstance(k, str):
+                raise ValueError(f"extra: name {k!r} clashes with a built-in diagnostic {self.BUILTIN}")
+            if not callable(f):
+                raise TypeError(f"extra[{k!r}] must be callable f(state, t) -> float")
+        self.extra = extra
+        self._data: dict[str, list[float]] = {k: [] for k in (*self.BUILTIN, *extra)}
+
+    def initialize(self, state, t, info) -> None:
+        self._measure = cell_measure(info["grid"])
+        self.mass0 = self._mass(state)
+        self._data = {k: [] for k in (*self.BUILTIN, *self.extra)}
+
+    def _mass(self, state: np.ndarray) -> float:
+        return float(np.sum(state * self._measure))
+
+    def handle(self, state, t) -> None:
+        m = self._mass(state)
+        d = self._data
+        d["time"].append(float(t))
+        d["mass"].append(m)
+        d["min"].append(float(np.min(state)))
+        d["max"].append(float(np.max(state)))
+        d["rel_mass_error"].append((m - self.mass0) / abs(self.mass0) if self.mass0 else m - self.mass0)
+        for k, f in self.extra.items():
+            d[k].append(float(f(state, t)))
+
+    @property
+    def result(self) -> dict[str, np.ndarray]:
+        return {k: np.array(v, dtype=float) for k, v in self._data.items()}
+
+
+@register_tracker
+class ProgressTracker(Tracker):
+    """A tqdm progress bar over simulated time, on stderr.
+
+    Parameters
+    ----------
+    disable : bool or None
+        True: no bar; False: always a bar; None (default): a bar only if stderr is a terminal.
+    desc : str
+        Label in front of the bar.
+    """
+
+    name = "progress"
+
+    def __init__(self, *, disable: bool | None = None, desc: str = "spherepde",
+                 name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.disable = disable
+        self.desc = desc
+        self._bar = None
+
+    def initialize(self, state, t, info) -> None:
+        from tqdm import tqdm
+
+        t0, t_end = info["t_span"]
+        disable = self.disable
+        if disable is None:
+            disable = not (hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+        self._t0, self._t = float(t0), float(t0)
+        self._bar = tqdm(total=float(t_end - t0), desc=self.desc, unit="t", file=sys.stderr,
+                         disable=disable, dynamic_ncols=True,
+                         bar_format="{l_bar}{bar}| t={n:.4g}/{total:.4g} [{elapsed}<{remaining}]")
+
+    def on_step(self, t) -> None:
+        if self._bar is not None:
+            self._bar.update(float(t) - self._t)
+            self._t = float(t)
+
+    def finalize(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+@register_tracker
+class NetCDFTracker(Tracker):
+    """Write the state at every output time to a CF NetCDF file, flushed slice by slice.
+
+    The file is created when the run starts (:meth:`initialize`) and closed by
+    :meth:`finalize`, also after Ctrl-C or an error, so it always opens with the snapshots
+    written so far.  See :class:`spherepde.io.netcdf.NetCDFWriter` for the layout.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Output file (its folder must exist).
+    grid : GaussGrid or CircleGrid
+        Must be the stepper's grid.
+    config : dict
+        The run configuration, stored as ``config_json``.
+    variable : str
+        Name of the field variable (default ``"density"``).
+    attrs : dict, optional
+        Its attributes; default ``units = "1"`` and a long_name for a probability density.
+    seed : int or None
+        Stored as the ``seed`` attribute.
+    title : str
+        ``title`` attribute.
+    static : dict, optional
+        ``name -> (array, dims, attrs)`` time-independent variables (e.g. Q, K, V), written
+        when the file is created.
+    compress : int
+        zlib level 0–9 (0 = none).
+    """
+
+    name = "netcdf"
+
+    DEFAULT_ATTRS = {
+        "units": "1",
+        "long_name": "probability density with respect to the area element of the unit sphere",
+    }
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        grid: Grid,
+        *,
+        config: Mapping[str, Any],
+        variable: str = "density",
+        attrs: Mapping[str, Any] | None = None,
+        seed: int | None = None,
+        title: str = "spherepde run",
+        static: Mapping[str, tuple] | None = None,
+        compress: int = 0,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        if not isinstance(grid, (GaussGrid, CircleGrid)):
+            raise TypeError(f"grid must be a GaussGrid or CircleGrid, got {type(grid).__name__}")
+        self.path = Path(path)
+        if not self.path.parent.is_dir():
+            raise ValueError(f"path: folder {str(self.path.parent)!r} does not exist")
+        if not isinstance(config, Mapping):
+            raise TypeError(f"config must be a dict, got {type(config).__name__}")
+        self.grid = grid
+        self.config = dict(config)
+        self.variable = variable
+        self.attrs = dict(self.DEFAULT_ATTRS if attrs is None else attrs)
+        self.seed = seed
+        self.title = title
+        self.static = dict(static or {})
+        self.compress = compress
+        self.writer = None
+
+    def initialize(self, state, t, info) -> None:
+        from spherepde.io.netcdf import NetCDFWriter  # io sits above solvers: import lazily
+
+        if info["grid"] != self.grid:
+            raise ValueError(f"grid: tracker grid {self.grid} differs from the stepper's {info['grid']}")
+        self.writer = NetCDFWriter(
+            self.path, self.grid, variables={self.variable: self.attrs}, config=self.config,
+            seed=self.seed, title=self.title, compress=self.compress,
+            attrs={"stepper": str(info.get("stepper", "unknown"))},
+        )
+        try:
+            for key, (array, dims, *rest) in self.static.items():
+                self.writer.add_static(key, array, dims, rest[0] if rest else None)
+        except BaseException:
+            self.writer.close()
+            raise
+
+    def handle(self, state, t) -> None:
+        self.writer.append(t, **{self.variable: state})
+
+    def finalize(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    @property
+    def result(self) -> Path:
+        """Path of the file."""
+        return self.path
+
+
+__all__ = [
+    "TRACKERS",
+    "DiagnosticsTracker",
+    "MemoryTracker",
+    "NetCDFTracker",
+    "ProgressTracker",
+    "Tracker",
+    "cell_measure",
+    "register_tracker",
+]

@@ -1,0 +1,36 @@
+"""Input checks shared by solvers: clear errors naming the argument, before any work."""
+from __future__ import annotations
+
+import numpy as np
+
+
+def check_density(rho, grid, name: str = "rho0", *, allow_negative: bool = False) -> np.ndarray:
+    """Return ``rho`` as a float64 array of the grid's shape, or raise a ValueError naming it.
+
+    Refuses wrong shapes, NaN/inf, negative values (unless ``allow_negative``) and a zero or
+    non-finite total mass.
+    """
+    a = np.asarray(rho, dtype=float)
+    if a.shape != tuple(grid.shape):
+        raise ValueError(f"{name} must have shape {tuple(grid.shape)} (the grid's), got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} contains NaN or inf")
+    if not allow_negative and np.any(a < 0):
+        raise ValueError(f"{name} must be non-negative (min = {a.min():.3g})")
+    return a
+
+
+def check_positive(value, name: str, *, upper: float | None = None, inclusive_upper=True) -> float:
+    """A finite number in (0, upper] (or (0, upper)), else ValueError naming ``name``."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    ok = np.isfinite(v) and v > 0
+    if ok and upper is not None:
+        ok = v <= upper if inclusive_upper else v < upper
+    if not ok:
+        rng = f"(0, {upper}]" if upper is not None and inclusive_upper else (
+            f"(0, {upper})" if upper is not None else "(0, inf)")
+        raise ValueError(f"{name} must be in {rng}, got {value!r}")
+    return v
