@@ -1,6 +1,7 @@
 """Eulerian (density-on-a-grid) solvers."""
 from __future__ import annotations
 
+from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL, meanfield_ffsl
 from spherepde.solvers.eulerian.transport import FFSLCircle, FFSLSphere, ffsl_ppm
 
-__all__ = ["FFSLCircle", "FFSLSphere", "ffsl_ppm"]
+__all__ = ["FFSLCircle", "FFSLSphere", "MeanFieldFFSL", "ffsl_ppm", "meanfield_ffsl"]

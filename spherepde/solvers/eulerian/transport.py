@@ -9,8 +9,9 @@ shrink the step.  One step of length Δt (velocity frozen at t + Δt/2, Strang s
     ρ ← Z(Δt/2) ρ,   ρ ← M(Δt) ρ,   ρ ← Z(Δt/2) ρ,
 
 Z: along each latitude ring, the 1-D continuity equation in the longitude index with
-   velocity  λ̇ = u_east Δφ_j / w_j  (the face-averaged angular velocity, so that the flux
-   through a meridian face is ρ u Δφ_j — finite even for the ring next to the pole);
+   velocity  λ̇ = u_east(φ̃_j) Δφ_j / w_j  (φ̃_j the mid-latitude of the face: the flux through a
+   meridian face is ρ ∫u dφ ≈ ρ u(φ̃_j) Δφ_j, finite and second-order even for the ring next
+   to the pole, whether u → 0 or not there);
 M: along each meridian, in colatitude ϑ, for the mass per unit (λ, ϑ)  ρ cos φ  with
    velocity ϑ̇ = −v_north; the poles are faces of zero length, closed to flux.
 Each sweep is exactly conservative, second order in time (frozen midpoint velocity + midpoint
@@ -101,8 +102,11 @@ class FFSLSphere(_FFSLBase):
         super().__init__(grid, velocity, **options)
         g = grid
         self._dx = g.dlon
-        # face points: zonal faces (λ_{i−1/2}, φ_j) and meridional faces (λ_i, φ_{j±1/2})
-        lonz, latz = np.meshgrid(g.lon_faces[:-1], g.lat, indexing="xy")
+        # face points: zonal faces (λ_{i−1/2}, mid-latitude of the face), meridional faces (λ_i, φ_{j±1/2})
+        # the zonal flux through a meridian face is ρ ∫ u dφ: midpoint rule in φ, exact for
+        # u linear in φ (so also at the polar rings, where u ∝ colatitude or → const)
+        lat_mid = 0.5 * (g.lat_faces[:-1] + g.lat_faces[1:])
+        lonz, latz = np.meshgrid(g.lon_faces[:-1], lat_mid, indexing="xy")
         lonm, latm = np.meshgrid(g.lon, g.lat_faces, indexing="xy")
         self._xz = lonlat_to_xyz(lonz, latz)
         self._xm = lonlat_to_xyz(lonm, latm)
@@ -115,16 +119,23 @@ class FFSLSphere(_FFSLBase):
         self._line = ffsl.BoundedLine(np.pi / 2 - g.lat_faces)
         self._cache: tuple | None = None
 
-    def _face_velocities(self, t: float):
-        if self._cache is not None and self._cache[0] == t:
-            return self._cache[1:]
-        v = self.velocity(t, self._points)
+    @property
+    def points(self) -> np.ndarray:
+        """Face points where velocities are needed: (nlat·nlon + (nlat+1)·nlon, 3)."""
+        return self._points
+
+    def face_velocities(self, v: np.ndarray):
+        """Cartesian velocities at :attr:`points` → (a_zonal (nlat, nlon) in cells per unit
+        time, a_meridional (nlon, nlat+1) in colatitude per unit time, max |v|)."""
         nz = self._nz
         (u,), vmax1 = _tangent_components(v[:nz].reshape(self._xz.shape), self._xz, [self._east_z])
         (vn,), vmax2 = _tangent_components(v[nz:].reshape(self._xm.shape), self._xm, [self._north_m])
-        az = u * self._zfac                       # (nlat, nlon) cells per unit time
-        am = np.ascontiguousarray(-vn.T)          # (nlon, nlat+1) colatitude per unit time
-        out = (az, am, max(vmax1, vmax2))
+        return u * self._zfac, np.ascontiguousarray(-vn.T), max(vmax1, vmax2)
+
+    def _face_velocities(self, t: float):
+        if self._cache is not None and self._cache[0] == t:
+            return self._cache[1:]
+        out = self.face_velocities(self.velocity(t, self._points))
         self._cache = (t,) + out
         return out
 
@@ -149,12 +160,16 @@ class FFSLSphere(_FFSLBase):
             m = self._line.sweep(m, a, tau / nsub, self.limiter)
         return m.T / w[:, None]
 
-    def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
-        """One Strang-split step of length dt from time t; returns the new density."""
-        az, am, _ = self._face_velocities(t + 0.5 * dt)
+    def advance(self, rho: np.ndarray, az: np.ndarray, am: np.ndarray, dt: float) -> np.ndarray:
+        """Transport by frozen face velocities (from :meth:`face_velocities`) over dt (Strang)."""
         rho = self._zonal(rho, az, 0.5 * dt)
         rho = self._meridional(rho, am, dt)
         return self._zonal(rho, az, 0.5 * dt)
+
+    def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
+        """One step of length dt from time t, velocity frozen at t + dt/2."""
+        az, am, _ = self._face_velocities(t + 0.5 * dt)
+        return self.advance(rho, az, am, dt)
 
 
 class FFSLCircle(_FFSLBase):
@@ -168,19 +183,33 @@ class FFSLCircle(_FFSLBase):
         self._tf = np.stack([-np.sin(th), np.cos(th)], axis=-1)
         self._cache = None
 
+    @property
+    def points(self) -> np.ndarray:
+        """Face points θ_{i−1/2} where velocities are needed, (n, 2)."""
+        return self._xf
+
+    def face_velocities(self, v: np.ndarray):
+        """Cartesian velocities at :attr:`points` → (a (n,) in cells per unit time, max |v|)."""
+        (u,), vmax = _tangent_components(v, self._xf, [self._tf])
+        return u / self._dx, vmax
+
     def _face_velocities(self, t: float):
         if self._cache is not None and self._cache[0] == t:
             return self._cache[1:]
-        (u,), vmax = _tangent_components(self.velocity(t, self._xf), self._xf, [self._tf])
-        out = (u / self._dx, vmax)
+        out = self.face_velocities(self.velocity(t, self._xf))
         self._cache = (t,) + out
         return out
 
-    def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
-        a, _ = self._face_velocities(t + 0.5 * dt)
+    def advance(self, rho: np.ndarray, a: np.ndarray, dt: float) -> np.ndarray:
+        """Transport by frozen face velocities a (cells per unit time) over dt."""
         nsub = max(1, int(np.ceil(dt * ffsl.lipschitz_periodic(a[None])[0] / self.max_lipschitz)))
         self.substeps += nsub - 1
         q = rho[None, :]
         for _ in range(nsub):
             q = ffsl.sweep_periodic(q, a[None, :], dt / nsub, self.limiter)
         return q[0]
+
+    def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
+        """One step of length dt from time t, velocity frozen at t + dt/2."""
+        a, _ = self._face_velocities(t + 0.5 * dt)
+        return self.advance(rho, a, dt)

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Install spherepde and everything it needs, on a fresh Debian/Ubuntu machine or an existing one.
+#   bash scripts/install.sh          # the package and its runtime dependencies
+#   bash scripts/install.sh --test   # ... plus the test dependencies
+# Idempotent: a second run changes nothing.  System package: FFTW (libfftw3-dev), needed to
+# build shtns.  If shtns cannot be built, spherepde is installed without it and runs through
+# pyshtools (slower; it says so once at run time).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-python3}"
+extras=""
+[[ "${1:-}" == "--test" ]] && extras="[test]"
+
+have_fftw() { [ -f /usr/include/fftw3.h ] || pkg-config --exists fftw3 2>/dev/null; }
+if ! have_fftw; then
+  if command -v apt-get >/dev/null 2>&1; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
+    echo "install: FFTW headers missing; installing libfftw3-dev" >&2
+    $SUDO apt-get update -qq || true
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libfftw3-dev >/dev/null \
+      || echo "install: could not install libfftw3-dev; shtns may fail to build" >&2
+  else
+    echo "install: no apt-get; install FFTW (fftw3 headers) yourself for shtns" >&2
+  fi
+fi
+
+if ! "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".${extras}"; then
+  echo "install: full install failed (most likely shtns could not be built);" \
+       "installing without shtns — spherepde will use the slower pyshtools backend" >&2
+  "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore --no-deps -e .
+  deps=$(EXTRAS="$extras" "$PY" - <<'PYEOF'
+import os, tomllib
+p = tomllib.load(open("pyproject.toml", "rb"))["project"]
+deps = [d.split("#")[0].strip() for d in p["dependencies"] if not d.startswith("shtns")]
+if os.environ.get("EXTRAS"):
+    deps += p["optional-dependencies"]["test"]
+print(" ".join(deps))
+PYEOF
+)
+  # shellcheck disable=SC2086
+  "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore $deps
+fi
+"$PY" -c "import spherepde, sys; print('spherepde', spherepde.__version__, 'installed for', sys.executable)"

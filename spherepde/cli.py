@@ -1,0 +1,160 @@
+"""Command line: ``spherepde run``, ``spherepde validate transport``, ``spherepde validate convergence``.
+
+Errors in the arguments are reported before any work, naming the argument (exit status 2).
+Ctrl-C stops a run but leaves its NetCDF file valid (exit status 130).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from pathlib import Path
+
+from spherepde import __version__
+
+
+def _emit(result: dict, as_json: bool) -> None:
+    if as_json:
+        print(json.dumps(result, indent=2, sort_keys=False))
+    else:
+        for k, v in result.items():
+            print(f"{k:>16}: {v}")
+
+
+def _alpha(text: str) -> float:
+    """Accept a number or an expression in pi, e.g. 'pi/2-0.05'."""
+    try:
+        value = float(eval(text, {"__builtins__": {}}, {"pi": math.pi}))  # noqa: S307 — numbers and pi only
+    except Exception:
+        raise argparse.ArgumentTypeError(f"--alpha must be a number or an expression in pi, got {text!r}")
+    return value
+
+
+def _transport_parser(sub, name: str, help_: str, many: bool):
+    from spherepde.solvers.eulerian.ppm import LIMITERS
+    from spherepde.validation.transport_cases import CASES, FIELDS
+
+    p = sub.add_parser(name, help=help_)
+    p.add_argument("--case", required=True, choices=CASES)
+    p.add_argument("--field", default=None, choices=FIELDS,
+                   help="initial field (default: cosine-bell for williamson1, else gaussian-hills)")
+    if many:
+        p.add_argument("--nlat", type=int, nargs="+", required=True, help="≥ 3 even grid sizes")
+    else:
+        p.add_argument("--nlat", type=int, required=True, help="number of Gauss latitudes (even, ≥ 4)")
+    p.add_argument("--alpha", type=_alpha, default=0.0, help="williamson1 axis tilt in radians (e.g. pi/2-0.05)")
+    p.add_argument("--courant", type=float, default=0.8, help="Δt·max|u|/Δλ, in (0, 4]")
+    p.add_argument("--limiter", default="positive", choices=LIMITERS)
+    if not many:
+        p.add_argument("--output", default=None, help="NetCDF file for the initial, intermediate and final fields")
+    else:
+        p.add_argument("--plot", default=None, help="PNG file for the convergence plot")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="spherepde", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"spherepde {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    run = sub.add_parser("run", help="the main job: run a configuration (default: the embedded one)")
+    run.add_argument("--config", default=None, help="a .toml or .json configuration (default: embedded)")
+    run.add_argument("--output", default="out", help="output folder (created), default ./out")
+    run.add_argument("--json", action="store_true")
+
+    val = sub.add_parser("validate", help="standard test suites")
+    vsub = val.add_subparsers(dest="suite", required=True)
+    _transport_parser(vsub, "transport", "one standard transport test, error norms after one period", many=False)
+    _transport_parser(vsub, "convergence", "a transport test at several resolutions, with fitted orders", many=True)
+    return parser
+
+
+def _transport_config(args, nlat: int):
+    from spherepde.validation.transport_cases import make_case
+    from spherepde.validation.transport_runs import TransportConfig
+
+    field = args.field or make_case(args.case).default_field
+    return TransportConfig(case=args.case, field=field, nlat=nlat, alpha=args.alpha,
+                           courant=args.courant, limiter=args.limiter)
+
+
+def _cmd_validate(args) -> int:
+    from spherepde.validation.transport_runs import fit_order, run_transport
+
+    if args.suite == "transport":
+        config = _transport_config(args, args.nlat)
+        if args.output is not None and not Path(args.output).parent.is_dir():
+            raise ValueError(f"--output: folder {str(Path(args.output).parent)!r} does not exist")
+        _emit(run_transport(config, output=args.output), args.json)
+        return 0
+    # convergence
+    if len(args.nlat) < 3:
+        raise ValueError(f"--nlat needs at least 3 resolutions for a fitted order, got {args.nlat}")
+    configs = [_transport_config(args, n) for n in sorted(set(args.nlat))]  # validates all first
+    rows = [run_transport(c) for c in configs]
+    h = [r["resolution_deg"] for r in rows]
+    out = {"case": configs[0].case, "field": configs[0].field, "limiter": args.limiter,
+           "rows": [{k: r[k] for k in ("nlat", "resolution_deg", "steps", "seconds", "l1", "l2",
+                                       "linf", "lmax", "lmin", "mass_error", "min_value")} for r in rows]}
+    for norm in ("l1", "l2", "linf"):
+        order, se = fit_order(h, [r[norm] for r in rows])
+        out[f"order_{norm}"] = order
+        out[f"order_{norm}_stderr"] = se
+    if args.plot:
+        from spherepde.io.plots import plot_convergence
+
+        plot_convergence(h, {n: [r[n] for r in rows] for n in ("l1", "l2", "linf")}, args.plot,
+                         title=f"{out['case']} / {out['field']} ({args.limiter})")
+        out["plot"] = args.plot
+    _emit(out, args.json)
+    return 0
+
+
+def _cmd_run(args) -> int:
+    import numpy as np
+
+    from spherepde.io.config import load_config
+    from spherepde.io.netcdf import open_dataset
+    from spherepde.io.plots import plot_snapshots
+    from spherepde.grids import GaussGrid
+    from spherepde.validation.transport_runs import TransportConfig, run_transport
+
+    config = TransportConfig() if args.config is None else TransportConfig.from_dict(load_config(args.config))
+    outdir = Path(args.output)
+    outdir.mkdir(parents=True, exist_ok=True)
+    nc = outdir / "run.nc"
+    try:
+        result = run_transport(config, output=nc, progress=True)
+    finally:
+        if nc.exists():  # also after Ctrl-C: plot what was written
+            ds = open_dataset(nc)
+            if ds.sizes.get("time", 0):
+                grid = GaussGrid(config.nlat)
+                png = plot_snapshots(grid, ds.time.values, np.asarray(ds["psi"].values), outdir / "snapshots.png",
+                                     title=f"{config.case}, {config.field}, nlat={config.nlat}", label="tracer")
+    result["plot"] = str(png)
+    (outdir / "summary.json").write_text(json.dumps(result, indent=2))
+    result["summary"] = str(outdir / "summary.json")
+    _emit(result, args.json)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "run":
+            return _cmd_run(args)
+        return _cmd_validate(args)
+    except (ValueError, TypeError) as exc:
+        print(f"spherepde: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("spherepde: interrupted; output files hold everything computed so far", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Self-attention velocity fields on the sphere S^{d−1} (SPEC.md, Paper 1).
+
+For a measure ρ = Σ_j w_j δ_{y_j} (a density on a grid: y_j the cell centres,
+w_j = ρ_j |cell_j|; or N particles with w_j = 1/N) and B = QᵀK:
+
+    softmax:  m_β[ρ](x) = Σ_j w_j e^{β⟨Bᵀx, y_j⟩} y_j / Σ_j w_j e^{β⟨Bᵀx, y_j⟩}
+    usa:      m_β[ρ](x) = Σ_j w_j e^{β⟨Bᵀx, y_j⟩ − β} y_j          (unnormalised, rescaled by e^{−β})
+    β = ∞:    m_∞(x)    = Bᵀx / |Bᵀx|                               (softmax, full support)
+
+    X_β[ρ](x) = P_x V m_β[ρ](x),   P_x = I − x xᵀ.
+
+Evaluation is in the log domain: logits ℓ_ij = β⟨x_i B, y_j⟩ + log w_j, and the weights are
+exp(ℓ_ij − max_j ℓ_ij) — exact at any β (no overflow at β = 10⁴).  Targets are processed in
+blocks so that memory stays bounded (``block`` targets × all sources at a time).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+KINDS = ("softmax", "usa")
+
+
+def _as_matrix(a, name: str, d: int | None) -> np.ndarray:
+    m = np.asarray(a, dtype=float)
+    if m.ndim != 2 or m.shape[0] != m.shape[1]:
+        raise ValueError(f"{name} must be a square matrix, got shape {m.shape}")
+    if d is not None and m.shape[0] != d:
+        raise ValueError(f"{name} must be {d}×{d} to match the other matrices, got {m.shape}")
+    if not np.all(np.isfinite(m)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return m
+
+
+@dataclass(frozen=True, eq=False)
+class Attention:
+    """One attention head: matrices Q, K, V (d×d), inverse temperature β, normalisation.
+
+    Parameters
+    ----------
+    Q, K, V : (d, d) arrays.
+    beta : float in (0, ∞], ``math.inf`` for the zero-temperature limit (softmax only; needs
+        B = QᵀK invertible).
+    kind : "softmax" (default) or "usa" (unnormalised self-attention, rescaled by e^{−β}).
+    """
+
+    Q: np.ndarray
+    K: np.ndarray
+    V: np.ndarray
+    beta: float
+    kind: str = "softmax"
+    B: np.ndarray = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        Q = _as_matrix(self.Q, "Q", None)
+        d = Q.shape[0]
+        if d < 2:
+            raise ValueError(f"Q must be at least 2×2 (tokens on S^{{d−1}}, d ≥ 2), got {Q.shape}")
+        K = _as_matrix(self.K, "K", d)
+        V = _as_matrix(self.V, "V", d)
+        for n, m in (("Q", Q), ("K", K), ("V", V)):
+            m.setflags(write=False)
+            object.__setattr__(self, n, m)
+        try:
+            beta = float(self.beta)
+        except (TypeError, ValueError):
+            raise TypeError(f"beta must be a number or math.inf, got {self.beta!r}") from None
+        if not beta > 0 or math.isnan(beta):
+            raise ValueError(f"beta must be > 0 (or math.inf), got {self.beta!r}")
+        object.__setattr__(self, "beta", beta)
+        if self.kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, got {self.kind!r}")
+        B = Q.T @ K
+        B.setflags(write=False)
+        object.__setattr__(self, "B", B)
+        if math.isinf(beta):
+            if self.kind != "softmax":
+                raise ValueError("beta = inf is defined for kind='softmax' only")
+            s = np.linalg.svd(B, compute_uv=False)
+            if s[-1] <= 1e-12 * max(s[0], 1e-300):
+                raise ValueError(
+                    f"beta = inf needs B = QᵀK invertible (smallest singular value {s[-1]:.3g})")
+
+    @property
+    def d(self) -> int:
+        return self.Q.shape[0]
+
+    @property
+    def A(self) -> np.ndarray:
+        """A = V Bᵀ, whose top eigenspace carries the metastable state (Paper 1)."""
+        return self.V @ self.B.T
+
+    def to_dict(self) -> dict:
+        return {"Q": self.Q.tolist(), "K": self.K.tolist(), "V": self.V.tolist(),
+                "beta": self.beta, "kind": self.kind}
+
+    # ------------------------------------------------------------------------------------
+    def mean(self, x: np.ndarray, y: np.ndarray | None = None, w: np.ndarray | None = None,
+             *, block: int = 2048) -> np.ndarray:
+        """The attention mean m_β[ρ](x) at targets x (n, d), for ρ = Σ_j w_j δ_{y_j}.
+
+        ``y`` (m, d) and ``w`` (m,) (non-negative, any total) are ignored at β = ∞.  Exact
+        float64 reference evaluation, ``block`` targets at a time.
+        """
+        x = np.asarray(x, float)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError(f"x must have shape (n, {self.d}), got {x.shape}")
+        z = x @ self.B  # rows: Bᵀx
+        if math.isinf(self.beta):
+            return z / np.linalg.norm(z, axis=1, keepdims=True)
+        y, logw = _sources(y, w, self.d)
+        out = np.empty_like(x)
+        beta = self.beta
+        for s in range(0, x.shape[0], block):
+            logits = beta * (z[s:s + block] @ y.T) + logw[None, :]
+            mx = logits.max(axis=1, keepdims=True)
+            e = np.exp(logits - mx)
+            num = e @ y
+            if self.kind == "softmax":
+                out[s:s + block] = num / e.sum(axis=1, keepdims=True)
+            else:
+                out[s:s + block] = num * np.exp(mx - beta)
+        return out
+
+    def velocity(self, x: np.ndarray, y: np.ndarray | None = None, w: np.ndarray | None = None,
+                 **kw) -> np.ndarray:
+        """X_β[ρ](x) = P_x V m_β[ρ](x) at unit targets x (n, d); shape (n, d)."""
+        v = self.mean(x, y, w, **kw) @ self.V.T
+        return v - np.sum(v * x, axis=1, keepdims=True) * x
+
+
+def _sources(y, w, d: int) -> tuple[np.ndarray, np.ndarray]:
+    if y is None or w is None:
+        raise ValueError("y and w (the measure's support points and weights) are needed for finite beta")
+    y = np.asarray(y, float).reshape(-1, d)
+    w = np.asarray(w, float).reshape(-1)
+    if w.shape[0] != y.shape[0]:
+        raise ValueError(f"w must have one weight per point of y ({y.shape[0]}), got {w.shape[0]}")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError("w must be finite and non-negative")
+    if not np.any(w > 0):
+        raise ValueError("w must have positive total mass")
+    with np.errstate(divide="ignore"):
+        logw = np.log(w)
+    keep = w > 0
+    return y[keep], logw[keep]
+
+
+class DensityAttention:
+    """The attention velocity of a density on a grid, for the density solvers.
+
+    ``velocity(t, x, rho)`` returns X_β[ρ](x) at Cartesian points x (..., d) for the density
+    ``rho`` (grid.shape) with ρ = Σ_j rho_j |cell_j| δ_{y_j}, y_j the cell centres.
+    """
+
+    depends_on_density = True
+
+    def __init__(self, attention: Attention, grid) -> None:
+        self.attention = attention
+        if hasattr(grid, "xyz"):
+            y, area = grid.xyz.reshape(-1, 3), grid.cell_area.reshape(-1)
+        else:
+            y, area = grid.xy, grid.cell_length
+        if y.shape[1] != attention.d:
+            raise ValueError(
+                f"Q, K, V are {attention.d}×{attention.d} but the grid lives in R^{y.shape[1]} "
+                f"({type(grid).__name__}); use d = {y.shape[1]}")
+        self.grid = grid
+        self._y = y
+        self._area = area
+
+    @property
+    def depends_on_density(self) -> bool:  # noqa: F811 — β = ∞ does not
+        return not math.isinf(self.attention.beta)
+
+    def __call__(self, t: float, x: np.ndarray, rho: np.ndarray | None = None) -> np.ndarray:
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        w = None if rho is None else np.asarray(rho).reshape(-1) * self._area
+        return self.attention.velocity(x, self._y, w).reshape(shape)

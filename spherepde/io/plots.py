@@ -1,0 +1,63 @@
+"""PNG figures of fields on the sphere and of diagnostics (matplotlib, Agg backend)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_snapshots(grid, times, fields, path, *, title: str = "", label: str = "density"):
+    """Lon–lat maps of ``fields`` (k, nlat, nlon) at ``times`` (k,), one panel each, to PNG."""
+    plt = _plt()
+    k = len(times)
+    ncol = min(k, 3)
+    nrow = int(np.ceil(k / ncol))
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 2.6 * nrow + 0.6), squeeze=False,
+                             layout="constrained")
+    vmin, vmax = float(np.min(fields)), float(np.max(fields))
+    lon = np.degrees(grid.lon_faces)
+    lat = np.degrees(grid.lat_faces)
+    for ax in axes.flat[k:]:
+        ax.set_visible(False)
+    for ax, t, f in zip(axes.flat, times, fields):
+        im = ax.pcolormesh(lon, lat, f, vmin=vmin, vmax=vmax, cmap="viridis", shading="flat")
+        ax.set_title(f"t = {t:.3g}", fontsize=9)
+        ax.set_xlim(lon[0], lon[-1])
+        ax.set_ylim(-90, 90)
+        ax.set_xlabel("longitude (°)", fontsize=8)
+        ax.set_ylabel("latitude (°)", fontsize=8)
+        ax.tick_params(labelsize=7)
+    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.85, label=label)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_convergence(h, errors: dict, path, *, xlabel="grid spacing (°)", title=""):
+    """log–log error against resolution for several named error sequences, to PNG."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 4))
+    for name, e in errors.items():
+        ax.loglog(h, e, "o-", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("normalised error")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return Path(path)
