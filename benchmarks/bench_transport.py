@@ -3,6 +3,9 @@
     python benchmarks/bench_transport.py            # nlat = 64, 128, 256; writes results/transport.json
     python benchmarks/bench_transport.py --quick    # nlat = 64, 128, fewer repetitions; prints only
     python benchmarks/bench_transport.py --out PATH # write the JSON somewhere else (also with --quick)
+    python benchmarks/bench_transport.py --mallopt  # diagnostic: glibc never returns freed memory to
+                                                    # the OS (no page faults on fresh temporaries);
+                                                    # prints only unless --out
 
 What is timed, per grid (GaussGrid(nlat), nlon = 2 nlat), all on the same density field (the
 case's default initial condition, gaussian hills) and the same step dt (Courant 0.8 for the
@@ -22,10 +25,16 @@ largest speed of the nl-case4 velocity over its period, step starting at t = 0):
 
 Timing: the variants are interleaved within each repetition (in a shuffled order) and each
 sample runs a batch of calls long enough (>= ``min_sample`` seconds) to swamp timer noise;
-the table reports medians over repetitions.  Ratios are the median over repetitions of the
+the table reports medians over repetitions (wall clock; process CPU time is recorded too,
+since on a shared machine it is less sensitive to being descheduled).  Ratios are the median over repetitions of the
 ratio measured side by side within one repetition (``ratio``), with the ratio of the medians
 alongside as a cross-check.  Throughput is cell-updates per second = nlat * nlon / time.
 The machine is shared: only ratios measured in the same run are meaningful.
+
+Minor page faults per call are recorded too: numpy temporaries of a few hundred kB are
+served by fresh mmap'd / trimmed pages under glibc's default malloc settings, and zero-filling
+them can be a large, history-dependent part of the ffsl step (``--mallopt`` shows the step
+without that cost).
 """
 from __future__ import annotations
 
@@ -34,6 +43,7 @@ import gc
 import json
 import os
 import platform
+import resource
 import sys
 import time
 from pathlib import Path
@@ -56,9 +66,9 @@ AIM = 4.0  # issue target: ffsl-ppm step <= AIM x upwind step
 class Upwind:
     """Unsplit first-order donor-cell step on a GaussGrid with frozen face velocities.
 
-    ``u`` (nlat, nlon): eastward velocity at the west face of every cell (λ_{i−1/2}, φ_j);
-    ``v`` (nlat+1, nlon): northward velocity at the parallel faces (λ_i, φ_{j∓1/2}), row j
-    being the north face of cell row j.
+    ``u`` (nlat, nlon): eastward velocity at the west (meridian) face of every cell, at the
+    stepper's zonal face points; ``v`` (nlat+1, nlon): northward velocity at the parallel faces
+    (λ_i, φ_{j∓1/2}), row j being the north face of cell row j.
     """
 
     def __init__(self, grid: GaussGrid, u: np.ndarray, v: np.ndarray):
@@ -125,17 +135,38 @@ def setup(nlat: int):
                       "ffsl_full": ffsl_full, "velocity": velocity}, info
 
 
-def _batch(fn, n: int) -> float:
+def _faults() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def _batch(fn, n: int, faults: list | None = None, cpu: list | None = None) -> float:
+    """Wall-clock seconds per call over a batch of n calls (CPU seconds and page faults per
+    call appended to ``cpu`` / ``faults`` when given)."""
     gc_was = gc.isenabled()
     gc.disable()
     try:
+        f0 = _faults()
+        c = time.process_time()
         t = time.perf_counter()
         for _ in range(n):
             fn()
-        return (time.perf_counter() - t) / n
+        dt = (time.perf_counter() - t) / n
+        if cpu is not None:
+            cpu.append((time.process_time() - c) / n)
+        if faults is not None:
+            faults.append((_faults() - f0) / n)
+        return dt
     finally:
         if gc_was:
             gc.enable()
+
+
+def _mallopt() -> None:
+    """Keep freed memory in the process (glibc only): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = 1 GiB."""
+    import ctypes
+    libc = ctypes.CDLL("libc.so.6")
+    if not (libc.mallopt(-1, 1 << 30) and libc.mallopt(-3, 1 << 30)):
+        raise RuntimeError("mallopt failed")
 
 
 def measure(fns: dict, reps: int, min_sample: float, rng) -> dict:
@@ -146,11 +177,15 @@ def measure(fns: dict, reps: int, min_sample: float, rng) -> dict:
         one = min(_batch(fn, 1) for _ in range(3))
         inner[k] = max(1, int(np.ceil(min_sample / max(one, 1e-9))))
     samples = {k: [] for k in fns}
+    cpu = {k: [] for k in fns}
+    faults = {k: [] for k in fns}
     names = list(fns)
     for _ in range(reps):
         for k in rng.permutation(names):
-            samples[k].append(_batch(fns[k], inner[k]))
-    return {k: np.array(v) for k, v in samples.items()}, inner
+            samples[k].append(_batch(fns[k], inner[k], faults[k], cpu[k]))
+    return ({k: np.array(v) for k, v in samples.items()}, inner,
+            {k: float(np.median(v)) for k, v in faults.items()},
+            {k: np.array(v) for k, v in cpu.items()})
 
 
 def main(argv=None) -> int:
@@ -160,27 +195,34 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=None,
                    help="JSON output (default benchmarks/results/transport.json for a full run)")
     p.add_argument("--reps", type=int, default=None, help="repetitions per variant")
+    p.add_argument("--mallopt", action="store_true",
+                   help="diagnostic: raise glibc's trim/mmap thresholds first (Linux/glibc only); "
+                        "does not write JSON unless --out")
     args = p.parse_args(argv)
+    if args.mallopt:
+        _mallopt()
 
     sizes = (64, 128) if args.quick else (64, 128, 256)
-    reps = args.reps or (5 if args.quick else 15)
+    reps = args.reps or (5 if args.quick else 21)
     min_sample = 0.02 if args.quick else 0.05
     out = args.out
-    if out is None and not args.quick:
+    if out is None and not (args.quick or args.mallopt):
         out = ROOT / "benchmarks" / "results" / "transport.json"
     rng = np.random.default_rng(0)
+    load_start = list(os.getloadavg())
 
     rows = []
     hdr = (f"{'nlat':>5} {'nlon':>5} {'cells':>7} | {'upwind ms':>9} {'ffsl ms':>8} "
            f"{'full ms':>8} {'vel ms':>7} | {'upwind Mc/s':>11} {'ffsl Mc/s':>9} "
-           f"{'full Mc/s':>9} | {'ffsl/up':>7} {'full/up':>7} {'aim':>5}")
+           f"{'full Mc/s':>9} | {'ffsl/up':>7} {'full/up':>7} {'aim':>5} | {'cpu ratio':>9} {'faults/step':>11}")
     print(f"ffsl-ppm ({LIMITER}, courant {COURANT}, {CASE}) vs first-order upwind; "
-          f"{reps} interleaved repetitions, medians")
+          f"{reps} interleaved repetitions, medians"
+          + ("; allocator: mallopt (no trimming)" if args.mallopt else ""))
     print(hdr)
     print("-" * len(hdr))
     for nlat in sizes:
         grid, st, fns, info = setup(nlat)
-        s, inner = measure(fns, reps, min_sample, rng)
+        s, inner, faults, cpu = measure(fns, reps, min_sample, rng)
         cells = grid.nlat * grid.nlon
         med = {k: float(np.median(v)) for k, v in s.items()}
         q = {k: [float(x) for x in np.percentile(v, [25, 75])] for k, v in s.items()}
@@ -190,11 +232,15 @@ def main(argv=None) -> int:
             "nlat": nlat, "nlon": grid.nlon, "cells": cells,
             "dt": info["dt"], "courant": info["courant"], "substeps_per_step": info["substeps"],
             "seconds_median": med, "seconds_iqr": q, "batch_calls": inner,
+            "minor_page_faults_per_call": faults,
             "cell_updates_per_s": {k: cells / med[k] for k in ("upwind", "ffsl_frozen", "ffsl_full")},
             "ratio_ffsl_frozen_to_upwind": ratio_frozen,
             "ratio_ffsl_full_to_upwind": ratio_full,
             "ratio_of_medians_frozen": med["ffsl_frozen"] / med["upwind"],
             "ratio_of_medians_full": med["ffsl_full"] / med["upwind"],
+            "cpu_seconds_median": {k: float(np.median(v)) for k, v in cpu.items()},
+            "cpu_ratio_ffsl_frozen_to_upwind": float(np.median(cpu["ffsl_frozen"] / cpu["upwind"])),
+            "cpu_ratio_ffsl_full_to_upwind": float(np.median(cpu["ffsl_full"] / cpu["upwind"])),
             "velocity_share_of_full_step": float(np.median(s["velocity"] / s["ffsl_full"])),
             "meets_aim": ratio_frozen <= AIM,
         }
@@ -204,9 +250,11 @@ def main(argv=None) -> int:
               f"{med['ffsl_frozen']*1e3:8.2f} {med['ffsl_full']*1e3:8.2f} "
               f"{med['velocity']*1e3:7.2f} | {cu['upwind']/1e6:11.1f} "
               f"{cu['ffsl_frozen']/1e6:9.2f} {cu['ffsl_full']/1e6:9.2f} | "
-              f"{ratio_frozen:7.1f} {ratio_full:7.1f} {'ok' if row['meets_aim'] else 'MISS':>5}")
+              f"{ratio_frozen:7.1f} {ratio_full:7.1f} {'ok' if row['meets_aim'] else 'MISS':>5} | "
+              f"{row['cpu_ratio_ffsl_frozen_to_upwind']:9.1f} {faults['ffsl_frozen']:11.0f}")
     print(f"aim: ffsl-ppm step (frozen velocities) <= {AIM:g} x upwind step; "
-          "ratios = median of per-repetition ratios")
+          "ratios = median of per-repetition ratios (wall clock; 'cpu ratio' = the same from "
+          "process CPU time); faults/step = minor page faults per frozen ffsl step")
 
     if out is not None:
         result = {
@@ -215,8 +263,13 @@ def main(argv=None) -> int:
                            "same frozen face velocities",
             "case": CASE, "limiter": LIMITER, "courant": COURANT, "aim_ratio": AIM,
             "quick": bool(args.quick), "repetitions": reps, "min_sample_s": min_sample,
+            "allocator": ("glibc mallopt(M_TRIM_THRESHOLD=M_MMAP_THRESHOLD=1GiB)" if args.mallopt
+                          else "default"),
             "timing": "interleaved shuffled repetitions, medians; ratio = median of "
-                      "per-repetition ratios",
+                      "per-repetition ratios (wall clock, perf_counter); cpu_* = the same from "
+                      "process_time",
+            "load_average_at_start": load_start,
+            "load_average_at_end": list(os.getloadavg()),
             "environment": {
                 "python": platform.python_version(), "numpy": np.__version__,
                 "machine": platform.machine(), "processor": platform.processor(),

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 KINDS = ("softmax", "usa")
+METHODS = ("auto", "reference", "culled", "float32")
 
 
 def _as_matrix(a, name: str, d: int | None) -> np.ndarray:
@@ -98,37 +99,120 @@ class Attention:
 
     # ------------------------------------------------------------------------------------
     def mean(self, x: np.ndarray, y: np.ndarray | None = None, w: np.ndarray | None = None,
-             *, block: int = 2048) -> np.ndarray:
+             *, method: str = "auto", tol: float = 1e-8, block: int = 2048) -> np.ndarray:
         """The attention mean m_β[ρ](x) at targets x (n, d), for ρ = Σ_j w_j δ_{y_j}.
 
-        ``y`` (m, d) and ``w`` (m,) (non-negative, any total) are ignored at β = ∞.  Exact
-        float64 reference evaluation, ``block`` targets at a time.
+        ``y`` (m, d) and ``w`` (m,) (non-negative, any total) are ignored at β = ∞.
+
+        Methods (all log-domain):
+        * ``"reference"`` — exact float64 sum over all sources, ``block`` targets at a time;
+        * ``"culled"``    — the same sum restricted, target by target, to the source tiles whose
+          upper bound on the logit comes within ln(m/tol) of a lower bound on the row maximum;
+          what is dropped weighs less than ``tol`` relative to the kept sum, so
+          |m − m_ref| ≤ 2·tol (sources on S², d = 3);
+        * ``"float32"``   — the reference sum in single precision (error ≈ 1e-7·β·‖B‖; only
+          for tolerances that allow it);
+        * ``"auto"``      — "culled" when the logit spread (2β max|Bᵀx| plus the spread of
+          log w) can exceed the cut, else "reference"; "float32" when ``tol`` is loose enough
+          (tol ≥ 1e-6·max(1, β‖B‖)) and culling would not help.
         """
         x = np.asarray(x, float)
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (n, {self.d}), got {x.shape}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+        if not (0.0 < tol < 1.0):
+            raise ValueError(f"tol must be in (0, 1), got {tol!r}")
         z = x @ self.B  # rows: Bᵀx
         if math.isinf(self.beta):
             return z / np.linalg.norm(z, axis=1, keepdims=True)
         y, logw = _sources(y, w, self.d)
-        out = np.empty_like(x)
-        beta = self.beta
-        for s in range(0, x.shape[0], block):
-            logits = beta * (z[s:s + block] @ y.T) + logw[None, :]
-            mx = logits.max(axis=1, keepdims=True)
-            e = np.exp(logits - mx)
-            num = e @ y
-            if self.kind == "softmax":
-                out[s:s + block] = num / e.sum(axis=1, keepdims=True)
-            else:
-                out[s:s + block] = num * np.exp(mx - beta)
-        return out
+        if method == "auto":
+            method = self.choose_method(z, y, logw, tol)
+        if method == "culled":
+            return _mean_culled(z, y, logw, self.beta, self.kind, tol, block)
+        dtype = np.float32 if method == "float32" else np.float64
+        return _mean_direct(z, y, logw, self.beta, self.kind, block, dtype)
+
+    def choose_method(self, z: np.ndarray, y: np.ndarray, logw: np.ndarray, tol: float) -> str:
+        """The method "auto" picks for Bᵀx rows z and sources (y, log w); see :meth:`mean`."""
+        cut = math.log(max(len(logw), 1) / tol)
+        spread = 2.0 * self.beta * float(np.max(np.linalg.norm(z, axis=1))) + float(np.ptp(logw))
+        if self.d == 3 and len(logw) >= 2048 and spread > cut:
+            return "culled"
+        if tol >= 1e-6 * max(1.0, self.beta * float(np.linalg.norm(self.B, 2))):
+            return "float32"
+        return "reference"
 
     def velocity(self, x: np.ndarray, y: np.ndarray | None = None, w: np.ndarray | None = None,
                  **kw) -> np.ndarray:
         """X_β[ρ](x) = P_x V m_β[ρ](x) at unit targets x (n, d); shape (n, d)."""
         v = self.mean(x, y, w, **kw) @ self.V.T
         return v - np.sum(v * x, axis=1, keepdims=True) * x
+
+
+def _mean_direct(z, y, logw, beta, kind, block, dtype=np.float64) -> np.ndarray:
+    """Σ_j softmax-weights y_j in the log domain, ``block`` targets at a time."""
+    out = np.empty((z.shape[0], y.shape[1]))
+    zc, yc, lw = z.astype(dtype), y.astype(dtype), logw.astype(dtype)
+    for s in range(0, z.shape[0], block):
+        logits = (beta * zc[s:s + block]) @ yc.T + lw[None, :]
+        mx = logits.max(axis=1, keepdims=True)
+        e = np.exp(logits - mx)
+        num = (e @ yc).astype(np.float64)
+        if kind == "softmax":
+            out[s:s + block] = num / e.sum(axis=1, keepdims=True, dtype=np.float64)
+        else:
+            out[s:s + block] = num * np.exp(mx.astype(np.float64) - beta)
+    return out
+
+
+def _tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group unit points (n, 3) into about n/size lat–lon tiles: (order, tile start offsets)."""
+    n = p.shape[0]
+    ntile = max(1, n // size)
+    nlat = max(1, int(round(math.sqrt(ntile / 2))))
+    nlon = max(1, 2 * nlat)
+    lat = np.arcsin(np.clip(p[:, 2], -1, 1))
+    lon = np.arctan2(p[:, 1], p[:, 0]) + np.pi
+    ib = np.minimum((lat + np.pi / 2) / np.pi * nlat, nlat - 1).astype(int)
+    jb = np.minimum(lon / (2 * np.pi) * nlon, nlon - 1).astype(int)
+    key = ib * nlon + jb
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(key[order]) != 0])
+    return order, np.r_[starts, n]
+
+
+def _mean_culled(z, y, logw, beta, kind, tol, block, tile=128) -> np.ndarray:
+    """Culled log-domain sum (see :meth:`Attention.mean`); sources on S² (d = 3)."""
+    ns = y.shape[0]
+    cut = math.log(ns / tol)
+    so, sb = _tiles(y, tile)
+    y, logw = y[so], logw[so]
+    nt = len(sb) - 1
+    cen = np.add.reduceat(y, sb[:-1], axis=0)
+    cen /= np.maximum(np.linalg.norm(cen, axis=1, keepdims=True), 1e-300)
+    tile_id = np.repeat(np.arange(nt), np.diff(sb))
+    ang = np.arccos(np.clip(np.sum(y * cen[tile_id], axis=1), -1, 1))
+    rad = np.maximum.reduceat(ang, sb[:-1])
+    bmax = np.maximum.reduceat(logw, sb[:-1])
+    rep = sb[:-1] + np.array([np.argmax(logw[a:b]) for a, b in zip(sb[:-1], sb[1:])])
+    yrep, lrep = y[rep], logw[rep]
+
+    nz = np.linalg.norm(z, axis=1)
+    u = z / np.maximum(nz[:, None], 1e-300)
+    out = np.empty((z.shape[0], 3))
+    to, tb = _tiles(u, block // 4 if block >= 8 else 1)
+    for a, b in zip(tb[:-1], tb[1:]):
+        idx = to[a:b]
+        zb, nzb, ub = z[idx], nz[idx], u[idx]
+        lb = np.max(beta * zb @ yrep.T + lrep[None, :], axis=1)
+        theta = np.arccos(np.clip(ub @ cen.T, -1, 1))
+        ubd = beta * nzb[:, None] * np.cos(np.clip(theta - rad[None, :], 0.0, np.pi)) + bmax[None, :]
+        keep = np.any(ubd >= (lb - cut)[:, None], axis=0)
+        sel = np.concatenate([np.arange(sb[t], sb[t + 1]) for t in np.flatnonzero(keep)])
+        out[idx] = _mean_direct(zb, y[sel], logw[sel], beta, kind, len(idx))
+    return out
 
 
 def _sources(y, w, d: int) -> tuple[np.ndarray, np.ndarray]:

@@ -78,6 +78,13 @@ class CircleGrid:
         """∫_{S¹} f dθ by the midpoint rule; ``field`` has shape (..., n)."""
         return np.sum(field, axis=-1) * self.dtheta
 
+    # pickling keeps only the defining integer: cached arrays are rebuilt read-only
+    def __getstate__(self) -> dict:
+        return {"n": self.n}
+
+    def __setstate__(self, state: dict) -> None:
+        object.__setattr__(self, "n", state["n"])
+
     def to_dict(self) -> dict:
         return {"kind": "circle", "n": self.n}
 

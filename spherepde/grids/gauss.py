@@ -200,6 +200,13 @@ class GaussGrid:
         return out
 
     # ---- serialisation -----------------------------------------------------------------
+    # pickling keeps only the defining integer: cached arrays are rebuilt read-only
+    def __getstate__(self) -> dict:
+        return {"nlat": self.nlat}
+
+    def __setstate__(self, state: dict) -> None:
+        object.__setattr__(self, "nlat", state["nlat"])
+
     def to_dict(self) -> dict:
         return {"kind": "gauss", "nlat": self.nlat}
 

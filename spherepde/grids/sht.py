@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import warnings
 from typing import Any
 
@@ -82,14 +83,39 @@ _SHTNS_CACHE: dict[tuple[int, int, int], Any] = {}
 _PYSHTOOLS_CACHE: dict[tuple[int, int], "_PyshtoolsBackend"] = {}
 
 
+def _import_shtns_quietly():
+    """``import shtns`` without its C-level banner on stdout (it would corrupt, e.g., JSON
+    written to stdout by a command-line tool).  Falls back to a plain import."""
+    try:
+        import ctypes  # noqa: PLC0415
+
+        libc = ctypes.CDLL(None)
+        sys.stdout.flush()
+        saved = os.dup(1)
+    except Exception:
+        import shtns  # noqa: PLC0415
+
+        return shtns
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        try:
+            import shtns  # noqa: PLC0415
+        finally:
+            libc.fflush(None)  # the banner may still sit in C's stdio buffer
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+    return shtns
+
+
 def _get_shtns():
     """The ``shtns`` module, or ``None`` if it cannot be imported (tried once per process)."""
     global _shtns_mod
     if _shtns_mod is None:
         try:
-            import shtns  # noqa: PLC0415  (prints a one-line banner on import)
-
-            _shtns_mod = shtns
+            _shtns_mod = _import_shtns_quietly()
         except Exception:  # ImportError, or a broken binary
             _shtns_mod = False
     return _shtns_mod or None
@@ -343,8 +369,8 @@ class SphericalHarmonics:
     are validated: a wrong shape raises ``ValueError`` naming the argument and the expected
     shape; NaN or inf in an input of a transform or of ``evaluate`` raises ``ValueError``
     (``laplacian``, ``inverse_laplacian`` and ``to_pyshtools`` only rescale and skip that check).
-    Fields of another real dtype or memory layout are converted (one copy); the shtns path
-    adds no copy for C-contiguous float64 fields and complex128 coefficients.
+    Inputs of another dtype or memory layout are converted (one copy); the shtns scalar
+    transforms add no copy for C-contiguous float64 fields and complex128 coefficients.
 
     The shtns transform objects are cached per ``(nlat, lmax, threads)`` and shared between
     instances.

@@ -75,6 +75,8 @@ def make_case(name: str, alpha: float = 0.0) -> TransportCase:
             return u, v
 
         return TransportCase(name, T, uv, False, "cosine-bell")
+    if alpha != 0.0:
+        raise ValueError(f"alpha applies to williamson1 only, got alpha={alpha!r} for case {name!r}")
     kind, k, translate, div = {
         "nl-case1": (1, 2.4, False, False),
         "nl-case2": (2, 2.0, False, False),
@@ -145,6 +147,8 @@ def error_norms(grid, psi: np.ndarray, exact: np.ndarray) -> dict:
     I = grid.integrate
     d = psi - exact
     rng = exact.max() - exact.min()
+    if rng == 0.0 or not np.any(exact):
+        raise ValueError("error_norms needs a non-constant exact field (the norms divide by its range)")
     return {
         "l1": float(I(np.abs(d)) / I(np.abs(exact))),
         "l2": float(np.sqrt(I(d * d) / I(exact * exact))),

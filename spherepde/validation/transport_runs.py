@@ -50,6 +50,8 @@ class TransportConfig:
             raise ValueError(f"nlat must be an even integer >= 4, got {self.nlat!r}")
         if not (math.isfinite(self.alpha) and 0.0 <= self.alpha <= math.pi / 2 + 1e-12):
             raise ValueError(f"alpha must be in [0, π/2], got {self.alpha!r}")
+        if self.alpha != 0.0 and self.case != "williamson1":
+            raise ValueError(f"alpha applies to williamson1 only, got alpha={self.alpha!r} for {self.case!r}")
         if not (math.isfinite(self.courant) and 0.0 < self.courant <= 4.0):
             raise ValueError(f"courant must be in (0, 4], got {self.courant!r}")
         if self.limiter not in LIMITERS:

@@ -1,6 +1,7 @@
 """CircleGrid: geometry, quadrature, tangent vectors, immutability, serialisation, bad input."""
 from __future__ import annotations
 
+import copy
 import dataclasses
 import pickle
 
@@ -89,6 +90,14 @@ def test_dict_round_trip_and_pickle():
     for bad in ({"kind": "gauss", "nlat": 10}, {"n": 10}):
         with pytest.raises(ValueError, match="CircleGrid"):
             CircleGrid.from_dict(bad)
+
+
+@pytest.mark.parametrize("how", ["pickle", "deepcopy"])
+def test_arrays_stay_read_only_after_pickle_and_deepcopy(how):
+    g = CircleGrid(8)
+    g.theta, g.xy
+    g2 = pickle.loads(pickle.dumps(g)) if how == "pickle" else copy.deepcopy(g)
+    assert not g2.theta.flags.writeable and not g2.xy.flags.writeable
 
 
 @pytest.mark.parametrize("bad", [3, 0, -8, 1])

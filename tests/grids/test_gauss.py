@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
 import pickle
 
 import numpy as np
@@ -217,8 +216,6 @@ def test_dict_round_trip_and_pickle():
         grid_from_dict({"kind": "torus"})
 
 
-@pytest.mark.xfail(strict=True, reason="BUG: pickle/deepcopy restore the cached arrays writeable "
-                   "(numpy does not keep the write flag), so an unpickled grid can be mutated")
 @pytest.mark.parametrize("how", ["pickle", "deepcopy"])
 def test_arrays_stay_read_only_after_pickle_and_deepcopy(how):
     g = GaussGrid(8)

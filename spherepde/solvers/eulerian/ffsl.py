@@ -28,8 +28,8 @@ class DepartureOrderError(RuntimeError):
 def _check_order(xd: np.ndarray) -> None:
     if np.any(np.diff(xd, axis=-1) < 0.0):
         raise DepartureOrderError(
-            "departure points crossed within one sweep (deformation number >= 1); "
-            "reduce dt or max_lipschitz"
+            "departure points crossed within one sweep: the step deforms cells too much "
+            "(deformation number dt·max|Δa| must stay below √3 − 1 ≈ 0.732); reduce dt"
         )
 
 
@@ -104,6 +104,7 @@ class BoundedLine:
         self.h = np.diff(self.faces)
         if np.any(self.h <= 0):
             raise ValueError("faces must be strictly increasing")
+
         self.n = self.h.size
         self.start, self.w = ppm.edge_weights(self.faces)
 
@@ -142,11 +143,14 @@ class BoundedLine:
         qbar = m / h
         e = ppm.edges_nonuniform(m, self.start, self.w)
         eL, eR = e[:, :-1], e[:, 1:]
+        extremum = None
         if limiter == "monotone":
             qprev = np.concatenate([qbar[:, :1], qbar[:, :-1]], axis=-1)
             qnext = np.concatenate([qbar[:, 1:], qbar[:, -1:]], axis=-1)
             eL, eR = ppm.bound_edges(eL, eR, qprev, qbar, qnext)
-        qL, dq, q6 = ppm.parabola(qbar, eL, eR, limiter)
+            extremum = (eR - qbar) * (qbar - eL) <= 0.0
+            extremum[:, [0, -1]] = False  # the end cells have no outer neighbour: never flagged
+        qL, dq, q6 = ppm.parabola(qbar, eL, eR, limiter, extremum)
 
         k = np.clip(np.searchsorted(X, xd, side="right") - 1, 0, n - 1)
         s = np.clip((xd - X[k]) / h[k], 0.0, 1.0)

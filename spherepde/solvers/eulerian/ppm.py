@@ -79,18 +79,20 @@ def edges_nonuniform(mass: np.ndarray, start: np.ndarray, w: np.ndarray) -> np.n
     return np.einsum("rfk,fk->rf", mass[:, idx], w)
 
 
-def parabola(qbar: np.ndarray, qL: np.ndarray, qR: np.ndarray, limiter: str):
+def parabola(qbar: np.ndarray, qL: np.ndarray, qR: np.ndarray, limiter: str,
+             extremum: np.ndarray | None = None):
     """Limited parabola coefficients (qL, Δq, q6) for cells with means ``qbar``.
 
-    ``qL``/``qR`` are the unlimited left/right edge values, all of shape (nrows, n).  For the
-    monotone limiter, ``qL``/``qR`` must come with neighbour means; this function limits the
-    edge values against the cell's own mean only after they were bounded by the caller's
-    neighbours (see :func:`bound_edges`).
+    ``qL``/``qR`` are the left/right edge values, all of shape (nrows, n).  For the monotone
+    limiter they must already be bounded by the neighbouring means (:func:`bound_edges`);
+    ``extremum`` (bool, same shape) marks the cells to flatten — by default those where the
+    bounded edge values do not bracket the mean.
     """
     if limiter == "monotone":
         qL = qL.copy()
         qR = qR.copy()
-        extremum = (qR - qbar) * (qbar - qL) <= 0.0
+        if extremum is None:
+            extremum = (qR - qbar) * (qbar - qL) <= 0.0
         qL[extremum] = qbar[extremum]
         qR[extremum] = qbar[extremum]
         dq = qR - qL
@@ -112,7 +114,9 @@ def parabola(qbar: np.ndarray, qL: np.ndarray, qR: np.ndarray, limiter: str):
         bad = pmin < 0.0
         if np.any(bad):
             qb = qbar[bad]
-            theta = np.clip(qb / (qb - pmin[bad]), 0.0, 1.0)
+            denom = qb - pmin[bad]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                theta = np.where(denom > 0.0, np.clip(qb / denom, 0.0, 1.0), 0.0)
             qL = qL.copy()
             qL[bad] = qb + theta * (qL[bad] - qb)
             dq = dq.copy()

@@ -39,6 +39,9 @@ Velocity = Callable[[float, np.ndarray], np.ndarray]
 """A tangent velocity: ``velocity(t, x) -> v`` with x, v of shape (..., d) Cartesian."""
 
 RADIAL_TOL = 1e-8
+#: the midpoint departure rule keeps departure points ordered while L(1 + L/2) < 1, i.e. for
+#: deformation numbers L < √3 − 1 ≈ 0.732; sub-stepping keeps L at most this
+MAX_LIPSCHITZ = 0.7
 
 
 def _tangent_components(vec: np.ndarray, xyz: np.ndarray, bases, name="velocity"):
@@ -69,7 +72,7 @@ class _FFSLBase:
         self.velocity = velocity
         self.limiter = ppm.check_limiter(limiter)
         self.courant = check_positive(courant, "courant", upper=4.0)
-        self.max_lipschitz = check_positive(max_lipschitz, "max_lipschitz", upper=0.9)
+        self.max_lipschitz = check_positive(max_lipschitz, "max_lipschitz", upper=MAX_LIPSCHITZ)
         self.substeps = 0  # extra sweeps taken because of the deformation limit (diagnostic)
 
     def options(self) -> dict:
@@ -127,6 +130,10 @@ class FFSLSphere(_FFSLBase):
     def face_velocities(self, v: np.ndarray):
         """Cartesian velocities at :attr:`points` → (a_zonal (nlat, nlon) in cells per unit
         time, a_meridional (nlon, nlat+1) in colatitude per unit time, max |v|)."""
+        v = np.asarray(v, dtype=float)
+        if v.shape != self._points.shape:
+            raise ValueError(f"velocity must return an array of shape {self._points.shape} "
+                             f"(one Cartesian vector per point), got {v.shape}")
         nz = self._nz
         (u,), vmax1 = _tangent_components(v[:nz].reshape(self._xz.shape), self._xz, [self._east_z])
         (vn,), vmax2 = _tangent_components(v[nz:].reshape(self._xm.shape), self._xm, [self._north_m])

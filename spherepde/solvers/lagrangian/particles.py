@@ -1,0 +1,400 @@
+r"""The N-particle attention ODE on the sphere S^{d−1} (SPEC.md, Paper 1), for any d ≥ 2.
+
+Tokens :math:`x_1, \dots, x_N \in S^{d-1} \subset \mathbb{R}^d` move by
+
+.. math::
+
+    \dot x_i = X_\beta[\mu^N](x_i), \qquad \mu^N = \sum_j w_j \delta_{x_j},
+    \qquad X_\beta[\mu](x) = P_x V m_\beta[\mu](x),
+
+with :math:`w_j = 1/N` by default and :math:`m_\beta` the softmax (or unnormalised) attention
+mean of :class:`~spherepde.dynamics.attention.Attention`, which is the one implementation
+of the velocity used here (``attention.velocity(x, x, w)``; log-domain, any β including ∞).
+
+Time stepping with retraction
+-----------------------------
+Write :math:`R(x) = x/|x|` and :math:`\tilde f(x) = f(R(x))` for the velocity
+:math:`f(x) = X_\beta[\mu^N](x)`.  A stage of the explicit Runge–Kutta method evaluates the
+velocity at the retracted stage point, i.e. it uses :math:`\tilde f`, and the step result is
+retracted.  For the classical RK4
+
+.. math::
+
+    k_1 = \tilde f(x),\; k_2 = \tilde f(x + \tfrac{h}{2}k_1),\; k_3 = \tilde f(x + \tfrac{h}{2}k_2),
+    \; k_4 = \tilde f(x + h k_3),\qquad
+    x_{n+1} = R\big(x + \tfrac{h}{6}(k_1 + 2k_2 + 2k_3 + k_4)\big),
+
+and for RK2 (explicit midpoint) :math:`x_{n+1} = R(x + h\,\tilde f(x + \tfrac{h}{2}\tilde f(x)))`.
+(The whole particle configuration is one state in :math:`\mathbb{R}^{N\times d}`; the
+measure :math:`\mu^N` at a stage is built from the retracted stage points.)
+
+Why the order is unchanged: :math:`\tilde f` is a smooth extension of the velocity to
+:math:`\mathbb{R}^d\setminus 0`, homogeneous of degree 0 and tangent to every sphere
+(:math:`\tilde f(x)\cdot x = |x|\, f(R x)\cdot R x = 0`), so the flow of
+:math:`\dot x = \tilde f(x)` keeps :math:`|x|` constant and agrees with the flow on the
+sphere.  Before the final retraction the scheme is the plain explicit RK method for this
+smooth ODE, of order p; its result is :math:`O(h^{p+1})` from the exact solution, hence
+:math:`O(h^{p+1})` from the sphere, so the retraction moves it by :math:`O(h^{p+1})` and the
+order stays p.  The retraction keeps :math:`|x_i| = 1` to round-off (a few ulps) for all
+time, instead of a drift that grows with the number of steps.
+
+Step sizes follow :mod:`spherepde.solvers.controller`: output times (and ``t_end``) are hit
+exactly, and what is left before the next output time is split into the fewest equal steps
+of size ≤ dt (relative tolerance :data:`~spherepde.solvers.controller.SPLIT_RTOL`).
+
+Cost: one velocity evaluation is :math:`O(N^2 d)` (all pairs, in blocks of targets, float64);
+RK4 takes 4 of them per step, RK2 two.
+"""
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from spherepde.dynamics.attention import Attention
+from spherepde.solvers.controller import SPLIT_RTOL
+
+#: integrator name -> number of velocity evaluations per step
+METHODS = {"rk4": 4, "rk2": 2}
+
+#: points whose norm differs from 1 by more than this are refused as initial data
+SPHERE_TOL = 1e-8
+
+#: automatic target block: about this many float64 logits (16 MiB) per temporary, so that
+#: the (block, N) temporaries of Attention.mean stay below glibc's mmap threshold (32 MiB)
+#: and are not returned to the OS and page-faulted in again for every block
+_BLOCK_ELEMENTS = 2**21
+
+
+def auto_block(n: int) -> int:
+    """Targets per block for N sources: ``clip(2**21 // N, 32, 2048)``."""
+    return int(min(2048, max(32, _BLOCK_ELEMENTS // max(int(n), 1))))
+
+
+@dataclass(frozen=True, eq=False)
+class ParticleResult:
+    """Outcome of :meth:`ParticleODE.run`.
+
+    Attributes
+    ----------
+    times : ndarray, shape (k,)
+        Output times reached (all requested ones unless interrupted), exactly as requested.
+    positions : ndarray, shape (k, N, d)
+        Particle positions at ``times`` (unit vectors).
+    n_steps : int
+        Time steps taken.
+    wall_time : float
+        Wall-clock seconds of the run.
+    interrupted : bool
+        True if the run was stopped by ``KeyboardInterrupt``.
+    t : float
+        Time of the last completed step (``t_end`` unless interrupted).
+    state : ndarray, shape (N, d)
+        Positions at ``t`` (useful after an interruption between output times).
+    weights : ndarray, shape (N,)
+        The particle weights w_i of μ^N.
+    method : str
+        The integrator ("rk4" or "rk2").
+    """
+
+    times: np.ndarray
+    positions: np.ndarray
+    n_steps: int
+    wall_time: float
+    interrupted: bool = False
+    t: float = math.nan
+    state: np.ndarray | None = None
+    weights: np.ndarray | None = None
+    method: str = "rk4"
+
+    @property
+    def n_particles(self) -> int:
+        return int(self.positions.shape[1])
+
+    @property
+    def d(self) -> int:
+        return int(self.positions.shape[2])
+
+
+def _check_time(name: str, value) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number, got {value!r}") from None
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    return v
+
+
+def retract(x: np.ndarray) -> np.ndarray:
+    """R(x) = x/|x| row-wise, shape (N, d) → (N, d)."""
+    return x / np.linalg.norm(x, axis=-1, keepdims=True)
+
+
+class ParticleODE:
+    r"""N tokens on :math:`S^{d-1}` moved by their own attention velocity.
+
+    .. math:: \dot x_i = P_{x_i} V m_\beta[\mu^N](x_i), \qquad \mu^N = \sum_j w_j \delta_{x_j}
+
+    Parameters
+    ----------
+    attention : Attention
+        Q, K, V (d×d), β (``math.inf`` allowed) and the normalisation ("softmax" or "usa").
+        The dimension d of the tokens is ``attention.d``.
+    method : {"rk4", "rk2"}
+        Classical RK4 (default) or explicit midpoint RK2, with stages evaluated at retracted
+        points and the step retracted to the sphere (module docstring).
+    weights : array_like, shape (N,), optional
+        Non-negative weights w_i with positive sum; default ``1/N``.  They are used as given
+        (not renormalised): with ``kind="softmax"`` only ratios matter, with ``kind="usa"``
+        the velocity is proportional to the total mass (1 for the default).  Fixes N.
+    block : int, optional
+        Targets per block in :meth:`Attention.mean` (memory ~ ``block × N`` floats per
+        temporary).  Default :func:`auto_block`: 2**21 // N clipped to [32, 2048], which
+        keeps temporaries at ~16 MiB (at N = 10⁴ the attention default of 2048 makes
+        160 MiB temporaries, page-faulted in again for every block).  Results do not depend
+        on it beyond round-off.
+
+    Examples
+    --------
+    >>> att = Attention(np.eye(3), np.eye(3), np.eye(3), beta=4.0)      # doctest: +SKIP
+    >>> res = ParticleODE(att).run(x0, (0.0, 10.0), dt=0.05, output_times=[0, 5, 10])
+    >>> res.positions.shape                                           # (3, N, 3)
+    """
+
+    def __init__(self, attention: Attention, *, method: str = "rk4", weights=None,
+                 block: int | None = None) -> None:
+        if not isinstance(attention, Attention):
+            raise TypeError(f"attention must be an Attention, got {type(attention).__name__}")
+        if method not in METHODS:
+            raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+        self.attention = attention
+        self.method = method
+        self.weights = None if weights is None else self._check_weights(weights)
+        if block is not None and (isinstance(block, bool) or not isinstance(block, (int, np.integer))
+                                  or block < 1):
+            raise ValueError(f"block must be a positive int or None, got {block!r}")
+        self.block = None if block is None else int(block)
+        self.result: ParticleResult | None = None
+
+    @staticmethod
+    def _check_weights(weights) -> np.ndarray:
+        try:
+            w = np.array(weights, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError("weights must be a 1-d array of non-negative numbers") from None
+        if w.ndim != 1 or w.size == 0:
+            raise ValueError(f"weights must be a non-empty 1-d array (one per particle), got shape {w.shape}")
+        if not np.all(np.isfinite(w)) or np.any(w < 0):
+            raise ValueError("weights must be finite and non-negative")
+        if not w.sum() > 0:
+            raise ValueError("weights must have a positive sum")
+        w.setflags(write=False)
+        return w
+
+    @property
+    def d(self) -> int:
+        """Ambient dimension: tokens live on S^{d−1} ⊂ R^d."""
+        return self.attention.d
+
+    @property
+    def n_evals_per_step(self) -> int:
+        return METHODS[self.method]
+
+    def _weights_for(self, n: int) -> np.ndarray:
+        if self.weights is None:
+            return np.full(n, 1.0 / n)
+        if self.weights.shape[0] != n:
+            raise ValueError(f"x0 has {n} particles but weights has {self.weights.shape[0]} entries")
+        return self.weights
+
+    def _check_x(self, x, name: str = "x0") -> np.ndarray:
+        if np.iscomplexobj(x):
+            raise ValueError(f"{name} must be real")
+        try:
+            a = np.array(x, dtype=np.float64)  # a copy: the caller's array is never touched
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be a real array of shape (N, {self.d})") from None
+        d = self.d
+        if a.ndim != 2 or a.shape[1] != d or a.shape[0] < 1:
+            raise ValueError(
+                f"{name} must have shape (N, d) with N >= 1 and d = attention.d = {d} "
+                f"(points on S^{d - 1}), got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError(f"{name} must be finite (it contains NaN or inf)")
+        dev = float(np.max(np.abs(np.linalg.norm(a, axis=1) - 1.0)))
+        if dev > SPHERE_TOL:
+            raise ValueError(
+                f"{name}: points must lie on the unit sphere (max ||x| - 1| = {dev:.3g} > "
+                f"{SPHERE_TOL:g}); normalise them first")
+        return a
+
+    # ---- the right-hand side and one step -------------------------------------------------
+    def velocity(self, x: np.ndarray) -> np.ndarray:
+        r"""The velocity :math:`X_\beta[\mu^N](x_i)` of every particle, shape (N, d).
+
+        ``x`` (N, d) are the particle positions (unit vectors); μ^N is built from them.
+        """
+        x = np.asarray(x, dtype=np.float64)
+        n = x.shape[0]
+        block = auto_block(n) if self.block is None else self.block
+        return self.attention.velocity(x, x, self._weights_for(n), block=block)
+
+    def _f(self, x: np.ndarray) -> np.ndarray:
+        """f̃(x) = f(R(x)): the velocity at the retracted points."""
+        return self.velocity(retract(x))
+
+    def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
+        """One step of size ``dt`` from positions ``x`` (N, d) at time ``t``; returns (N, d).
+
+        The system is autonomous, so ``t`` is not used (it is part of the stepper interface).
+        ``x`` is not modified; the result is retracted onto the sphere.
+        """
+        h = float(dt)
+        if self.method == "rk4":
+            k1 = self._f(x)
+            k2 = self._f(x + (0.5 * h) * k1)
+            k3 = self._f(x + (0.5 * h) * k2)
+            k4 = self._f(x + h * k3)
+            return retract(x + (h / 6.0) * (k1 + 2.0 * (k2 + k3) + k4))
+        k1 = self._f(x)
+        k2 = self._f(x + (0.5 * h) * k1)
+        return retract(x + h * k2)
+
+    # ---- the run loop -----------------------------------------------------------------
+    def run(
+        self,
+        x0,
+        t_span: tuple[float, float],
+        *,
+        dt: float,
+        output_times: Sequence[float] | None = None,
+        progress: bool = False,
+    ) -> ParticleResult:
+        """Integrate from ``t_span[0]`` to ``t_span[1]`` with steps of at most ``dt``.
+
+        Parameters
+        ----------
+        x0 : array_like, shape (N, d)
+            Initial positions, d = ``attention.d``, unit vectors (``||x| − 1| <= 1e-8``; they
+            are renormalised to round-off).  Copied, never modified.
+        t_span : (float, float)
+            ``(t0, t_end)`` with ``t_end > t0``.
+        dt : float
+            Largest step, ``> 0``.  Each interval between consecutive output times is split
+            into the fewest equal steps of size ``<= dt``.
+        output_times : sequence of float, optional
+            Strictly increasing times in ``[t0, t_end]`` at which positions are stored, hit
+            exactly; default ``(t0, t_end)``.  ``t_end`` is reached even if it is not listed.
+        progress : bool
+            Show a tqdm progress bar (over model time) on stderr.
+
+        Returns
+        -------
+        ParticleResult
+            Also stored as ``self.result``.
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad input, before any work.
+        KeyboardInterrupt
+            Re-raised after ``self.result`` is set to the partial run (``interrupted=True``,
+            the output times reached so far, and the last completed step in ``t``/``state``).
+        FloatingPointError
+            The positions became NaN or inf.
+        """
+        x = self._check_x(x0)
+        w = self._weights_for(x.shape[0]).copy()
+        x = retract(x)
+        try:
+            t0, t_end = t_span
+        except (TypeError, ValueError):
+            raise ValueError(f"t_span must be a pair (t0, t_end), got {t_span!r}") from None
+        t0, t_end = _check_time("t_span[0]", t0), _check_time("t_span[1]", t_end)
+        if not t_end > t0:
+            raise ValueError(f"t_span: t_end must be > t0, got t_span=({t0}, {t_end})")
+        h = _check_time("dt", dt)
+        if h <= 0:
+            raise ValueError(f"dt must be > 0, got {h}")
+        if output_times is None:
+            outs = np.array([t0, t_end])
+        else:
+            outs = np.atleast_1d(np.asarray(output_times, dtype=float))
+            if outs.ndim != 1 or outs.size == 0:
+                raise ValueError("output_times must be a non-empty 1-d sequence of times")
+            if not np.all(np.isfinite(outs)):
+                raise ValueError("output_times must be finite")
+            if np.any(np.diff(outs) <= 0):
+                raise ValueError("output_times must be strictly increasing")
+            if outs[0] < t0 or outs[-1] > t_end:
+                raise ValueError(
+                    f"output_times must lie within t_span=[{t0}, {t_end}], got [{outs[0]}, {outs[-1]}]")
+        targets = np.union1d(outs, [t_end])
+        is_output = np.isin(targets, outs)
+
+        self.result = None
+        times: list[float] = []
+        snaps: list[np.ndarray] = []
+        t, n_steps = t0, 0
+        wall0 = time.perf_counter()
+        bar = None
+
+        def make_result(interrupted: bool) -> ParticleResult:
+            pos = np.stack(snaps) if snaps else np.empty((0, *x.shape))
+            return ParticleResult(
+                times=np.array(times, dtype=float), positions=pos, n_steps=n_steps,
+                wall_time=time.perf_counter() - wall0, interrupted=interrupted, t=t,
+                state=x.copy(), weights=w, method=self.method)
+
+        try:
+            if progress:
+                from spherepde.solvers.trackers import ProgressTracker
+
+                bar = ProgressTracker(disable=False, desc=f"particles ({self.method})")
+                bar.initialize(x, t0, {"t_span": (t0, t_end)})
+            for target, output in zip(targets.tolist(), is_output.tolist()):
+                while t < target:
+                    remaining = target - t
+                    n = max(1, math.ceil(remaining / h * (1.0 - SPLIT_RTOL)))
+                    tau = remaining / n
+                    t_new = target if n == 1 else t + tau
+                    if not t_new > t:
+                        raise RuntimeError(f"step {tau} underflows at t={t}")
+                    new = self.step(x, t, tau)
+                    if not np.all(np.isfinite(new)):
+                        raise FloatingPointError(
+                            f"the positions became non-finite in the step from t={t} to t={t_new}")
+                    x, t = new, t_new
+                    n_steps += 1
+                    if bar is not None:
+                        bar.on_step(t)
+                if output:
+                    times.append(t)
+                    snaps.append(x.copy())
+        except KeyboardInterrupt as err:
+            if bar is not None:
+                bar.finalize()
+            self.result = make_result(interrupted=True)
+            err.add_note(
+                f"spherepde: particle run interrupted at t={t} after {n_steps} steps; partial "
+                "result in ParticleODE.result")
+            raise
+        except BaseException:
+            if bar is not None:
+                bar.finalize()
+            raise
+        if bar is not None:
+            bar.finalize()
+        self.result = make_result(interrupted=False)
+        return self.result
+
+    def __repr__(self) -> str:
+        a = self.attention
+        return f"ParticleODE(d={a.d}, beta={a.beta}, kind={a.kind!r}, method={self.method!r})"
+
+
+__all__ = ["METHODS", "ParticleODE", "ParticleResult", "auto_block", "retract"]
