@@ -1,4 +1,4 @@
-"""Command line: ``spherepde run``, ``spherepde validate transport``, ``spherepde validate convergence``.
+"""Command line: ``spherepde run``, ``spherepde validate transport|convergence``, ``spherepde experiment``.
 
 Errors in the arguments are reported before any work, naming the argument (exit status 2).
 Ctrl-C stops a run but leaves its NetCDF file valid (exit status 130).
@@ -63,6 +63,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config", default=None, help="a .toml or .json configuration (default: embedded)")
     run.add_argument("--output", default="out", help="output folder (created), default ./out")
     run.add_argument("--json", action="store_true")
+
+    exp = sub.add_parser("experiment", help="paper experiments (NetCDF + PNG + JSON summary)")
+    esub = exp.add_subparsers(dest="name", required=True)
+    meta = esub.add_parser("metastability", help="Paper 1: W2 to the projected initial measure vs t for several β")
+    meta.add_argument("--quick", action="store_true", help="small grid and fewer β (under a minute)")
+    meta.add_argument("--nlat", type=int, default=None, help="override the grid size")
+    meta.add_argument("--t-end", type=float, default=None, help="override the final time")
+    meta.add_argument("--betas", type=float, nargs="+", default=None, help="override β values ('inf' allowed)")
+    meta.add_argument("--output", default="out/metastability", help="output folder")
+    meta.add_argument("--json", action="store_true")
 
     val = sub.add_parser("validate", help="standard test suites")
     vsub = val.add_subparsers(dest="suite", required=True)
@@ -141,12 +151,44 @@ def _cmd_run(args) -> int:
     return 0
 
 
+def _cmd_experiment(args) -> int:
+    import dataclasses
+    import math
+
+    from spherepde.validation.paper1 import MetastabilityConfig, run_metastability
+
+    config = MetastabilityConfig.quick() if args.quick else MetastabilityConfig()
+    over = {}
+    if args.nlat is not None:
+        if args.nlat < 4 or args.nlat % 2:
+            raise ValueError(f"--nlat must be an even integer >= 4, got {args.nlat}")
+        over["nlat"] = args.nlat
+    if args.t_end is not None:
+        if not (math.isfinite(args.t_end) and args.t_end > 0):
+            raise ValueError(f"--t-end must be a positive number, got {args.t_end}")
+        over["t_end"] = args.t_end
+    if args.betas is not None:
+        if any(not b > 0 for b in args.betas):
+            raise ValueError(f"--betas must all be > 0 (inf allowed), got {args.betas}")
+        over["betas"] = tuple(args.betas)
+    config = dataclasses.replace(config, **over)
+    summary = run_metastability(config, args.output, progress=not args.json)
+    short = {k: v for k, v in summary.items() if k not in ("runs", "times")}
+    short["runs"] = [{k: v for k, v in r.items() if k not in ("w2", "dist_E_VBt", "dist_E_V")}
+                     for r in summary["runs"]]
+    short["summary"] = str(Path(args.output) / "summary.json")
+    _emit(short, args.json)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         if args.command == "run":
             return _cmd_run(args)
+        if args.command == "experiment":
+            return _cmd_experiment(args)
         return _cmd_validate(args)
     except (ValueError, TypeError) as exc:
         print(f"spherepde: error: {exc}", file=sys.stderr)

@@ -64,19 +64,52 @@ def edge_weights(faces: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def edges_periodic_uniform(q: np.ndarray) -> np.ndarray:
-    """Fourth-order edge values at the left face of every cell of periodic uniform lines.
+    """Fourth-order edge values at every face of periodic uniform lines.
 
-    q : (nrows, n) cell means  →  (nrows, n) values at faces i − 1/2.
+    q : (nrows, n) cell means  →  (nrows, n+1) values at faces i − 1/2 for i = 0..n:
+
+        e_{i−1/2} = 7/12 (q_i + q_{i−1}) − 1/12 (q_{i+1} + q_{i−2})   (indices mod n).
+
+    The last column repeats the first (face n − 1/2 is face −1/2), so that cell i has left
+    edge ``e[:, i]`` and right edge ``e[:, i + 1]`` without a roll.
     """
-    return (7.0 / 12.0) * (q + np.roll(q, 1, axis=-1)) - (1.0 / 12.0) * (
-        np.roll(q, -1, axis=-1) + np.roll(q, 2, axis=-1)
+    nrows, n = q.shape
+    # pad two ghost cells on each side (q_{n−2}, q_{n−1} | q | q_0, q_1) and use slices
+    qp = np.empty((nrows, n + 4))
+    qp[:, 2:n + 2] = q
+    qp[:, :2] = q[:, n - 2:]
+    qp[:, n + 2:] = q[:, :2]
+    # column i of each slice holds q_{i}, q_{i−1}, q_{i+1}, q_{i−2} for faces i = 0..n
+    return (7.0 / 12.0) * (qp[:, 2:n + 3] + qp[:, 1:n + 2]) - (1.0 / 12.0) * (
+        qp[:, 3:n + 4] + qp[:, 0:n + 1]
     )
 
 
 def edges_nonuniform(mass: np.ndarray, start: np.ndarray, w: np.ndarray) -> np.ndarray:
-    """Edge values at all n+1 faces from cell masses (nrows, n), with :func:`edge_weights`."""
-    idx = start[:, None] + np.arange(4)[None, :]  # (n+1, 4)
-    return np.einsum("rfk,fk->rf", mass[:, idx], w)
+    """Edge values at all n+1 faces from cell masses (nrows, n), with :func:`edge_weights`:
+
+        e_f = Σ_{k=0..3} w[f, k] · mass[:, start[f] + k]      → (nrows, n+1).
+
+    ``start`` must be the stencil start of :func:`edge_weights` (f − 2 for the interior faces
+    2 ≤ f ≤ n − 2, one-sided at the two faces of each end), so that the interior faces are
+    computed from column slices instead of a gathered (nrows, n+1, 4) copy.
+    """
+    nrows, n = mass.shape
+    e = np.empty((nrows, n + 1))
+    # interior faces f = 2..n−2: cells f−2..f+1, i.e. the slices mass[:, k : n−3+k]
+    mid = e[:, 2:n - 1]
+    np.multiply(mass[:, 0:n - 3], w[2:n - 1, 0], out=mid)
+    for k in range(1, 4):
+        mid += mass[:, k:n - 3 + k] * w[2:n - 1, k]
+    # faces 0, 1 (cells 0..3) and n−1, n (cells n−4..n−1): one-sided stencils
+    for f in (0, 1, n - 1, n):
+        cells = mass[:, start[f]:start[f] + 4]
+        e[:, f] = ((cells[:, 0] * w[f, 0] + cells[:, 1] * w[f, 1]) + cells[:, 2] * w[f, 2]) \
+            + cells[:, 3] * w[f, 3]
+    # the terms are added in order as in einsum("rfk,fk->rf"), which starts from +0: adding
+    # +0 turns a −0 sum (all four terms −0) into +0 too, so results are bitwise einsum's
+    e += 0.0
+    return e
 
 
 def parabola(qbar: np.ndarray, qL: np.ndarray, qR: np.ndarray, limiter: str,
@@ -102,27 +135,69 @@ def parabola(qbar: np.ndarray, qL: np.ndarray, qR: np.ndarray, limiter: str,
         over_r = -dq * dq > dq * q6
         qR[over_r] = 3.0 * qbar[over_r] - 2.0 * qL[over_r]
     dq = qR - qL
-    q6 = 6.0 * (qbar - 0.5 * (qL + qR))
+    # q6 = 6 (q̄ − 0.5 (qL + qR)), evaluated in place (same operations, fewer temporaries)
+    q6 = qL + qR
+    q6 *= 0.5
+    np.subtract(qbar, q6, out=q6)
+    q6 *= 6.0
     if limiter == "positive":
-        # minimum of the parabola on [0, 1]: at an end or at the interior vertex
-        pmin = np.minimum(qL, qR)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            s = np.where(q6 != 0.0, 0.5 * (dq + q6) / q6, -1.0)
-        inside = (s > 0.0) & (s < 1.0)
-        pv = qL + s * (dq + q6 * (1.0 - s))
-        pmin = np.where(inside, np.minimum(pmin, pv), pmin)
-        bad = pmin < 0.0
-        if np.any(bad):
-            qb = qbar[bad]
-            denom = qb - pmin[bad]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                theta = np.where(denom > 0.0, np.clip(qb / denom, 0.0, 1.0), 0.0)
-            qL = qL.copy()
-            qL[bad] = qb + theta * (qL[bad] - qb)
-            dq = dq.copy()
-            dq[bad] *= theta
-            q6 = q6.copy()
-            q6[bad] *= theta
+        qL, dq, q6 = _scale_positive(qbar, qL, qR, dq, q6)
+    return qL, dq, q6
+
+
+#: pre-filter margin of :func:`_scale_positive`, in units of eps · (2 max|qL| + 2 max|qR| + max|q6|)
+_ROUNDING_MARGIN = 64.0
+
+
+def _scale_positive(qbar, qL, qR, dq, q6):
+    """Positivity-preserving scaling (Zhang & Shu 2010) of the parabolas (qL, Δq, q6).
+
+    Cells whose minimum over s ∈ [0, 1] (at an end, or at the vertex when it lies inside) is
+    negative are scaled towards their mean, p → q̄ + θ (p − q̄) with θ = q̄ / (q̄ − min p).
+    ``dq`` and ``q6`` must be arrays the caller owns: they are scaled in place; ``qL`` is copied
+    before it is changed.
+    """
+    # Pre-filter.  p(s) = (1 − s) qL + s qR + q6 s (1 − s) ≥ min(qL, qR) + min(q6, 0)/4 on
+    # [0, 1].  The exact floating-point test below is run only on the cells where this bound is
+    # not safely positive: the margin is far above the rounding error of the floating-point
+    # minimum (a few ulps of |qL| + |Δq| + |q6| ≤ 2|qL| + |qR| + |q6|, plus the smallest
+    # normal number against underflow), so every other cell would pass that test anyway and the
+    # results are bitwise those of testing every cell.  With inf or NaN anywhere the bound says
+    # nothing: every cell is tested.
+    lower = np.minimum(q6, 0.0)
+    lower *= 0.25
+    lower += np.minimum(qL, qR)
+    scale = 2.0 * (np.max(np.abs(qL), initial=0.0) + np.max(np.abs(qR), initial=0.0)) \
+        + np.max(np.abs(q6), initial=0.0)
+    if np.isfinite(scale):
+        eps = np.finfo(float)
+        cand = lower < _ROUNDING_MARGIN * eps.eps * scale + eps.tiny
+    else:
+        cand = np.ones(qL.shape, dtype=bool)
+    if not cand.any():
+        return qL, dq, q6
+    cqL, cqR, cdq, cq6 = qL[cand], qR[cand], dq[cand], q6[cand]
+
+    # minimum of the parabola on [0, 1]: at an end or at the interior vertex
+    pmin = np.minimum(cqL, cqR)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        s = np.where(cq6 != 0.0, 0.5 * (cdq + cq6) / cq6, -1.0)
+    inside = (s > 0.0) & (s < 1.0)
+    pv = cqL + s * (cdq + cq6 * (1.0 - s))
+    pmin = np.where(inside, np.minimum(pmin, pv), pmin)
+    bad_c = pmin < 0.0
+    if not bad_c.any():
+        return qL, dq, q6
+    bad = np.zeros(qL.shape, dtype=bool)
+    bad[cand] = bad_c
+    qb = qbar[bad]
+    denom = qb - pmin[bad_c]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        theta = np.where(denom > 0.0, np.clip(qb / denom, 0.0, 1.0), 0.0)
+    qL = qL.copy()
+    qL[bad] = qb + theta * (qL[bad] - qb)
+    dq[bad] *= theta
+    q6[bad] *= theta
     return qL, dq, q6
 
 
@@ -143,5 +218,21 @@ def partial_mass_right(qL, dq, q6, s):
 
 
 def partial_mass_left(qL, dq, q6, s):
-    """∫_0^s p ds′ (per unit width)."""
-    return qL * s + dq * s * s / 2.0 + q6 * (s * s / 2.0 - s * s * s / 3.0)
+    """∫_0^s p ds′ (per unit width) = qL s + Δq s²/2 + q6 (s²/2 − s³/3).
+
+    Evaluated in place, with exactly the operations (and rounding) of
+    ``qL * s + dq * s * s / 2.0 + q6 * (s * s / 2.0 - s * s * s / 3.0)``, fewer temporaries.
+    """
+    ss = s * s
+    cubic = ss * s
+    cubic /= 3.0                # s·s·s / 3
+    quad = ss / 2.0
+    quad -= cubic               # s·s/2 − s·s·s/3
+    quad *= q6                  # q6 · (s·s/2 − s·s·s/3)
+    lin = dq * s
+    lin *= s
+    lin /= 2.0                  # Δq·s·s / 2
+    out = qL * s
+    out += lin
+    out += quad
+    return out

@@ -44,6 +44,20 @@ RADIAL_TOL = 1e-8
 MAX_LIPSCHITZ = 0.7
 
 
+def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Σ_i a[..., i] b[..., i] over the (short) last axis — bitwise ``np.sum(a * b, axis=-1)``.
+
+    Explicit component products are several times faster than the reduction for d = 2, 3.
+    They are added in order like the reduction, which starts from +0: adding +0 at the end
+    turns a −0 result (every term −0) into +0 as the reduction does.
+    """
+    out = a[..., 0] * b[..., 0]
+    for i in range(1, a.shape[-1]):
+        out += a[..., i] * b[..., i]
+    out += 0.0
+    return out
+
+
 def _tangent_components(vec: np.ndarray, xyz: np.ndarray, bases, name="velocity"):
     """Project Cartesian vectors on the given unit bases after checking they are tangent."""
     vec = np.asarray(vec, float)
@@ -51,14 +65,14 @@ def _tangent_components(vec: np.ndarray, xyz: np.ndarray, bases, name="velocity"
         raise ValueError(f"{name} must return an array of shape {xyz.shape}, got {vec.shape}")
     if not np.all(np.isfinite(vec)):
         raise ValueError(f"{name} returned NaN or inf")
-    vmax = float(np.sqrt(np.max(np.sum(vec * vec, axis=-1), initial=0.0)))
-    radial = float(np.max(np.abs(np.sum(vec * xyz, axis=-1)), initial=0.0))
+    vmax = float(np.sqrt(np.max(_dot(vec, vec), initial=0.0)))
+    radial = float(np.max(np.abs(_dot(vec, xyz)), initial=0.0))
     if radial > RADIAL_TOL * max(vmax, 1e-300):
         raise ValueError(
             f"{name} has a radial component (max |v·x| = {radial:.3g}, max |v| = {vmax:.3g}); "
             "a velocity on the sphere must be tangent (use P_x v = v − ⟨x, v⟩x)"
         )
-    return [np.sum(vec * b, axis=-1) for b in bases], vmax
+    return [_dot(vec, b) for b in bases], vmax
 
 
 class _FFSLBase:
@@ -146,16 +160,32 @@ class FFSLSphere(_FFSLBase):
         self._cache = (t,) + out
         return out
 
-    def _zonal(self, q: np.ndarray, a: np.ndarray, tau: float) -> np.ndarray:
+    def _zonal_plan(self, a: np.ndarray, tau: float):
+        """Departure geometry of the zonal sweeps Z(tau) for velocities a (nlat, nlon).
+
+        Rings whose deformation number tau·max|Δa| exceeds ``max_lipschitz`` take nsub_j
+        sweeps of tau / nsub_j; sweep k advances the rings with nsub_j > k.  Returns
+        (nsub (nlat,), [(rings or None for all, departures), ...] one entry per sweep k).
+        """
         nsub = np.maximum(1, np.ceil(tau * ffsl.lipschitz_periodic(a) / self.max_lipschitz)).astype(int)
-        self.substeps += int(np.sum(nsub - 1))
-        q = q.copy()
+        sweeps = []
         for k in range(int(nsub.max())):
             rows = np.nonzero(nsub > k)[0]
-            if rows.size == q.shape[0]:
-                q = ffsl.sweep_periodic(q, a, tau / nsub, self.limiter)
+            if rows.size == a.shape[0]:
+                sweeps.append((None, ffsl.periodic_departures(a, tau / nsub)))
             else:
-                q[rows] = ffsl.sweep_periodic(q[rows], a[rows], tau / nsub[rows], self.limiter)
+                sweeps.append((rows, ffsl.periodic_departures(a[rows], tau / nsub[rows])))
+        return nsub, sweeps
+
+    def _zonal(self, q: np.ndarray, plan) -> np.ndarray:
+        """Apply the zonal sweeps of :meth:`_zonal_plan` to q (nlat, nlon)."""
+        nsub, sweeps = plan
+        self.substeps += int(np.sum(nsub - 1))
+        for rows, dep in sweeps:
+            if rows is None:
+                q = ffsl.sweep_periodic_departed(q, dep, self.limiter)
+            else:  # never the first sweep (it covers every ring): q is already a new array
+                q[rows] = ffsl.sweep_periodic_departed(q[rows], dep, self.limiter)
         return q
 
     def _meridional(self, rho: np.ndarray, a: np.ndarray, tau: float) -> np.ndarray:
@@ -169,9 +199,11 @@ class FFSLSphere(_FFSLBase):
 
     def advance(self, rho: np.ndarray, az: np.ndarray, am: np.ndarray, dt: float) -> np.ndarray:
         """Transport by frozen face velocities (from :meth:`face_velocities`) over dt (Strang)."""
-        rho = self._zonal(rho, az, 0.5 * dt)
+        # both zonal half-steps have the same velocities and length: same departure points
+        zonal = self._zonal_plan(az, 0.5 * dt)
+        rho = self._zonal(rho, zonal)
         rho = self._meridional(rho, am, dt)
-        return self._zonal(rho, az, 0.5 * dt)
+        return self._zonal(rho, zonal)
 
     def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
         """One step of length dt from time t, velocity frozen at t + dt/2."""

@@ -1,0 +1,112 @@
+"""The command line: JSON keys, files written, and bad input refused before any work."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from spherepde.cli import main
+from spherepde.io.netcdf import open_dataset, read_config
+
+KEYS = {"case", "field", "nlat", "steps", "seconds", "l1", "l2", "linf", "lmax", "lmin",
+        "mass_error", "min_value"}
+
+
+def run_cli(args, capsys):
+    rc = main(args)
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_validate_transport_json_and_output(tmp_path, capsys):
+    nc = tmp_path / "w.nc"
+    rc, out, _ = run_cli(["validate", "transport", "--case", "williamson1", "--nlat", "16",
+                          "--output", str(nc), "--json"], capsys)
+    assert rc == 0
+    res = json.loads(out)
+    assert KEYS <= set(res)
+    assert res["field"] == "cosine-bell" and res["nlat"] == 16
+    assert abs(res["mass_error"]) < 1e-13 and res["min_value"] >= 0.0
+    ds = open_dataset(nc)
+    assert ds.time.values[0] == 0.0 and ds.time.values[-1] == pytest.approx(12.0)
+    assert ds.attrs["Conventions"] == "CF-1.8"
+    assert read_config(nc)["case"] == "williamson1"
+    # the file's first and last fields are the ones the norms were computed from
+    first, last = ds["psi"].isel(time=0).values, ds["psi"].isel(time=-1).values
+    lmax = (last.max() - first.max()) / (first.max() - first.min())
+    assert lmax == pytest.approx(res["lmax"], abs=1e-12)
+
+
+def test_validate_transport_alpha_expression(capsys):
+    rc, out, _ = run_cli(["validate", "transport", "--case", "williamson1", "--nlat", "8",
+                          "--alpha", "pi/2", "--json"], capsys)
+    assert rc == 0 and json.loads(out)["alpha"] == pytest.approx(np.pi / 2)
+
+
+def test_validate_convergence_fits_orders(tmp_path, capsys):
+    png = tmp_path / "c.png"
+    rc, out, _ = run_cli(["validate", "convergence", "--case", "nl-case4", "--nlat", "8", "12", "16",
+                          "--plot", str(png), "--json"], capsys)
+    assert rc == 0
+    res = json.loads(out)
+    assert len(res["rows"]) == 3 and "order_l2" in res and "order_l2_stderr" in res
+    errs = [r["l2"] for r in res["rows"]]
+    assert errs[0] > errs[-1]  # the error falls with resolution
+    assert png.stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("args, word", [
+    (["validate", "transport", "--case", "nl-case4", "--nlat", "15"], "nlat"),
+    (["validate", "transport", "--case", "nl-case4", "--nlat", "2"], "nlat"),
+    (["validate", "transport", "--case", "nl-case4", "--nlat", "16", "--courant", "0"], "courant"),
+    (["validate", "transport", "--case", "nl-case4", "--nlat", "16", "--courant", "5"], "courant"),
+    (["validate", "transport", "--case", "nl-case4", "--nlat", "16", "--alpha", "0.3"], "alpha"),
+    (["validate", "transport", "--case", "williamson1", "--nlat", "16", "--alpha", "2"], "alpha"),
+    (["validate", "transport", "--case", "nl-case4", "--nlat", "16", "--output", "/nonexistent/x.nc"], "output"),
+    (["validate", "convergence", "--case", "nl-case4", "--nlat", "8", "16"], "nlat"),
+])
+def test_bad_values_exit_2_naming_the_argument(args, word, capsys):
+    rc, out, err = run_cli(args, capsys)
+    assert rc == 2 and out == ""
+    assert word in err
+
+
+@pytest.mark.parametrize("args", [
+    ["validate", "transport", "--case", "bogus", "--nlat", "16"],
+    ["validate", "transport", "--case", "nl-case4", "--field", "bogus", "--nlat", "16"],
+    ["validate", "transport", "--case", "nl-case4", "--nlat", "16", "--limiter", "bogus"],
+    ["validate", "transport", "--case", "nl-case4", "--nlat", "sixteen"],
+])
+def test_unknown_names_refused_by_argparse(args, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(args)
+    assert e.value.code == 2
+    assert "invalid" in capsys.readouterr().err
+
+
+def test_run_with_config_file(tmp_path, capsys):
+    cfg = tmp_path / "c.toml"
+    cfg.write_text('case = "nl-case1"\nfield = "cosine-bells"\nnlat = 12\nn_outputs = 2\n')
+    rc, out, _ = run_cli(["run", "--config", str(cfg), "--output", str(tmp_path / "o"), "--json"], capsys)
+    assert rc == 0
+    res = json.loads(out)
+    for name in ("run.nc", "snapshots.png", "summary.json"):
+        assert (tmp_path / "o" / name).is_file()
+    assert open_dataset(tmp_path / "o" / "run.nc").sizes["time"] == 3
+    assert json.loads((tmp_path / "o" / "summary.json").read_text())["l2"] == res["l2"]
+
+
+def test_run_refuses_unknown_config_key(tmp_path, capsys):
+    cfg = tmp_path / "c.json"
+    cfg.write_text('{"nlat": 12, "resolution": 3}')
+    rc, _, err = run_cli(["run", "--config", str(cfg), "--output", str(tmp_path)], capsys)
+    assert rc == 2 and "resolution" in err
+
+
+def test_module_entry_point_version():
+    out = subprocess.run([sys.executable, "-m", "spherepde", "--version"], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.startswith("spherepde ")
