@@ -66,13 +66,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     exp = sub.add_parser("experiment", help="paper experiments (NetCDF + PNG + JSON summary)")
     esub = exp.add_subparsers(dest="name", required=True)
-    meta = esub.add_parser("metastability", help="Paper 1: W2 to the projected initial measure vs t for several β")
-    meta.add_argument("--quick", action="store_true", help="small grid and fewer β (under a minute)")
-    meta.add_argument("--nlat", type=int, default=None, help="override the grid size")
-    meta.add_argument("--t-end", type=float, default=None, help="override the final time")
-    meta.add_argument("--betas", type=float, nargs="+", default=None, help="override β values ('inf' allowed)")
-    meta.add_argument("--output", default="out/metastability", help="output folder")
-    meta.add_argument("--json", action="store_true")
+    for name, text in (("metastability", "Paper 1: W2 to the projected initial measure vs t for several β (S²)"),
+                       ("terminal-phase", "Paper 1: mass leaving the VBᵀ eigenspace for V's (S²), switch time vs β"),
+                       ("circle-clusters", "Paper 1: number and positions of clusters vs β and t (S¹, Q=K=V=I)")):
+        e = esub.add_parser(name, help=text)
+        e.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
+        if name != "circle-clusters":
+            e.add_argument("--nlat", type=int, default=None, help="override the grid size")
+        e.add_argument("--t-end", type=float, default=None, help="override the final time")
+        e.add_argument("--betas", type=float, nargs="+", default=None, help="override β values ('inf' allowed on S²)")
+        e.add_argument("--output", default=f"out/{name}", help="output folder")
+        e.add_argument("--json", action="store_true")
 
     val = sub.add_parser("validate", help="standard test suites")
     vsub = val.add_subparsers(dest="suite", required=True)
@@ -153,13 +157,13 @@ def _cmd_run(args) -> int:
 
 def _cmd_experiment(args) -> int:
     import dataclasses
-    import math
 
-    from spherepde.validation.paper1 import MetastabilityConfig, run_metastability
+    from spherepde.validation.paper1 import EXPERIMENTS
 
-    config = MetastabilityConfig.quick() if args.quick else MetastabilityConfig()
+    config_cls, runner = EXPERIMENTS[args.name]
+    config = config_cls.quick() if args.quick else config_cls()
     over = {}
-    if args.nlat is not None:
+    if getattr(args, "nlat", None) is not None:  # S² experiments only
         if args.nlat < 4 or args.nlat % 2:
             raise ValueError(f"--nlat must be an even integer >= 4, got {args.nlat}")
         over["nlat"] = args.nlat
@@ -170,11 +174,13 @@ def _cmd_experiment(args) -> int:
     if args.betas is not None:
         if any(not b > 0 for b in args.betas):
             raise ValueError(f"--betas must all be > 0 (inf allowed), got {args.betas}")
+        if args.name == "circle-clusters" and any(math.isinf(b) for b in args.betas):
+            raise ValueError("--betas: β = inf is not used on the circle (the flow is then trivial)")
         over["betas"] = tuple(args.betas)
     config = dataclasses.replace(config, **over)
-    summary = run_metastability(config, args.output, progress=not args.json)
+    summary = runner(config, args.output, progress=not args.json)
     short = {k: v for k, v in summary.items() if k not in ("runs", "times")}
-    short["runs"] = [{k: v for k, v in r.items() if k not in ("w2", "dist_E_VBt", "dist_E_V")}
+    short["runs"] = [{k: v for k, v in r.items() if k not in ("w2", "dist_E_VBt", "dist_E_V", "final_clusters")}
                      for r in summary["runs"]]
     short["summary"] = str(Path(args.output) / "summary.json")
     _emit(short, args.json)

@@ -151,19 +151,36 @@ class Attention:
         return v - np.sum(v * x, axis=1, keepdims=True) * x
 
 
+#: target rows per block are chosen so that one (rows × sources) buffer stays ≈ 16 MB: the
+#: buffer is reused in place, which avoids page faults from fresh large temporaries
+BLOCK_BYTES = 2**24
+
+
 def _mean_direct(z, y, logw, beta, kind, block, dtype=np.float64) -> np.ndarray:
-    """Σ_j softmax-weights y_j in the log domain, ``block`` targets at a time."""
-    out = np.empty((z.shape[0], y.shape[1]))
-    zc, yc, lw = z.astype(dtype), y.astype(dtype), logw.astype(dtype)
-    for s in range(0, z.shape[0], block):
-        logits = (beta * zc[s:s + block]) @ yc.T + lw[None, :]
-        mx = logits.max(axis=1, keepdims=True)
-        e = np.exp(logits - mx)
-        num = (e @ yc).astype(np.float64)
+    """Σ_j softmax-weights y_j in the log domain, at most ``block`` targets at a time.
+
+    ℓ_ij = β⟨z_i, y_j⟩ + log w_j;  m_i = Σ_j e^{ℓ_ij − max_j ℓ_ij} y_j / Σ_j e^{ℓ_ij − max_j ℓ_ij}
+    (softmax) or Σ_j e^{ℓ_ij − β} y_j (usa).  z (n, d), y (m, d), logw (m,) → (n, d).
+    """
+    n, m = z.shape[0], y.shape[0]
+    rows = max(1, min(block, BLOCK_BYTES // (np.dtype(dtype).itemsize * max(m, 1))))
+    out = np.empty((n, y.shape[1]))
+    zc, yT, lw = (beta * z).astype(dtype), y.T.astype(dtype), logw.astype(dtype)
+    yc = np.ascontiguousarray(yT.T)
+    buf = np.empty((min(rows, n), m), dtype)
+    for s in range(0, n, rows):
+        k = min(rows, n - s)
+        b = buf[:k]
+        np.matmul(zc[s:s + k], yT, out=b)
+        b += lw
+        mx = b.max(axis=1, keepdims=True)
+        b -= mx
+        np.exp(b, out=b)
+        num = (b @ yc).astype(np.float64)
         if kind == "softmax":
-            out[s:s + block] = num / e.sum(axis=1, keepdims=True, dtype=np.float64)
+            out[s:s + k] = num / b.sum(axis=1, keepdims=True, dtype=np.float64)
         else:
-            out[s:s + block] = num * np.exp(mx.astype(np.float64) - beta)
+            out[s:s + k] = num * np.exp(mx.astype(np.float64) - beta)
     return out
 
 
@@ -215,15 +232,35 @@ def _mean_culled(z, y, logw, beta, kind, tol, block, tile=128) -> np.ndarray:
     return out
 
 
+#: negative weights down to −ROUND_OFF × max|w| are taken as round-off zeros
+ROUND_OFF = 1e-12
+
+
+def nonnegative_weights(w: np.ndarray, name: str) -> np.ndarray:
+    """Weights/densities as non-negative floats.  Flux-form updates are positive only up to
+    round-off (≈ 1e-16 of the largest value): values down to −ROUND_OFF·max|w| are set to 0;
+    NaN/inf or anything more negative raises ValueError naming ``name``."""
+    w = np.asarray(w, float)
+    if not np.all(np.isfinite(w)):
+        raise ValueError(f"{name} must be finite (found NaN or inf)")
+    wmin = float(w.min(initial=0.0))
+    if wmin < 0:
+        if wmin < -ROUND_OFF * float(np.abs(w).max()):
+            raise ValueError(f"{name} must be non-negative (min {wmin:.3g})")
+        w = np.maximum(w, 0.0)
+    return w
+
+
 def _sources(y, w, d: int) -> tuple[np.ndarray, np.ndarray]:
     if y is None or w is None:
         raise ValueError("y and w (the measure's support points and weights) are needed for finite beta")
-    y = np.asarray(y, float).reshape(-1, d)
+    y = np.asarray(y, float)
+    if y.ndim != 2 or y.shape[1] != d:
+        raise ValueError(f"y must have shape (m, {d}) (points in R^{d}), got {y.shape}")
     w = np.asarray(w, float).reshape(-1)
     if w.shape[0] != y.shape[0]:
         raise ValueError(f"w must have one weight per point of y ({y.shape[0]}), got {w.shape[0]}")
-    if not np.all(np.isfinite(w)) or np.any(w < 0):
-        raise ValueError("w must be finite and non-negative")
+    w = nonnegative_weights(w, "w")
     if not np.any(w > 0):
         raise ValueError("w must have positive total mass")
     with np.errstate(divide="ignore"):

@@ -44,6 +44,8 @@ def _check_seed(seed) -> int | None:
 
 def _cell_probabilities(rho, measure: np.ndarray) -> np.ndarray:
     """Masses ρ_j |cell_j|, flattened, after validating ``rho``."""
+    if np.iscomplexobj(rho):
+        raise ValueError("rho must be real, got a complex array")
     try:
         r = np.asarray(rho, dtype=np.float64)
     except (TypeError, ValueError):

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spherepde.dynamics.attention import nonnegative_weights
+
 #: largest n·m for which :func:`w2` builds the dense cost matrix (8 bytes each: 800 MB)
 MAX_EMD_ENTRIES = 10**8
 
@@ -28,8 +30,7 @@ def _check(x, w):
     w = np.asarray(w, float).reshape(-1)
     if x.ndim != 2 or x.shape[0] != w.shape[0]:
         raise ValueError(f"points (n, d) and weights (n,) must match, got {x.shape} and {w.shape}")
-    if np.any(w < 0) or not np.all(np.isfinite(w)):
-        raise ValueError("weights must be finite and non-negative")
+    w = nonnegative_weights(w, "weights")
     return x, w
 
 

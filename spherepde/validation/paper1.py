@@ -2,11 +2,16 @@
 
 ``metastability``: W₂(ρ^β_t, Π_#ρ_0) against t for several β on S², the minimum over t and
 the exit time from the metastable state against β, fitted against sqrt(log β / β) and log β.
+``circle-clusters``: S¹ with Q = K = V = I from a perturbed uniform density — the number and
+positions of the metastable clusters against β and t.
 
-Set-up (and why).  Q = I, K = B = diag(1/4, 1, 1), V = diag(1, 0.9, 0.1), so
-A = VBᵀ = diag(1/4, 0.9, 0.1): symmetric (Assumption 1), top eigenvector e = e_y with a large
-spectral gap γ = 0.65 (fast early phase, rate c ≈ γ/‖B‖ = 0.65), while V's own top eigenvector
-is e_x — so the terminal phase (mass leaving Π_#ρ_0 towards ±e_x, Conjecture 1) is visible too.
+Set-up (and why).  Q = I, K = B = diag(1/10, 1, 1), V = diag(1, 1/2, 1/10), so
+A = VBᵀ = diag(1/10, 1/2, 1/100): symmetric (Assumption 1), top eigenvector e = e_y with
+spectral gap γ = 0.4 (early phase at rate c ≈ γ/‖B‖ = 0.4), while V's own top eigenvector is
+e_x and e_y is a saddle of the V-flow ẋ = P_x V x with unstable rate 1 − 1/2 = 1/2.  A cluster
+that has formed at ±e_y is displaced from e_y by O(1/β) at finite β, and that displacement
+grows like e^{t/2}: the exit from the metastable state comes at t ~ 2 log β and the terminal
+phase (mass moving to ±e_x, Conjecture 1) is visible within moderate times.
 ρ_0 ∝ 1 + ½⟨x, a⟩ with a = (0.6, 0.5, 0.3)/|·| is smooth, strictly positive and not symmetric
 under y → −y, so Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} has unequal weights.
 """
@@ -40,20 +45,20 @@ from spherepde.validation.transport_runs import fit_order
 class MetastabilityConfig:
     """Parameters of ``spherepde experiment metastability`` (β = math.inf allowed)."""
 
-    nlat: int = 64
+    nlat: int = 48
     betas: tuple = (10.0, 30.0, 100.0, 300.0, math.inf)
-    t_end: float = 16.0
-    n_outputs: int = 64
+    t_end: float = 24.0
+    n_outputs: int = 96
     courant: float = 0.8
     Q: tuple = ((1.0, 0, 0), (0, 1.0, 0), (0, 0, 1.0))
-    K: tuple = ((0.25, 0, 0), (0, 1.0, 0), (0, 0, 1.0))
-    V: tuple = ((1.0, 0, 0), (0, 0.9, 0), (0, 0, 0.1))
+    K: tuple = ((0.1, 0, 0), (0, 1.0, 0), (0, 0, 1.0))
+    V: tuple = ((1.0, 0, 0), (0, 0.5, 0), (0, 0, 0.1))
     init_a: tuple = (0.6, 0.5, 0.3)
     band: float = 2.0  # exit when W₂ exceeds band × its minimum, after the minimum
 
     @classmethod
     def quick(cls) -> "MetastabilityConfig":
-        return cls(nlat=24, betas=(10.0, 30.0, 100.0, math.inf), t_end=10.0, n_outputs=40)
+        return cls(nlat=16, betas=(5.0, 10.0, 20.0, math.inf), t_end=20.0, n_outputs=40)
 
     def to_dict(self) -> dict:
         return {"experiment": "metastability", **asdict(self)}
@@ -78,51 +83,64 @@ def exit_time(t: np.ndarray, w: np.ndarray, band: float) -> float:
     return float(t0 + (band * w[i] - w0) * (t1 - t0) / (w1 - w0))
 
 
-def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progress: bool = False) -> dict:
-    """Run every β, write one NetCDF per β, a PNG and ``summary.json``; return the summary."""
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
+def _sphere_runs(config, outdir: Path, prefix: str, progress: bool):
+    """Run the mean-field density on S² for every β of ``config``; yield per-β results.
+
+    Shared by the metastability and terminal-phase experiments: one NetCDF per β
+    (``{prefix}_beta{β}.nc``) plus W₂ to Π_#ρ_0 and dist_E to the top eigenspaces of VBᵀ and
+    of V at every output time.
+    """
     grid = GaussGrid(config.nlat)
     Q, K, V = (np.asarray(m, float) for m in (config.Q, config.K, config.V))
     rho0 = initial_density(grid, config.init_a)
     x, w0 = as_measure(grid, rho0)
-    A = V @ (Q.T @ K).T
-    EA = top_eigenspace(A)
+    EA = top_eigenspace(V @ (Q.T @ K).T)
     EV = top_eigenspace(V, by_magnitude=True)
     if EA.dim != 1:
-        raise ValueError("this experiment needs a one-dimensional top eigenspace of VBᵀ")
+        raise ValueError("these experiments need a one-dimensional top eigenspace of VBᵀ")
     e = EA.basis[:, 0]
     a = two_point_weight(x, w0, e)
     times = np.linspace(0.0, config.t_end, config.n_outputs + 1)
-    rows = []
-    t_start = time.perf_counter()
+    static = {n: (m, ("dim", "dim2"), {}) for n, m in (("Q", Q), ("K", K), ("V", V))}
+    dt = config.courant * grid.dlon / float(np.linalg.norm(V, 2))
+    info = {"grid": grid, "e": e, "a": a, "EA": EA, "EV": EV, "times": times, "x": x}
     for beta in config.betas:
-        att = Attention(Q, K, V, beta)
-        stepper = make_stepper("meanfield-ffsl", grid, DensityAttention(att, grid), courant=config.courant)
+        stepper = make_stepper("meanfield-ffsl", grid, DensityAttention(Attention(Q, K, V, beta), grid),
+                               courant=config.courant)
         tag = "inf" if math.isinf(beta) else f"{beta:g}"
-        nc = outdir / f"metastability_beta{tag}.nc"
+        nc = outdir / f"{prefix}_beta{tag}.nc"
         mem = MemoryTracker()
-        trackers = [mem, NetCDFTracker(nc, grid, config={**config.to_dict(), "beta": beta},
-                                       static={"Q": (Q, ("dim", "dim2"), {}), "K": (K, ("dim", "dim2"), {}),
-                                               "V": (V, ("dim", "dim2"), {})}),
+        trackers = [mem, NetCDFTracker(nc, grid, config={**config.to_dict(), "beta": beta}, static=static),
                     ProgressTracker(disable=not progress, desc=f"beta={tag}")]
-        vmax = float(np.linalg.norm(V, 2))
-        dt = config.courant * grid.dlon / vmax
         res = Controller(stepper, trackers, dt=dt).run(rho0, (0.0, config.t_end), output_times=times)
         snaps = mem.result["state"]
-        w2 = np.array([w2_two_point(x, as_measure(grid, s)[1], e, a) for s in snaps])
-        dA = np.array([dist_to_subspace(x, as_measure(grid, s)[1], EA.basis) for s in snaps])
-        dV = np.array([dist_to_subspace(x, as_measure(grid, s)[1], EV.basis) for s in snaps])
+        ws = [as_measure(grid, s)[1] for s in snaps]
+        row = {"beta": beta, "steps": res.n_steps, "file": str(nc),
+               "w2": [w2_two_point(x, w, e, a) for w in ws],
+               "dist_E_VBt": [dist_to_subspace(x, w, EA.basis) for w in ws],
+               "dist_E_V": [dist_to_subspace(x, w, EV.basis) for w in ws],
+               "mass_error": float(grid.integrate(res.state) - 1.0),
+               "min_density": float(res.state.min())}
+        yield info, row, snaps
+
+
+def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progress: bool = False) -> dict:
+    """Run every β, write one NetCDF per β, a PNG and ``summary.json``; return the summary."""
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    t_start = time.perf_counter()
+    for info, row, _ in _sphere_runs(config, outdir, "metastability", progress):
+        w2 = np.asarray(row["w2"])
         i = int(np.argmin(w2))
-        rows.append({"beta": beta, "w2": w2.tolist(), "dist_E_VBt": dA.tolist(), "dist_E_V": dV.tolist(),
-                     "w2_min": float(w2[i]), "t_min": float(times[i]),
-                     "exit_time": exit_time(times, w2, config.band), "steps": res.n_steps,
-                     "mass_error": float(grid.integrate(res.state) - 1.0),
-                     "min_density": float(res.state.min()), "file": str(nc)})
+        row.update(w2_min=float(w2[i]), t_min=float(info["times"][i]),
+                   exit_time=exit_time(info["times"], w2, config.band))
+        rows.append(row)
+    times = info["times"]
     finite = [r for r in rows if math.isfinite(r["beta"])]
     summary = {"experiment": "metastability", "config": config.to_dict(), "version": __version__,
-               "grid_spacing_rad": float(grid.dlon), "a": a, "e": e.tolist(),
-               "spectral_gap": EA.gap, "times": times.tolist(), "runs": rows,
+               "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"], "e": info["e"].tolist(),
+               "spectral_gap": info["EA"].gap, "times": times.tolist(), "runs": rows,
                "seconds": round(time.perf_counter() - t_start, 1)}
     if len(finite) >= 3:
         b = np.array([r["beta"] for r in finite])
@@ -167,3 +185,201 @@ def plot_metastability(summary: dict, path: Path) -> Path:
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+# ---- terminal phase ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class TerminalPhaseConfig(MetastabilityConfig):
+    """``spherepde experiment terminal-phase``: the metastability set-up run longer.  VBᵀ's top
+    eigenvector is e_y but V's is e_x, so after the metastable phase the mass moves from ±e_y
+    towards ±e_x (Conjecture 1).  The switch time is the first output time at which
+    dist_E(V) < dist_E(VBᵀ); maps of the density are drawn at ``map_times``."""
+
+    betas: tuple = (10.0, 30.0, 100.0)
+    t_end: float = 40.0
+    n_outputs: int = 80
+    map_times: tuple = (0.0, 4.0, 12.0, 24.0, 40.0)
+
+    @classmethod
+    def quick(cls) -> "TerminalPhaseConfig":
+        return cls(nlat=16, betas=(5.0, 10.0, 20.0), t_end=24.0, n_outputs=24,
+                   map_times=(0.0, 4.0, 12.0, 24.0))
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "experiment": "terminal-phase"}
+
+
+def switch_time(t, d_old, d_new) -> float:
+    """First time at which d_new < d_old (linear interpolation; nan if never)."""
+    diff = np.asarray(d_new) - np.asarray(d_old)
+    idx = np.nonzero(diff < 0)[0]
+    if idx.size == 0 or idx[0] == 0:
+        return float("nan") if idx.size == 0 else float(t[0])
+    j = idx[0]
+    return float(t[j - 1] + diff[j - 1] * (t[j] - t[j - 1]) / (diff[j - 1] - diff[j]))
+
+
+def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progress: bool = False) -> dict:
+    from spherepde.io.plots import plot_snapshots
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    t_start = time.perf_counter()
+    for info, row, snaps in _sphere_runs(config, outdir, "terminal", progress):
+        times = info["times"]
+        row["switch_time"] = switch_time(times, row["dist_E_VBt"], row["dist_E_V"])
+        pick = [int(np.argmin(np.abs(times - tm))) for tm in config.map_times if tm <= config.t_end]
+        tag = "inf" if math.isinf(row["beta"]) else f"{row['beta']:g}"
+        row["maps"] = str(plot_snapshots(info["grid"], times[pick], snaps[pick],
+                                         outdir / f"terminal_maps_beta{tag}.png",
+                                         title=f"terminal phase, β = {tag}"))
+        rows.append(row)
+    summary = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__,
+               "e_VBt": info["EA"].basis[:, 0].tolist(), "e_V": info["EV"].basis[:, 0].tolist(),
+               "times": times.tolist(), "runs": rows, "seconds": round(time.perf_counter() - t_start, 1)}
+    b = np.array([r["beta"] for r in rows])
+    sw = np.array([r["switch_time"] for r in rows])
+    ok = np.isfinite(sw) & np.isfinite(b)
+    if ok.sum() >= 3:
+        X = np.vstack([np.log(b[ok]), np.ones(ok.sum())]).T
+        coef, *_ = np.linalg.lstsq(X, sw[ok], rcond=None)
+        summary["fit_switch_time_vs_log_beta"] = {"slope": float(coef[0]), "intercept": float(coef[1])}
+    summary["plot"] = str(plot_metastability(summary, outdir / "terminal_phase.png"))
+    (outdir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    return summary
+
+
+# ---- circle clusters --------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CircleClustersConfig:
+    """``spherepde experiment circle-clusters``: S¹ (d = 2), Q = K = V = I, from the uniform
+    density plus a seeded perturbation of relative size ``eps`` in the first ``modes`` Fourier
+    modes.  The grid has ``cells_per_width`` cells per kernel width β^{−1/2} (at least
+    ``min_cells``), so every β is resolved."""
+
+    betas: tuple = (3.0, 10.0, 30.0, 100.0)
+    t_end: float = 30.0
+    n_outputs: int = 30
+    eps: float = 1e-2
+    modes: int = 64
+    seed: int = 0
+    cells_per_width: float = 6.0
+    min_cells: int = 128
+    courant: float = 0.8
+    peak_factor: float = 3.0  # a cluster is a local maximum above peak_factor × the mean density
+
+    @classmethod
+    def quick(cls) -> "CircleClustersConfig":
+        return cls(betas=(3.0, 10.0, 30.0), t_end=20.0, n_outputs=20, cells_per_width=4.0)
+
+    def to_dict(self) -> dict:
+        return {"experiment": "circle-clusters", **asdict(self)}
+
+    def cells(self, beta: float) -> int:
+        n = int(np.ceil(self.cells_per_width * 2 * np.pi * math.sqrt(beta)))
+        return max(self.min_cells, n + n % 2)
+
+
+def find_clusters(theta: np.ndarray, rho: np.ndarray, factor: float) -> list[dict]:
+    """Clusters of a density on S¹: local maxima above ``factor`` × mean, each with the mass
+    and mass-weighted position of the basin between the neighbouring minima."""
+    n = rho.size
+    mean = rho.mean()
+    peaks = np.nonzero((rho > np.roll(rho, 1)) & (rho >= np.roll(rho, -1)) & (rho > factor * mean))[0]
+    if peaks.size == 0:
+        return []
+    minima = np.nonzero((rho <= np.roll(rho, 1)) & (rho < np.roll(rho, -1)))[0]
+    out = []
+    dth = 2 * np.pi / n
+    for p in peaks:
+        lo = minima[minima < p].max() if np.any(minima < p) else minima.max() - n if minima.size else p - n // 2
+        hi = minima[minima > p].min() if np.any(minima > p) else minima.min() + n if minima.size else p + n // 2
+        idx = np.arange(lo, hi + 1) % n
+        w = rho[idx] * dth
+        ang = np.angle(np.sum(w * np.exp(1j * theta[idx])))
+        out.append({"position": float(np.mod(ang, 2 * np.pi)), "mass": float(w.sum()), "peak": float(rho[p])})
+    return out
+
+
+def run_circle_clusters(config: CircleClustersConfig, outdir: str | Path, *, progress: bool = False) -> dict:
+    from spherepde.grids import CircleGrid
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(config.seed)
+    amp = rng.normal(size=config.modes) / math.sqrt(config.modes)
+    phase = rng.uniform(0.0, 2 * np.pi, config.modes)
+    times = np.linspace(0.0, config.t_end, config.n_outputs + 1)
+    I2 = np.eye(2)
+    runs = []
+    t_start = time.perf_counter()
+    for beta in config.betas:
+        grid = CircleGrid(config.cells(beta))
+        k = np.arange(1, config.modes + 1)[:, None]
+        pert = np.sum(amp[:, None] * np.cos(k * grid.theta[None, :] + phase[:, None]), axis=0)
+        rho0 = (1.0 + config.eps * pert) / (2 * np.pi)
+        att = Attention(I2, I2, I2, beta)
+        stepper = make_stepper("meanfield-ffsl", grid, DensityAttention(att, grid), courant=config.courant)
+        nc = outdir / f"circle_beta{beta:g}.nc"
+        mem = MemoryTracker()
+        trackers = [mem, NetCDFTracker(nc, grid, config={**config.to_dict(), "beta": beta}, seed=config.seed),
+                    ProgressTracker(disable=not progress, desc=f"beta={beta:g}")]
+        res = Controller(stepper, trackers, dt=config.courant * grid.dtheta).run(
+            rho0, (0.0, config.t_end), output_times=times)
+        clusters = [find_clusters(grid.theta, s, config.peak_factor) for s in mem.result["state"]]
+        runs.append({"beta": beta, "cells": grid.n, "steps": res.n_steps,
+                     "n_clusters": [len(c) for c in clusters],
+                     "final_clusters": clusters[-1],
+                     "mass_error": float(grid.integrate(res.state) - 1.0),
+                     "min_density": float(res.state.min()), "file": str(nc)})
+    final = np.array([r["n_clusters"][-1] for r in runs], float)
+    b = np.array([r["beta"] for r in runs])
+    summary = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__,
+               "times": times.tolist(), "runs": runs, "seconds": round(time.perf_counter() - t_start, 1)}
+    ok = final > 0
+    if ok.sum() >= 3:
+        slope, se = fit_order(b[ok], final[ok])
+        summary["fit_clusters_vs_beta"] = {"exponent": slope, "stderr": se,
+                                           "note": "final number of clusters ∝ β^exponent"}
+    summary["plot"] = str(plot_circle_clusters(summary, outdir))
+    (outdir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    return summary
+
+
+def plot_circle_clusters(summary: dict, outdir: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from spherepde.io.netcdf import open_dataset
+
+    runs = summary["runs"]
+    fig, axes = plt.subplots(1, len(runs) + 1, figsize=(3.4 * (len(runs) + 1), 3.6), layout="constrained")
+    for ax, r in zip(axes, runs):
+        ds = open_dataset(r["file"])
+        field = np.asarray(ds["density"].values)
+        ax.pcolormesh(np.degrees(np.asarray(ds["theta"].values)), ds["time"].values, np.log10(np.maximum(field * 2 * np.pi, 1e-3)),
+                      shading="nearest", cmap="magma", vmin=-1, vmax=2)
+        ax.set_title(f"β = {r['beta']:g}: {r['n_clusters'][-1]} clusters", fontsize=9)
+        ax.set_xlabel("θ (°)")
+        ax.set_ylabel("t")
+    t = np.asarray(summary["times"])
+    for r in runs:
+        axes[-1].plot(t, r["n_clusters"], label=f"β = {r['beta']:g}")
+    axes[-1].set_xlabel("t")
+    axes[-1].set_ylabel("number of clusters")
+    axes[-1].legend(fontsize=8)
+    path = outdir / "circle_clusters.png"
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+#: name → (configuration class, runner); the command line loops over this
+EXPERIMENTS = {
+    "metastability": (MetastabilityConfig, run_metastability),
+    "terminal-phase": (TerminalPhaseConfig, run_terminal_phase),
+    "circle-clusters": (CircleClustersConfig, run_circle_clusters),
+}

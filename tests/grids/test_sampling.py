@@ -158,6 +158,7 @@ def test_seed_none_and_single_point():
         ({"rho": np.ones((8, 4))}, "rho"),
         ({"rho": np.zeros((4, 8))}, "rho"),
         ({"rho": "abc"}, "rho"),
+        ({"rho": np.ones((4, 8), complex)}, "rho"),
         ({"n": 0}, "n"),
         ({"n": -3}, "n"),
         ({"n": 2.5}, "n"),

@@ -12,7 +12,7 @@ from spherepde import __version__
 from spherepde.dynamics.attention import Attention
 from spherepde.io.netcdf import open_dataset, read_config
 from spherepde.io.particles import read_particles_netcdf, write_particles_netcdf
-from spherepde.solvers.lagrangian import ParticleODE, ParticleResult, auto_block
+from spherepde.solvers.lagrangian import ParticleODE, ParticleResult
 
 
 def unit_points(n: int, d: int, seed: int) -> np.ndarray:
@@ -130,7 +130,6 @@ def test_block_size_only_changes_round_off():
     v = ParticleODE(att).velocity(x)
     for block in (1, 7, 64, 5000):
         np.testing.assert_allclose(ParticleODE(att, block=block).velocity(x), v, rtol=0, atol=1e-14)
-    assert auto_block(10_000) == 209 and auto_block(10) == 2048 and auto_block(10**7) == 32
     for bad in (0, -1, 2.5, True):
         with pytest.raises(ValueError, match="block"):
             ParticleODE(att, block=bad)

@@ -234,9 +234,10 @@ class BoundedLine:
         qL, dq, q6 = ppm.parabola(qbar, eL, eR, limiter, extremum)
 
         k = self._cell_of(xd)
-        s = np.clip((xd - X[k]) / h[k], 0.0, 1.0)
+        hk = h[k]
+        s = np.clip((xd - X[k]) / hk, 0.0, 1.0)
         idx = k + _row_offsets(nrows, n)
-        pl = h[k] * ppm.partial_mass_left(_gather(qL, idx), _gather(dq, idx), _gather(q6, idx), s)
+        pl = hk * ppm.partial_mass_left(_gather(qL, idx), _gather(dq, idx), _gather(q6, idx), s)
         # whole cells between the departure cell and interior face f: S(f) − S(k), with the
         # exclusive cumulative sum C[:, j] = Σ_{i<j} m_i (j = 0..n−1)
         csum = np.empty((nrows, n))

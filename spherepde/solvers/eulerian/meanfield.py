@@ -41,11 +41,15 @@ class MeanFieldFFSL:
     def options(self) -> dict:
         return {**self.transport.options(), "stepper": self.name}
 
-    def _faces(self, t: float, rho: np.ndarray):
-        if self._last is not None and self._last[0] == t and self._last[1] is rho:
+    def _faces(self, t: float, rho: np.ndarray | None):
+        # reuse the last evaluation only for the same time and the same values (a copy is kept:
+        # the caller may change its array in place between stable_dt and step)
+        if (self._last is not None and self._last[0] == t
+                and (rho is None) == (self._last[1] is None)
+                and (rho is None or np.array_equal(self._last[1], rho))):
             return self._last[2]
         out = self.transport.face_velocities(self.velocity(t, self.transport.points, rho))
-        self._last = (t, rho, out)
+        self._last = (t, None if rho is None else np.array(rho, copy=True), out)
         return out
 
     def _advance(self, rho, faces, dt):

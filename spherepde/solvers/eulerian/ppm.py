@@ -145,8 +145,13 @@ def parabola(qbar: np.ndarray, qL: np.ndarray, qR: np.ndarray, limiter: str,
     return qL, dq, q6
 
 
-#: pre-filter margin of :func:`_scale_positive`, in units of eps · (2 max|qL| + 2 max|qR| + max|q6|)
+#: pre-filter margin of :func:`_scale_positive`, in units of eps × the scale of the data
 _ROUNDING_MARGIN = 64.0
+
+
+def _span(x: np.ndarray) -> float:
+    """max(x, 0) − min(x, 0) ≥ max |x| (NaN if x holds a NaN), without an |x| temporary."""
+    return float(np.max(x, initial=0.0) - np.min(x, initial=0.0))
 
 
 def _scale_positive(qbar, qL, qR, dq, q6):
@@ -159,16 +164,15 @@ def _scale_positive(qbar, qL, qR, dq, q6):
     """
     # Pre-filter.  p(s) = (1 − s) qL + s qR + q6 s (1 − s) ≥ min(qL, qR) + min(q6, 0)/4 on
     # [0, 1].  The exact floating-point test below is run only on the cells where this bound is
-    # not safely positive: the margin is far above the rounding error of the floating-point
-    # minimum (a few ulps of |qL| + |Δq| + |q6| ≤ 2|qL| + |qR| + |q6|, plus the smallest
-    # normal number against underflow), so every other cell would pass that test anyway and the
-    # results are bitwise those of testing every cell.  With inf or NaN anywhere the bound says
-    # nothing: every cell is tested.
+    # not safely positive.  The margin, 64 eps · scale (scale ≥ 2 max|qL| + 2 max|qR| + max|q6|)
+    # plus the smallest normal number (against underflow), is far above the rounding error of
+    # the floating-point minimum (a few ulps of |qL| + |Δq| + |q6| ≤ 2|qL| + |qR| + |q6|), so
+    # every other cell would pass that test anyway: the results are bitwise those of testing
+    # every cell.  With inf or NaN anywhere the bound says nothing: every cell is tested.
     lower = np.minimum(q6, 0.0)
     lower *= 0.25
     lower += np.minimum(qL, qR)
-    scale = 2.0 * (np.max(np.abs(qL), initial=0.0) + np.max(np.abs(qR), initial=0.0)) \
-        + np.max(np.abs(q6), initial=0.0)
+    scale = 2.0 * (_span(qL) + _span(qR)) + _span(q6)
     if np.isfinite(scale):
         eps = np.finfo(float)
         cand = lower < _ROUNDING_MARGIN * eps.eps * scale + eps.tiny
@@ -218,21 +222,7 @@ def partial_mass_right(qL, dq, q6, s):
 
 
 def partial_mass_left(qL, dq, q6, s):
-    """∫_0^s p ds′ (per unit width) = qL s + Δq s²/2 + q6 (s²/2 − s³/3).
-
-    Evaluated in place, with exactly the operations (and rounding) of
-    ``qL * s + dq * s * s / 2.0 + q6 * (s * s / 2.0 - s * s * s / 3.0)``, fewer temporaries.
-    """
-    ss = s * s
-    cubic = ss * s
-    cubic /= 3.0                # s·s·s / 3
-    quad = ss / 2.0
-    quad -= cubic               # s·s/2 − s·s·s/3
-    quad *= q6                  # q6 · (s·s/2 − s·s·s/3)
-    lin = dq * s
-    lin *= s
-    lin /= 2.0                  # Δq·s·s / 2
-    out = qL * s
-    out += lin
-    out += quad
-    return out
+    """∫_0^s p ds′ (per unit width)."""
+    # one expression on purpose: numpy reuses its temporaries for large arrays (elision), which
+    # allocates fewer fresh arrays than spelling the in-place steps out by hand
+    return qL * s + dq * s * s / 2.0 + q6 * (s * s / 2.0 - s * s * s / 3.0)

@@ -9,8 +9,7 @@ from spherepde.solvers.lagrangian.particles import (
     METHODS,
     ParticleODE,
     ParticleResult,
-    auto_block,
     retract,
 )
 
-__all__ = ["METHODS", "ParticleODE", "ParticleResult", "auto_block", "retract"]
+__all__ = ["METHODS", "ParticleODE", "ParticleResult", "retract"]

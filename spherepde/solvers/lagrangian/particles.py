@@ -63,17 +63,6 @@ METHODS = {"rk4": 4, "rk2": 2}
 #: points whose norm differs from 1 by more than this are refused as initial data
 SPHERE_TOL = 1e-8
 
-#: automatic target block: about this many float64 logits (16 MiB) per temporary, so that
-#: the (block, N) temporaries of Attention.mean stay below glibc's mmap threshold (32 MiB)
-#: and are not returned to the OS and page-faulted in again for every block
-_BLOCK_ELEMENTS = 2**21
-
-
-def auto_block(n: int) -> int:
-    """Targets per block for N sources: ``clip(2**21 // N, 32, 2048)``."""
-    return int(min(2048, max(32, _BLOCK_ELEMENTS // max(int(n), 1))))
-
-
 @dataclass(frozen=True, eq=False)
 class ParticleResult:
     """Outcome of :meth:`ParticleODE.run`.
@@ -152,11 +141,12 @@ class ParticleODE:
         (not renormalised): with ``kind="softmax"`` only ratios matter, with ``kind="usa"``
         the velocity is proportional to the total mass (1 for the default).  Fixes N.
     block : int, optional
-        Targets per block in :meth:`Attention.mean` (memory ~ ``block × N`` floats per
-        temporary).  Default :func:`auto_block`: 2**21 // N clipped to [32, 2048], which
-        keeps temporaries at ~16 MiB (at N = 10⁴ the attention default of 2048 makes
-        160 MiB temporaries, page-faulted in again for every block).  Results do not depend
-        on it beyond round-off.
+        Targets per block passed to :meth:`Attention.mean` (each temporary holds
+        ``block × N`` float64); default: Attention's own default.  A tuning knob only: the
+        result does not depend on it beyond round-off.  Smaller blocks (temporaries of
+        ~16 MiB, e.g. ``2**21 // N``) can be 2–3× faster at N = 10⁴ when BLAS runs
+        single-threaded (``OPENBLAS_NUM_THREADS=1``) and the allocator keeps the freed
+        blocks, but not in every environment, so it is not the default.
 
     Examples
     --------
@@ -239,9 +229,8 @@ class ParticleODE:
         ``x`` (N, d) are the particle positions (unit vectors); μ^N is built from them.
         """
         x = np.asarray(x, dtype=np.float64)
-        n = x.shape[0]
-        block = auto_block(n) if self.block is None else self.block
-        return self.attention.velocity(x, x, self._weights_for(n), block=block)
+        kw = {} if self.block is None else {"block": self.block}
+        return self.attention.velocity(x, x, self._weights_for(x.shape[0]), **kw)
 
     def _f(self, x: np.ndarray) -> np.ndarray:
         """f̃(x) = f(R(x)): the velocity at the retracted points."""
@@ -397,4 +386,4 @@ class ParticleODE:
         return f"ParticleODE(d={a.d}, beta={a.beta}, kind={a.kind!r}, method={self.method!r})"
 
 
-__all__ = ["METHODS", "ParticleODE", "ParticleResult", "auto_block", "retract"]
+__all__ = ["METHODS", "ParticleODE", "ParticleResult", "retract"]

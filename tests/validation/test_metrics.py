@@ -1,0 +1,274 @@
+"""Diagnostics of measures (spherepde.validation.metrics): W₂ to a two-point measure against
+POT's exact solver, continuum limits on the Gauss grid (fitted orders or exact quadrature),
+eigenspaces, interaction energy and spherical-harmonic moments against the SHT."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spherepde.grids import CircleGrid, GaussGrid
+from spherepde.grids.sht import SphericalHarmonics
+from spherepde.validation import metrics as M
+
+EPS = np.finfo(float).eps
+
+
+def unit(a):
+    a = np.asarray(a, float)
+    return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+
+def fitted_order(n, err):
+    """Least-squares slope of log err against log(1/n) (n = grid size)."""
+    return -np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(err, float)), 1)[0]
+
+
+def random_rotation(rng, d=3):
+    q, r = np.linalg.qr(rng.normal(size=(d, d)))
+    return q * np.sign(np.diag(r))
+
+
+# ---- W₂ to a two-point measure -----------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(4))
+def test_w2_two_point_equals_emd(seed):
+    pytest.importorskip("ot")
+    rng = np.random.default_rng(seed)
+    n = 300
+    x = unit(rng.normal(size=(n, 3)))
+    w = rng.random(n) * (rng.random(n) < 0.9)  # some zero weights
+    e = unit(rng.normal(size=3))
+    for a in (rng.random(), 0.0, 1.0, M.two_point_weight(x, w, e)):
+        exact = M.w2(x, w, np.array([e, -e]), np.array([a, 1 - a]))
+        fast = M.w2_two_point(x, w, e, a)
+        # both are sqrt of an O(1) sum of 300 non-negative O(1) terms: agreement to round-off
+        # (measured ≤ 1e-15); 1e-10 allows for the network simplex's own tolerance
+        assert abs(fast - exact) <= 1e-10, (a, fast, exact)
+
+
+def test_w2_two_point_point_masses():
+    e = np.array([0.0, 0.0, 1.0])
+    x = np.array([e, -e])
+    # Π_#ρ itself: distance 0; all mass at e sent a fraction 1 − a to −e at cost |2e|² = 4
+    assert M.w2_two_point(x, [0.3, 0.7], e, 0.3) == pytest.approx(0.0, abs=1e-15)
+    assert M.w2_two_point(x[:1], [1.0], e, 0.25) == pytest.approx(np.sqrt(0.75 * 4), rel=1e-15)
+    with pytest.raises(ValueError, match="a must be"):
+        M.w2_two_point(x, [0.5, 0.5], e, 1.5)
+    with pytest.raises(ValueError, match="weights"):
+        M.w2_two_point(x, [0.5, -0.5], e, 0.5)
+
+
+def test_w2_uniform_to_poles_second_order():
+    """W₂²(σ/4π, (δ_e + δ_−e)/2) = ∫ (2 − 2|⟨x, e⟩|) dσ/4π = 2 − 2·½ = 1 exactly.
+
+    With e the grid axis the cell-centre measure splits exactly in halves at the equator, and
+    the only error is the Gauss–Legendre rule applied to the kink |μ| (not a polynomial):
+    O(1/nlat²).  Measured W₂² − 1: −3.0e-3, −7.8e-4, −2.0e-4 at nlat 16, 32, 64 (order 1.97).
+    """
+    errs, nl = [], (16, 32, 64)
+    e = np.array([0.0, 0.0, 1.0])
+    for nlat in nl:
+        g = GaussGrid(nlat)
+        x, w = M.as_measure(g, np.full(g.shape, 1 / (4 * np.pi)))
+        errs.append(abs(M.w2_two_point(x, w, e, 0.5) ** 2 - 1.0))
+    assert errs[-1] < 3e-4
+    assert fitted_order(nl, errs) >= 1.9, errs
+
+
+# ---- eigenspaces --------------------------------------------------------------------------------
+def test_top_eigenspace_simple_and_gap():
+    rng = np.random.default_rng(1)
+    R = random_rotation(rng)
+    A = R @ np.diag([2.5, 1.0, -3.0]) @ R.T
+    E = M.top_eigenspace(A)
+    assert E.dim == 1
+    np.testing.assert_allclose(np.abs(E.basis[:, 0] @ R[:, 0]), 1.0, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(E.eigenvalues, [2.5, 1.0, -3.0], atol=1e-14)
+    assert E.gap == pytest.approx(1.5, abs=1e-14)
+    # by magnitude: −3 dominates
+    Em = M.top_eigenspace(A, by_magnitude=True)
+    assert Em.dim == 1
+    np.testing.assert_allclose(np.abs(Em.basis[:, 0] @ R[:, 2]), 1.0, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(Em.eigenvalues, [-3.0, 2.5, 1.0], atol=1e-14)
+    assert Em.gap == pytest.approx(0.5, abs=1e-14)
+
+
+def test_top_eigenspace_ties_grouped():
+    rng = np.random.default_rng(2)
+    R = random_rotation(rng, 4)
+    A = R @ np.diag([2.0, 2.0 + 1e-12, 0.5, -1.0]) @ R.T
+    E = M.top_eigenspace(A)
+    assert E.dim == 2
+    # the basis is orthonormal and spans span(R[:, 0], R[:, 1])
+    np.testing.assert_allclose(E.basis.T @ E.basis, np.eye(2), atol=1e-13)
+    P = E.basis @ E.basis.T
+    np.testing.assert_allclose(P, R[:, :2] @ R[:, :2].T, atol=1e-12)
+    assert E.gap == pytest.approx(1.5, abs=1e-11)
+    # ±2 tie in magnitude: both grouped by_magnitude, not by value
+    B = R @ np.diag([2.0, -2.0, 0.5, 0.1]) @ R.T
+    assert M.top_eigenspace(B).dim == 1
+    Eb = M.top_eigenspace(B, by_magnitude=True)
+    assert Eb.dim == 2 and Eb.gap == pytest.approx(1.5, abs=1e-13)
+    # everything tied: E is the whole space and the gap is 0
+    Ei = M.top_eigenspace(3.0 * np.eye(3))
+    assert Ei.dim == 3 and Ei.gap == 0.0
+    # a separation larger than rtol·‖A‖ is not a tie
+    assert M.top_eigenspace(np.diag([1.0, 1.0 - 1e-6, 0.0])).dim == 1
+
+
+def test_top_eigenspace_refuses_non_symmetric():
+    with pytest.raises(ValueError, match="symmetric"):
+        M.top_eigenspace(np.array([[1.0, 2.0], [0.0, 1.0]]))
+    # round-off asymmetry (as in V Bᵀ computed in floating point) is accepted
+    rng = np.random.default_rng(3)
+    S = rng.normal(size=(3, 3))
+    S = S + S.T
+    S[0, 1] += 1e-15
+    assert M.top_eigenspace(S).dim == 1
+
+
+# ---- distances to subspaces and the projection map -------------------------------------------------
+def test_dist_to_subspace_points_on_E_and_uniform():
+    rng = np.random.default_rng(4)
+    R = random_rotation(rng)
+    plane = R[:, :2]
+    pts = unit(rng.normal(size=(50, 2))) @ plane.T
+    assert M.dist_to_subspace(pts, np.full(50, 1 / 50), plane) <= 1e-15
+    line = R[:, :1]
+    assert M.dist_to_subspace(np.array([R[:, 0], -R[:, 0]]), [0.5, 0.5], line) <= 1e-15
+    # uniform measure: ∫ |P_{E⊥}x|² = 1 − ∫⟨x, e⟩² = 1 − 1/3.  The integrand is a degree-2
+    # polynomial, which the Gauss grid integrates exactly (degree ≤ 2 nlat − 1), so the
+    # continuum value sqrt(2/3) holds to round-off already on a coarse grid
+    for nlat in (4, 8, 16):
+        g = GaussGrid(nlat)
+        x, w = M.as_measure(g, np.full(g.shape, 1 / (4 * np.pi)))
+        assert M.dist_to_subspace(x, w, line) == pytest.approx(np.sqrt(2 / 3), abs=1e-14)
+        # and to a plane: 1 − 2/3
+        assert M.dist_to_subspace(x, w, plane) == pytest.approx(np.sqrt(1 / 3), abs=1e-14)
+
+
+def test_projection_pushforward_and_two_point_weight():
+    rng = np.random.default_rng(5)
+    e = unit(rng.normal(size=3))
+    x = unit(rng.normal(size=(200, 3)))
+    w = rng.random(200)
+    p, pw = M.projection_pushforward(x, w, e[:, None])
+    s = np.sign(x @ e)
+    np.testing.assert_allclose(p, s[:, None] * e[None, :], atol=1e-15)
+    np.testing.assert_array_equal(pw, w)
+    a = M.two_point_weight(x, w, e)
+    assert a == pytest.approx(np.sum(w[s > 0]) / np.sum(w), rel=1e-15)
+    # mass on P_E x = 0 is dropped (exactly orthogonal points: the test is of the rule, not of
+    # the sign of a rounding error)
+    ez = np.array([0.0, 0.0, 1.0])
+    p2, pw2 = M.projection_pushforward(np.array([[1.0, 0.0, 0.0], ez]), [0.4, 0.6], ez[:, None])
+    assert p2.shape == (1, 3) and pw2.tolist() == [0.6]
+
+
+# ---- interaction energy --------------------------------------------------------------------------
+def test_interaction_energy_closed_forms():
+    rng = np.random.default_rng(6)
+    e = unit(rng.normal(size=3))
+    for beta in (0.1, 3.0, 50.0, 1e4):
+        # a single Dirac: 1 − e^{β(1−1)} = 0 for every pair
+        assert M.interaction_energy(e[None], [1.0], beta) == 0.0
+        # ½δ_e + ½δ_−e: the two cross pairs, each ¼(1 − e^{−2β}), halved: ¼(1 − e^{−2β})
+        want = 0.25 * (1 - np.exp(-2 * beta))
+        got = M.interaction_energy(np.array([e, -e]), [0.5, 0.5], beta)
+        assert got == pytest.approx(want, rel=1e-15, abs=1e-17)
+
+
+def test_interaction_energy_uniform_converges():
+    """Uniform measure: ∫ e^{β(⟨x,y⟩−1)} dσ(y)/4π = ½∫₋₁¹ e^{β(t−1)} dt = e^{−β} sinh β / β, so
+    E = ½(1 − e^{−β} sinh β/β).  The integrand is entire, so the Gauss grid converges
+    spectrally (measured at β = 50: 1.2e-2, 9.6e-4, 3.9e-7, ≤ 1e-16 at nlat 4, 8, 16, 32)."""
+    for beta in (1.0, 10.0, 50.0):
+        want = 0.5 * (1 - np.exp(-beta) * np.sinh(beta) / beta)
+        errs = []
+        for nlat in (4, 8, 16, 32):
+            g = GaussGrid(nlat)
+            x, w = M.as_measure(g, np.full(g.shape, 1 / (4 * np.pi)))
+            errs.append(abs(M.interaction_energy(x, w, beta, block=1000) - want))
+        assert errs[-1] <= 1e-14, (beta, errs)
+        # strictly decreasing until round-off
+        big = [e for e in errs if e > 1e-14]
+        assert all(a > b for a, b in zip(big, big[1:])), errs
+
+
+# ---- harmonic moments ----------------------------------------------------------------------------
+@pytest.mark.parametrize("nlat", [16, 32])
+def test_harmonic_moments_equal_sht_analysis(nlat):
+    """For a density ρ on the grid, as_measure gives the same quadrature as the SHT's
+    analysis (∫ ρ conj(Y_lm) by the Gauss rule), so the moments agree to round-off."""
+    rng = np.random.default_rng(nlat)
+    g = GaussGrid(nlat)
+    rho = np.exp(2 * g.xyz @ unit([1.0, -2.0, 0.5])) + 0.1 * rng.random(g.shape)  # not band-limited
+    sh = SphericalHarmonics(g)
+    q = sh.analyse(rho)
+    lmax = 8
+    hm = M.harmonic_moments(*M.as_measure(g, rho), lmax)
+    idx = [sh.index(l, m) for l in range(lmax + 1) for m in range(l + 1)]  # (l, m), m fastest
+    assert hm.shape == (len(idx),)
+    # O(1) coefficients, sums of 2 nlat² terms: round-off (measured ≤ 6e-14 for |q| ≈ 7)
+    assert np.abs(hm - q[idx]).max() <= 1e-12 * np.abs(q).max()
+
+
+def test_harmonic_moments_known_values():
+    # δ at the north pole: conj(Y_l0(pole)) = sqrt((2l+1)/4π), Y_lm(pole) = 0 for m > 0
+    hm = M.harmonic_moments(np.array([[0.0, 0.0, 1.0]]), [1.0], 3)
+    want = []
+    for l in range(4):
+        for m in range(l + 1):
+            want.append(np.sqrt((2 * l + 1) / (4 * np.pi)) if m == 0 else 0.0)
+    np.testing.assert_allclose(hm, want, atol=1e-15)
+    # no Condon–Shortley phase: Y_11 = +sqrt(3/8π) sin θ e^{iλ}, so at x = (1, 0, 0)
+    hm = M.harmonic_moments(np.array([[1.0, 0.0, 0.0]]), [1.0], 1)
+    assert hm[2] == pytest.approx(np.sqrt(3 / (8 * np.pi)), rel=1e-14)
+    with pytest.raises(ValueError, match="S²"):
+        M.harmonic_moments(np.array([[1.0, 0.0]]), [1.0], 2)
+
+
+def test_harmonic_moments_of_samples_within_clt():
+    """Moments of N iid samples of the piecewise-constant density agree with its exact moments
+    within 5σ/√N per real and imaginary part; the exact moments are cell averages of
+    conj(Y_lm) (4×4 Gauss rule per cell), not the cell-centre quadrature, whose O(h²) bias
+    (≈ 1e-3 here) would be comparable to σ/√N."""
+    sampling = pytest.importorskip("spherepde.grids.sampling")
+    from scipy.special import sph_harm_y
+
+    g = GaussGrid(16)
+    rho = np.exp(1.5 * g.xyz @ unit([0.3, 0.4, -1.0])) + 0.2
+    N = 40_000
+    pts = sampling.sample_density(g, rho, N, seed=2026)
+    lmax = 4
+    hm = M.harmonic_moments(pts, np.full(N, 1 / N), lmax)
+    mass = rho * g.cell_area
+    mass = mass / mass.sum()
+
+    def ylm(l, m):
+        def f(X):
+            th = np.arccos(np.clip(X[..., 2], -1, 1))
+            ph = np.arctan2(X[..., 1], X[..., 0])
+            return np.conj(sph_harm_y(l, m, th, ph) * (-1) ** m)
+        return f
+
+    k = 0
+    for l in range(lmax + 1):
+        for m in range(l + 1):
+            f = ylm(l, m)
+            re = np.sum(mass * g.cell_average(lambda X: f(X).real, 4))
+            im = np.sum(mass * g.cell_average(lambda X: f(X).imag, 4))
+            vals = f(pts)
+            for got, want, sd in ((hm[k].real, re, vals.real.std()), (hm[k].imag, im, vals.imag.std())):
+                assert abs(got - want) <= 5 * sd / np.sqrt(N) + 1e-15, (l, m, got, want)
+            k += 1
+
+
+# ---- input checks ----------------------------------------------------------------------------------
+def test_as_measure_and_bad_weights():
+    g = CircleGrid(8)
+    x, w = M.as_measure(g, np.ones(8))
+    assert x.shape == (8, 2) and w.sum() == pytest.approx(2 * np.pi)
+    with pytest.raises(ValueError, match="weights"):
+        M.dist_to_subspace(x, np.r_[w[:-1], np.nan], np.eye(2)[:, :1])
+    with pytest.raises(ValueError, match="must match"):
+        M.interaction_energy(x, w[:-1], 1.0)
