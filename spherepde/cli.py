@@ -68,6 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     esub = exp.add_subparsers(dest="name", required=True)
     for name, text in (("metastability", "Paper 1: W2 to the projected initial measure vs t for several β (S²)"),
                        ("terminal-phase", "Paper 1: mass leaving the VBᵀ eigenspace for V's (S²), switch time vs β"),
+                       ("particles-vs-density", "Paper 1: N-particle runs against the density run, errors vs N"),
                        ("circle-clusters", "Paper 1: number and positions of clusters vs β and t (S¹, Q=K=V=I)")):
         e = esub.add_parser(name, help=text)
         e.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
@@ -180,7 +181,8 @@ def _cmd_experiment(args) -> int:
     config = dataclasses.replace(config, **over)
     summary = runner(config, args.output, progress=not args.json)
     short = {k: v for k, v in summary.items() if k not in ("runs", "times")}
-    short["runs"] = [{k: v for k, v in r.items() if k not in ("w2", "dist_E_VBt", "dist_E_V", "final_clusters")}
+    short["runs"] = [{k: v for k, v in r.items()
+                      if k not in ("w2", "dist_E_VBt", "dist_E_V", "final_clusters", "particles")}
                      for r in summary["runs"]]
     short["summary"] = str(Path(args.output) / "summary.json")
     _emit(short, args.json)

@@ -1,0 +1,101 @@
+"""Paper 1 experiments end to end on tiny configurations: files written, physics visible."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+
+import numpy as np
+import pytest
+
+from spherepde.cli import main
+from spherepde.io.netcdf import open_dataset, read_config
+from spherepde.validation import paper1
+
+
+def test_exit_time_and_switch_time_helpers():
+    t = np.linspace(0, 10, 11)
+    w = np.array([5, 3, 1, 1, 1.5, 2.5, 4, 5, 5, 5, 5], float)
+    assert paper1.exit_time(t, w, 2.0) == pytest.approx(4.5)  # crosses 2·min = 2 between t = 4, 5
+    assert math.isnan(paper1.exit_time(t, np.linspace(5, 1, 11), 2.0))
+    d_old = np.linspace(1, 0, 11) * 0 + 0.5
+    d_new = np.linspace(1, 0, 11)
+    assert paper1.switch_time(t, d_old, d_new) == pytest.approx(5.0)
+
+
+def test_find_clusters_on_known_density():
+    th = 2 * np.pi * np.arange(360) / 360
+    rho = 1e-6 + np.exp(50 * (np.cos(th - 1.0) - 1)) + 2 * np.exp(50 * (np.cos(th - 4.0) - 1))
+    cl = paper1.find_clusters(th, rho, 3.0)
+    assert len(cl) == 2
+    pos = sorted(c["position"] for c in cl)
+    assert pos == pytest.approx([1.0, 4.0], abs=1e-3)
+    masses = sorted(c["mass"] for c in cl)
+    assert masses[1] / masses[0] == pytest.approx(2.0, rel=1e-3)
+
+
+def test_metastability_concentrates_then_leaves(tmp_path):
+    cfg = dataclasses.replace(paper1.MetastabilityConfig.quick(), nlat=12, betas=(5.0, math.inf),
+                              t_end=16.0, n_outputs=16)
+    s = paper1.run_metastability(cfg, tmp_path)
+    runs = {r["beta"]: r for r in s["runs"]}
+    for r in runs.values():
+        assert r["w2"][0] > 0.9  # ρ0 is far from the two-point measure
+        assert r["w2_min"] < 0.7 * r["w2"][0]  # the early phase concentrates
+        assert abs(r["mass_error"]) < 1e-13 and r["min_density"] > -1e-14
+    # finite β leaves the metastable state (V's saddle at e_y); β = ∞ stays (linear flow, no exit)
+    assert math.isfinite(runs[5.0]["exit_time"])
+    assert math.isnan(runs[math.inf]["exit_time"])
+    ds = open_dataset(runs[5.0]["file"])
+    assert ds.sizes["time"] == 17 and {"Q", "K", "V"} <= set(ds.data_vars)
+    assert read_config(runs[5.0]["file"])["beta"] == 5.0
+    assert json.loads((tmp_path / "summary.json").read_text())["experiment"] == "metastability"
+    assert (tmp_path / "metastability.png").stat().st_size > 10_000
+
+
+def test_terminal_phase_switches_to_v_eigenspace(tmp_path):
+    cfg = dataclasses.replace(paper1.TerminalPhaseConfig.quick(), nlat=12, betas=(5.0,), t_end=20.0,
+                              n_outputs=10, map_times=(0.0, 20.0))
+    s = paper1.run_terminal_phase(cfg, tmp_path)
+    r = s["runs"][0]
+    assert 0 < r["switch_time"] < 20
+    assert r["dist_E_V"][-1] < 0.5 * r["dist_E_VBt"][-1]
+    assert (tmp_path / "terminal_maps_beta5.png").is_file()
+
+
+def test_circle_clusters_count_grows_with_beta(tmp_path):
+    cfg = dataclasses.replace(paper1.CircleClustersConfig.quick(), betas=(3.0, 30.0), t_end=20.0, n_outputs=4)
+    s = paper1.run_circle_clusters(cfg, tmp_path)
+    n = [r["n_clusters"][-1] for r in s["runs"]]
+    assert 0 < n[0] < n[1]
+    for r in s["runs"]:
+        assert abs(r["mass_error"]) < 1e-13
+        assert sum(c["mass"] for c in r["final_clusters"]) > 0.9  # the mass sits in the clusters
+
+
+def test_particles_vs_density_error_falls_with_n(tmp_path):
+    cfg = dataclasses.replace(paper1.ParticlesVsDensityConfig.quick(), nlat=12, t_end=1.0,
+                              particle_counts=(64, 256, 1024), seeds=(0, 1))
+    s = paper1.run_particles_vs_density(cfg, tmp_path)
+    r = s["runs"][0]
+    errs = [p["moment_error"] for p in r["particles"]]
+    assert errs[0] > errs[1] > errs[2]
+    # Monte Carlo: the moment error falls like N^(-1/2); two seeds, three N: a loose but
+    # failing-capable bracket around −1/2
+    assert -0.8 < r["rate_moment_error"]["exponent"] < -0.25
+
+
+@pytest.mark.parametrize("name", ["metastability", "terminal-phase", "particles-vs-density"])
+def test_cli_refuses_bad_overrides(name, capsys, tmp_path):
+    assert main(["experiment", name, "--nlat", "7", "--output", str(tmp_path)]) == 2
+    assert "nlat" in capsys.readouterr().err
+    assert main(["experiment", name, "--betas", "0", "--output", str(tmp_path)]) == 2
+    assert "betas" in capsys.readouterr().err
+
+
+def test_cli_circle_clusters_json(tmp_path, capsys):
+    rc = main(["experiment", "circle-clusters", "--quick", "--betas", "3", "--t-end", "4",
+               "--output", str(tmp_path), "--json"])
+    assert rc == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["experiment"] == "circle-clusters" and (tmp_path / "circle_clusters.png").is_file()
