@@ -100,6 +100,37 @@ def _check_time(name: str, value: Any) -> float:
     return v
 
 
+def check_time_span(t_span, output_times) -> tuple[float, float, np.ndarray]:
+    """Validate ``t_span = (t0, t_end)`` and ``output_times`` (default ``[t0, t_end]``):
+    finite, t_end > t0, output times strictly increasing inside [t0, t_end].  Returns
+    (t0, t_end, output times).  Shared by every time loop (densities and particles)."""
+    try:
+        t0, t_end = t_span
+    except (TypeError, ValueError):
+        raise ValueError(f"t_span must be a pair (t0, t_end), got {t_span!r}") from None
+    t0, t_end = _check_time("t_span[0]", t0), _check_time("t_span[1]", t_end)
+    if not t_end > t0:
+        raise ValueError(f"t_span: t_end must be > t0, got t_span=({t0}, {t_end})")
+    if output_times is None:
+        return t0, t_end, np.array([t0, t_end])
+    outs = np.atleast_1d(np.asarray(output_times, dtype=float))
+    if outs.ndim != 1 or outs.size == 0:
+        raise ValueError("output_times must be a non-empty 1-d sequence of times")
+    if not np.all(np.isfinite(outs)):
+        raise ValueError("output_times must be finite")
+    if np.any(np.diff(outs) <= 0):
+        raise ValueError("output_times must be strictly increasing")
+    if outs[0] < t0 or outs[-1] > t_end:
+        raise ValueError(
+            f"output_times must lie within t_span=[{t0}, {t_end}], got [{outs[0]}, {outs[-1]}]")
+    return t0, t_end, outs
+
+
+def even_steps(remaining: float, h: float) -> int:
+    """The fewest equal steps ≤ h (up to SPLIT_RTOL) that cover ``remaining``."""
+    return max(1, math.ceil(remaining / h * (1.0 - SPLIT_RTOL)))
+
+
 class Controller:
     """Run a stepper over a time span, showing the state to trackers at output times.
 
@@ -175,29 +206,7 @@ class Controller:
     def _validate(
         self, rho0: Any, t_span: Sequence[float], output_times: Sequence[float] | None
     ) -> tuple[np.ndarray, float, float, np.ndarray]:
-        try:
-            t0, t_end = t_span
-        except (TypeError, ValueError):
-            raise ValueError(f"t_span must be a pair (t0, t_end), got {t_span!r}") from None
-        t0, t_end = _check_time("t_span[0]", t0), _check_time("t_span[1]", t_end)
-        if not t_end > t0:
-            raise ValueError(f"t_span: t_end must be > t0, got t_span=({t0}, {t_end})")
-
-        if output_times is None:
-            outs = np.array([t0, t_end])
-        else:
-            outs = np.atleast_1d(np.asarray(output_times, dtype=float))
-            if outs.ndim != 1 or outs.size == 0:
-                raise ValueError("output_times must be a non-empty 1-d sequence of times")
-            if not np.all(np.isfinite(outs)):
-                raise ValueError("output_times must be finite")
-            if np.any(np.diff(outs) <= 0):
-                raise ValueError("output_times must be strictly increasing")
-            if outs[0] < t0 or outs[-1] > t_end:
-                raise ValueError(
-                    f"output_times must lie within t_span=[{t0}, {t_end}], "
-                    f"got [{outs[0]}, {outs[-1]}]"
-                )
+        t0, t_end, outs = check_time_span(t_span, output_times)
 
         if np.iscomplexobj(rho0):
             raise TypeError("rho0 must be real")
@@ -291,7 +300,7 @@ class Controller:
                         raise RuntimeError(f"max_steps={self.max_steps} reached at t={t} < {target}")
                     h = self._step_size(rho, t)
                     remaining = target - t
-                    n = max(1, math.ceil(remaining / h * (1.0 - SPLIT_RTOL)))
+                    n = even_steps(remaining, h)
                     tau = remaining / n
                     t_new = target if n == 1 else t + tau
                     if not t_new > t:
@@ -342,4 +351,4 @@ def _finalize(trackers: list[Tracker], pending: BaseException | None) -> list[Ex
     return errors
 
 
-__all__ = ["Controller", "RunResult", "Stepper", "SPLIT_RTOL"]
+__all__ = ["Controller", "RunResult", "Stepper", "SPLIT_RTOL", "check_time_span", "even_steps"]

@@ -62,7 +62,7 @@ class PeriodicDepartures(NamedTuple):
 
     s: np.ndarray         #: fraction x_d − k ∈ [0, 1) of the departure cell left of x_d
     index: np.ndarray     #: flat index r · n + (k mod n) of the departure cell
-    wraps: np.ndarray     #: ⌊k / n⌋: how many times x_d lies a whole period to the right
+    wraps: np.ndarray     #: ⌊k / n⌋: whole periods between x_d and line 0..n (< 0: left of it)
     one_cell: np.ndarray  #: k = f − 1 (departure point in the cell just left of face f)
     same_cell: np.ndarray  #: k = f (departure point in the cell just right of face f)
 
@@ -180,9 +180,9 @@ class BoundedLine:
         """Cell k with X_k ≤ x < X_{k+1}, clipped to 0..n−1, of points x (nrows, n−1) traced
         back from the interior faces — i.e. ``clip(searchsorted(X, x, "right") − 1, 0, n−1)``.
 
-        Such points almost always lie in one of the two cells next to their face (the
-        meridional Courant number is at most a few), so those are tried first and the binary
-        search runs only on the points where the guess is wrong.
+        Such points mostly lie in one of the two cells next to their face (the meridional
+        Courant number is usually below 1), so those are tried first and the binary search
+        runs only on the points where that guess is wrong.
         """
         X, n = self.faces, self.n
         k = self._interior - (x < X[1:-1])  # face f: cell f, or f − 1 left of the face

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.dynamics.attention import Attention
-from spherepde.solvers.controller import SPLIT_RTOL
+from spherepde.solvers.controller import _check_time, check_time_span, even_steps
 
 #: integrator name -> number of velocity evaluations per step
 METHODS = {"rk4": 4, "rk2": 2}
@@ -106,16 +106,6 @@ class ParticleResult:
     @property
     def d(self) -> int:
         return int(self.positions.shape[2])
-
-
-def _check_time(name: str, value) -> float:
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        raise TypeError(f"{name} must be a real number, got {value!r}") from None
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {v}")
-    return v
 
 
 def retract(x: np.ndarray) -> np.ndarray:
@@ -299,29 +289,10 @@ class ParticleODE:
         x = self._check_x(x0)
         w = self._weights_for(x.shape[0]).copy()
         x = retract(x)
-        try:
-            t0, t_end = t_span
-        except (TypeError, ValueError):
-            raise ValueError(f"t_span must be a pair (t0, t_end), got {t_span!r}") from None
-        t0, t_end = _check_time("t_span[0]", t0), _check_time("t_span[1]", t_end)
-        if not t_end > t0:
-            raise ValueError(f"t_span: t_end must be > t0, got t_span=({t0}, {t_end})")
+        t0, t_end, outs = check_time_span(t_span, output_times)
         h = _check_time("dt", dt)
         if h <= 0:
             raise ValueError(f"dt must be > 0, got {h}")
-        if output_times is None:
-            outs = np.array([t0, t_end])
-        else:
-            outs = np.atleast_1d(np.asarray(output_times, dtype=float))
-            if outs.ndim != 1 or outs.size == 0:
-                raise ValueError("output_times must be a non-empty 1-d sequence of times")
-            if not np.all(np.isfinite(outs)):
-                raise ValueError("output_times must be finite")
-            if np.any(np.diff(outs) <= 0):
-                raise ValueError("output_times must be strictly increasing")
-            if outs[0] < t0 or outs[-1] > t_end:
-                raise ValueError(
-                    f"output_times must lie within t_span=[{t0}, {t_end}], got [{outs[0]}, {outs[-1]}]")
         targets = np.union1d(outs, [t_end])
         is_output = np.isin(targets, outs)
 
@@ -348,7 +319,7 @@ class ParticleODE:
             for target, output in zip(targets.tolist(), is_output.tolist()):
                 while t < target:
                     remaining = target - t
-                    n = max(1, math.ceil(remaining / h * (1.0 - SPLIT_RTOL)))
+                    n = even_steps(remaining, h)
                     tau = remaining / n
                     t_new = target if n == 1 else t + tau
                     if not t_new > t:
