@@ -15,21 +15,31 @@ def _plt():
     return plt
 
 
-def plot_snapshots(grid, times, fields, path, *, title: str = "", label: str = "density"):
-    """Lon–lat maps of ``fields`` (k, nlat, nlon) at ``times`` (k,), one panel each, to PNG."""
+def plot_snapshots(grid, times, fields, path, *, title: str = "", label: str = "density",
+                   log: bool = False):
+    """Lon–lat maps of ``fields`` (k, nlat, nlon) at ``times`` (k,), one panel each, to PNG.
+
+    ``log`` uses a logarithmic colour scale over three decades below the maximum (for densities
+    that concentrate)."""
     plt = _plt()
+    from matplotlib.colors import LogNorm
+
     k = len(times)
     ncol = min(k, 3)
     nrow = int(np.ceil(k / ncol))
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.2 * ncol, 2.6 * nrow + 0.6), squeeze=False,
                              layout="constrained")
     vmin, vmax = float(np.min(fields)), float(np.max(fields))
+    norm = LogNorm(vmin=1e-3 * vmax, vmax=vmax) if log else None
     lon = np.degrees(grid.lon_faces)
     lat = np.degrees(grid.lat_faces)
     for ax in axes.flat[k:]:
         ax.set_visible(False)
     for ax, t, f in zip(axes.flat, times, fields):
-        im = ax.pcolormesh(lon, lat, f, vmin=vmin, vmax=vmax, cmap="viridis", shading="flat")
+        if log:
+            im = ax.pcolormesh(lon, lat, np.maximum(f, 1e-3 * vmax), norm=norm, cmap="viridis", shading="flat")
+        else:
+            im = ax.pcolormesh(lon, lat, f, vmin=vmin, vmax=vmax, cmap="viridis", shading="flat")
         ax.set_title(f"t = {t:.3g}", fontsize=9)
         ax.set_xlim(lon[0], lon[-1])
         ax.set_ylim(-90, 90)

@@ -233,7 +233,7 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
         tag = "inf" if math.isinf(row["beta"]) else f"{row['beta']:g}"
         row["maps"] = str(plot_snapshots(info["grid"], times[pick], snaps[pick],
                                          outdir / f"terminal_maps_beta{tag}.png",
-                                         title=f"terminal phase, β = {tag}"))
+                                         title=f"terminal phase, β = {tag}", log=True))
         rows.append(row)
     summary = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__,
                "e_VBt": info["EA"].basis[:, 0].tolist(), "e_V": info["EV"].basis[:, 0].tolist(),
