@@ -1,4 +1,5 @@
-"""Cost of one ``ffsl-ppm`` transport step against a first-order upwind baseline.
+"""Cost of one ``ffsl-ppm`` transport step (numpy and numba backends) against a first-order
+upwind baseline.
 
     python benchmarks/bench_transport.py            # nlat = 64, 128, 256; writes results/transport.json
     python benchmarks/bench_transport.py --quick    # nlat = 64, 128, fewer repetitions; prints only
@@ -16,12 +17,19 @@ largest speed of the nl-case4 velocity over its period, step starting at t = 0):
                     velocities of the ffsl stepper (same numbers), the face lengths
                     ``grid.meridian_face_length`` / ``parallel_face_length`` and ``grid.cell_area``.
                     A cost baseline only (it is not stable at this dt near the poles).
-* ``ffsl_frozen`` — ONE ``stepper.step`` of ``ffsl-ppm`` (limiter "positive", courant 0.8) with the
+* ``ffsl_numpy``  — ONE ``stepper.step`` of ``ffsl-ppm`` (limiter "positive", courant 0.8) with the
                     face velocities already cached (the stepper caches per time; the cache is
-                    primed before timing), i.e. the three sweeps Z(dt/2) M(dt) Z(dt/2).
-* ``ffsl_full``   — the same step with the cache cleared first, so it includes evaluating and
+                    primed before timing), i.e. the three sweeps Z(dt/2) M(dt) Z(dt/2), with the
+                    numpy backend of the sweeps (``ffsl.BACKEND = "numpy"``, the reference).
+* ``ffsl_numba``  — the same step with the compiled backend (``ffsl.BACKEND = "numba"``,
+                    spherepde/solvers/eulerian/ffsl_numba.py; same results bitwise, checked
+                    before timing).  Kernels are compiled / loaded from numba's cache before
+                    timing; the first-call time is recorded in the JSON.
+* ``ffsl_full``   — the numba step with the cache cleared first, so it includes evaluating and
                     projecting the velocity at all face points.
 * ``velocity``    — the velocity evaluation alone (``stepper._face_velocities`` on a cleared cache).
+
+Without numba only ``upwind``, ``ffsl_numpy``, ``ffsl_full`` (numpy then) and ``velocity`` run.
 
 Timing: the variants are interleaved within each repetition (in a shuffled order) and each
 sample runs a batch of calls long enough (>= ``min_sample`` seconds) to swamp timer noise;
@@ -33,8 +41,8 @@ The machine is shared: only ratios measured in the same run are meaningful.
 
 Minor page faults per call are recorded too: numpy temporaries of a few hundred kB are
 served by fresh mmap'd / trimmed pages under glibc's default malloc settings, and zero-filling
-them can be a large, history-dependent part of the ffsl step (``--mallopt`` shows the step
-without that cost).
+them can be a large, history-dependent part of the numpy ffsl step (``--mallopt`` shows the
+step without that cost).
 """
 from __future__ import annotations
 
@@ -55,12 +63,33 @@ sys.path.insert(0, str(ROOT))
 
 from spherepde import GaussGrid  # noqa: E402
 from spherepde.solvers import make_stepper  # noqa: E402
+from spherepde.solvers.eulerian import ffsl  # noqa: E402
 from spherepde.validation.transport_cases import initial_field, make_case  # noqa: E402
 
 CASE = "nl-case4"
 LIMITER = "positive"
 COURANT = 0.8
 AIM = 4.0  # issue target: ffsl-ppm step <= AIM x upwind step
+
+
+def numba_available() -> bool:
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _numba_version():
+    try:
+        import numba
+    except ImportError:
+        return None
+    return numba.__version__
+
+
+def _bits(x: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(x).view(np.uint64)
 
 
 class Upwind:
@@ -104,19 +133,35 @@ def setup(nlat: int):
     v = -am.T                  # northward speed at the parallel faces (nlat+1, nlon)
     up = Upwind(grid, u, v)
 
-    # sanity: both steps conserve mass to round-off, ffsl stays positive
+    # sanity: the steps conserve mass to round-off, ffsl stays positive, both backends agree
+    have_numba = numba_available()
+    backends = ("numpy", "numba") if have_numba else ("numpy",)
     mass0 = grid.integrate(rho0)
-    r_up = up.step(rho0, dt)
-    st.substeps = 0
-    r_ff = st.step(rho0, t0, dt)
-    for name, r in (("upwind", r_up), ("ffsl", r_ff)):
+    steps = {"upwind": up.step(rho0, dt)}
+    first_call = None
+    for backend in backends:
+        ffsl.BACKEND = backend
+        st.substeps = 0
+        t = time.perf_counter()
+        steps[backend] = st.step(rho0, t0, dt)
+        if backend == "numba":
+            first_call = time.perf_counter() - t  # kernels compiled or loaded from the cache
+    for name, r in steps.items():
         rel = abs(grid.integrate(r) - mass0) / mass0
         if rel > 1e-12:
             raise AssertionError(f"{name} step does not conserve mass at nlat={nlat}: {rel:.2e}")
-    if r_ff.min() < 0.0:
-        raise AssertionError("ffsl-ppm 'positive' step produced negative density")
+        if name != "upwind" and r.min() < 0.0:
+            raise AssertionError(f"ffsl-ppm 'positive' step ({name}) produced negative density")
+    if have_numba and not np.array_equal(_bits(steps["numpy"]), _bits(steps["numba"])):
+        raise AssertionError(f"numba and numpy ffsl steps differ at nlat={nlat}")
 
-    def ffsl_frozen():
+    def on(backend, fn):
+        def run():
+            ffsl.BACKEND = backend
+            fn()
+        return run
+
+    def ffsl_step():
         st.step(rho0, t0, dt)
 
     def ffsl_full():
@@ -130,9 +175,16 @@ def setup(nlat: int):
     def upwind():
         up.step(rho0, dt)
 
-    info = {"dt": dt, "courant": st.courant_number(tm, dt), "substeps": st.substeps}
-    return grid, st, {"upwind": upwind, "ffsl_frozen": ffsl_frozen,
-                      "ffsl_full": ffsl_full, "velocity": velocity}, info
+    fast = backends[-1]
+    fns = {"upwind": upwind, "ffsl_numpy": on("numpy", ffsl_step)}
+    if have_numba:
+        fns["ffsl_numba"] = on("numba", ffsl_step)
+    fns["ffsl_full"] = on(fast, ffsl_full)
+    fns["velocity"] = velocity
+    info = {"dt": dt, "courant": st.courant_number(tm, dt), "substeps": st.substeps,
+            "full_backend": fast, "numba_first_call_s": first_call,
+            "backends_bitwise_equal": have_numba}
+    return grid, st, fns, info
 
 
 def _faults() -> int:
@@ -212,55 +264,72 @@ def main(argv=None) -> int:
     load_start = list(os.getloadavg())
 
     rows = []
-    hdr = (f"{'nlat':>5} {'nlon':>5} {'cells':>7} | {'upwind ms':>9} {'ffsl ms':>8} "
-           f"{'full ms':>8} {'vel ms':>7} | {'upwind Mc/s':>11} {'ffsl Mc/s':>9} "
-           f"{'full Mc/s':>9} | {'ffsl/up':>7} {'full/up':>7} {'aim':>5} | {'cpu ratio':>9} {'faults/step':>11}")
+    hdr = (f"{'nlat':>5} {'nlon':>5} {'cells':>7} | {'upwind':>7} {'numpy':>7} {'numba':>7} "
+           f"{'full':>7} {'vel':>6} | {'upwind':>7} {'numba':>7} | {'numpy/up':>8} {'numba/up':>8} "
+           f"{'aim':>4} {'np/nb':>6} | {'cpu np/up':>9} {'cpu nb/up':>9} | {'faults np':>9} {'nb':>4}")
     print(f"ffsl-ppm ({LIMITER}, courant {COURANT}, {CASE}) vs first-order upwind; "
           f"{reps} interleaved repetitions, medians"
-          + ("; allocator: mallopt (no trimming)" if args.mallopt else ""))
+          + ("; allocator: mallopt (no trimming)" if args.mallopt else "")
+          + ("" if numba_available() else "; numba NOT importable: numba columns empty"))
+    print(f"{'':19} | {'ms per step':^38} | {'Mcells/s':^15} | {'ratio to upwind, speed-up':^29} |")
     print(hdr)
     print("-" * len(hdr))
+    nan = float("nan")
     for nlat in sizes:
         grid, st, fns, info = setup(nlat)
         s, inner, faults, cpu = measure(fns, reps, min_sample, rng)
         cells = grid.nlat * grid.nlon
         med = {k: float(np.median(v)) for k, v in s.items()}
         q = {k: [float(x) for x in np.percentile(v, [25, 75])] for k, v in s.items()}
-        ratio_frozen = float(np.median(s["ffsl_frozen"] / s["upwind"]))
-        ratio_full = float(np.median(s["ffsl_full"] / s["upwind"]))
+
+        def ratio(a, b, samples=s):
+            return float(np.median(samples[a] / samples[b])) if a in samples and b in samples else nan
+
+        have_nb = "ffsl_numba" in s
+        fast = "ffsl_numba" if have_nb else "ffsl_numpy"
         row = {
             "nlat": nlat, "nlon": grid.nlon, "cells": cells,
             "dt": info["dt"], "courant": info["courant"], "substeps_per_step": info["substeps"],
+            "full_step_backend": info["full_backend"],
+            "numba_first_call_s": info["numba_first_call_s"],
+            "backends_bitwise_equal": info["backends_bitwise_equal"],
             "seconds_median": med, "seconds_iqr": q, "batch_calls": inner,
             "minor_page_faults_per_call": faults,
-            "cell_updates_per_s": {k: cells / med[k] for k in ("upwind", "ffsl_frozen", "ffsl_full")},
-            "ratio_ffsl_frozen_to_upwind": ratio_frozen,
-            "ratio_ffsl_full_to_upwind": ratio_full,
-            "ratio_of_medians_frozen": med["ffsl_frozen"] / med["upwind"],
-            "ratio_of_medians_full": med["ffsl_full"] / med["upwind"],
+            "cell_updates_per_s": {k: cells / med[k] for k in med if k != "velocity"},
+            "ratio_ffsl_numpy_to_upwind": ratio("ffsl_numpy", "upwind"),
+            "ratio_ffsl_numba_to_upwind": ratio("ffsl_numba", "upwind"),
+            "ratio_ffsl_full_to_upwind": ratio("ffsl_full", "upwind"),
+            "speedup_numba_vs_numpy": ratio("ffsl_numpy", "ffsl_numba"),
+            "ratio_of_medians": {k: med[k] / med["upwind"] for k in med if k != "upwind"},
             "cpu_seconds_median": {k: float(np.median(v)) for k, v in cpu.items()},
-            "cpu_ratio_ffsl_frozen_to_upwind": float(np.median(cpu["ffsl_frozen"] / cpu["upwind"])),
-            "cpu_ratio_ffsl_full_to_upwind": float(np.median(cpu["ffsl_full"] / cpu["upwind"])),
-            "velocity_share_of_full_step": float(np.median(s["velocity"] / s["ffsl_full"])),
-            "meets_aim": ratio_frozen <= AIM,
+            "cpu_ratio_ffsl_numpy_to_upwind": ratio("ffsl_numpy", "upwind", cpu),
+            "cpu_ratio_ffsl_numba_to_upwind": ratio("ffsl_numba", "upwind", cpu),
+            "cpu_ratio_ffsl_full_to_upwind": ratio("ffsl_full", "upwind", cpu),
+            "velocity_share_of_full_step": ratio("velocity", "ffsl_full"),
+            "meets_aim": ratio(fast, "upwind") <= AIM,
+            "meets_aim_numpy": ratio("ffsl_numpy", "upwind") <= AIM,
         }
         rows.append(row)
         cu = row["cell_updates_per_s"]
-        print(f"{nlat:5d} {grid.nlon:5d} {cells:7d} | {med['upwind']*1e3:9.3f} "
-              f"{med['ffsl_frozen']*1e3:8.2f} {med['ffsl_full']*1e3:8.2f} "
-              f"{med['velocity']*1e3:7.2f} | {cu['upwind']/1e6:11.1f} "
-              f"{cu['ffsl_frozen']/1e6:9.2f} {cu['ffsl_full']/1e6:9.2f} | "
-              f"{ratio_frozen:7.1f} {ratio_full:7.1f} {'ok' if row['meets_aim'] else 'MISS':>5} | "
-              f"{row['cpu_ratio_ffsl_frozen_to_upwind']:9.1f} {faults['ffsl_frozen']:11.0f}")
-    print(f"aim: ffsl-ppm step (frozen velocities) <= {AIM:g} x upwind step; "
-          "ratios = median of per-repetition ratios (wall clock; 'cpu ratio' = the same from "
-          "process CPU time); faults/step = minor page faults per frozen ffsl step")
+        ms = {k: med.get(k, nan) * 1e3 for k in fns}
+        print(f"{nlat:5d} {grid.nlon:5d} {cells:7d} | {ms['upwind']:7.3f} {ms['ffsl_numpy']:7.2f} "
+              f"{med.get('ffsl_numba', nan)*1e3:7.3f} {ms['ffsl_full']:7.2f} {ms['velocity']:6.2f} | "
+              f"{cu['upwind']/1e6:7.1f} {cu.get('ffsl_numba', nan)/1e6:7.2f} | "
+              f"{row['ratio_ffsl_numpy_to_upwind']:8.1f} {row['ratio_ffsl_numba_to_upwind']:8.2f} "
+              f"{'ok' if row['meets_aim'] else 'MISS':>4} {row['speedup_numba_vs_numpy']:6.1f} | "
+              f"{row['cpu_ratio_ffsl_numpy_to_upwind']:9.1f} {row['cpu_ratio_ffsl_numba_to_upwind']:9.2f} | "
+              f"{faults['ffsl_numpy']:9.0f} {faults.get('ffsl_numba', nan):4.0f}")
+    print(f"aim: ffsl-ppm step (frozen velocities) <= {AIM:g} x upwind step, judged on the numba "
+          "backend when available ('aim'); ratios = median of per-repetition ratios (wall clock; "
+          "'cpu' = the same from process CPU time); np/nb = speed-up of numba over numpy; "
+          f"'full' = {fast.split('_')[1]} step including the velocity evaluation; faults = minor "
+          "page faults per step")
 
     if out is not None:
         result = {
             "benchmark": "bench_transport",
-            "description": "one ffsl-ppm step vs one first-order upwind FV step, same grid, "
-                           "same frozen face velocities",
+            "description": "one ffsl-ppm step (numpy and numba backends of the sweeps) vs one "
+                           "first-order upwind FV step, same grid, same frozen face velocities",
             "case": CASE, "limiter": LIMITER, "courant": COURANT, "aim_ratio": AIM,
             "quick": bool(args.quick), "repetitions": reps, "min_sample_s": min_sample,
             "allocator": ("glibc mallopt(M_TRIM_THRESHOLD=M_MMAP_THRESHOLD=1GiB)" if args.mallopt
@@ -272,6 +341,7 @@ def main(argv=None) -> int:
             "load_average_at_end": list(os.getloadavg()),
             "environment": {
                 "python": platform.python_version(), "numpy": np.__version__,
+                "numba": _numba_version(),
                 "machine": platform.machine(), "processor": platform.processor(),
                 "cpu_count": os.cpu_count(),
                 "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

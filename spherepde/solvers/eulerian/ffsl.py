@@ -13,26 +13,87 @@ is positive whenever the reconstruction is positive and the departure points sta
 which needs the deformation (Lipschitz) number  dt · max |∂_x a|  below 1; callers sub-step to
 keep it below ``max_lipschitz``.  Departure points are traced with the explicit midpoint rule
 on the piecewise-linear interpolant of the face velocities (second order in time).
+
+Backends.  The numpy functions below are the reference implementation.  The sweeps
+(:func:`periodic_departures`, :func:`sweep_periodic_departed` and so :func:`sweep_periodic`,
+:meth:`BoundedLine.sweep`) and the deformation numbers (:func:`lipschitz_periodic`,
+:meth:`BoundedLine.lipschitz`) also exist as compiled numba kernels
+(:mod:`spherepde.solvers.eulerian.ffsl_numba`: bitwise the same results, several times faster).
+:data:`BACKEND` picks one at call time: ``"numba"`` when numba can be imported, else
+``"numpy"``; the environment variable ``SPHEREPDE_FFSL_BACKEND=numpy|numba`` (read at import)
+overrides that, and assigning ``ffsl.BACKEND`` switches at run time.  The numpy version of a
+dispatched function stays callable as ``<function>.numpy``.
 """
 from __future__ import annotations
 
+import functools
+import os
 from typing import NamedTuple
 
 import numpy as np
 
 from spherepde.solvers.eulerian import ppm
 
+BACKENDS = ("numpy", "numba")
+BACKEND_ENV = "SPHEREPDE_FFSL_BACKEND"
+
+
+def _choose_backend() -> str:
+    """``$SPHEREPDE_FFSL_BACKEND`` if set (``numba`` then must be importable), else ``"numba"``
+    if numba imports, else ``"numpy"``."""
+    choice = os.environ.get(BACKEND_ENV, "").strip()
+    if choice and choice not in BACKENDS:
+        raise ValueError(f"{BACKEND_ENV} must be one of {BACKENDS}, got {choice!r}")
+    if choice == "numpy":
+        return "numpy"
+    try:
+        import numba  # noqa: F401
+    except ImportError as err:
+        if choice == "numba":
+            raise ImportError(f"{BACKEND_ENV}=numba, but numba cannot be imported: {err}") from err
+        return "numpy"
+    return "numba"
+
+
+#: backend of the sweeps, "numpy" (reference) or "numba"; may be reassigned at run time
+BACKEND: str = _choose_backend()
+_kernels = None  # the ffsl_numba module, imported on first use
+
+
+def _dispatch(kernel: str):
+    """Decorator: calls go to ``ffsl_numba.<kernel>`` (same arguments, same results) while
+    ``BACKEND == "numba"``, to the decorated numpy function (kept as ``.numpy``) otherwise."""
+    def decorate(numpy_fn):
+        @functools.wraps(numpy_fn)
+        def dispatch(*args, **kwargs):
+            global _kernels
+            if BACKEND == "numpy":
+                return numpy_fn(*args, **kwargs)
+            if BACKEND != "numba":
+                raise ValueError(f"ffsl.BACKEND must be one of {BACKENDS}, got {BACKEND!r}")
+            if _kernels is None:
+                from spherepde.solvers.eulerian import ffsl_numba as _kernels
+            return getattr(_kernels, kernel)(*args, **kwargs)
+
+        dispatch.numpy = numpy_fn
+        return dispatch
+
+    return decorate
+
 
 class DepartureOrderError(RuntimeError):
     """Departure points crossed: the step deforms cells more than the scheme allows."""
 
 
+DEPARTURE_ORDER_MESSAGE = (
+    "departure points crossed within one sweep: the step deforms cells too much "
+    "(deformation number dt·max|Δa| must stay below √3 − 1 ≈ 0.732); reduce dt"
+)
+
+
 def _check_order(xd: np.ndarray) -> None:
     if (xd[..., 1:] < xd[..., :-1]).any():
-        raise DepartureOrderError(
-            "departure points crossed within one sweep: the step deforms cells too much "
-            "(deformation number dt·max|Δa| must stay below √3 − 1 ≈ 0.732); reduce dt"
-        )
+        raise DepartureOrderError(DEPARTURE_ORDER_MESSAGE)
 
 
 def _gather(arr: np.ndarray, flat: np.ndarray) -> np.ndarray:
@@ -49,6 +110,7 @@ def _row_offsets(nrows: int, ncols: int) -> np.ndarray:
     return np.arange(0, nrows * ncols, ncols)[:, None]
 
 
+@_dispatch("lipschitz_periodic")
 def lipschitz_periodic(a: np.ndarray) -> np.ndarray:
     """max_f |a_{f+1} − a_f| per row for periodic face velocities a (nrows, n), in index units."""
     return np.max(np.abs(np.roll(a, -1, axis=-1) - a), axis=-1)
@@ -67,6 +129,7 @@ class PeriodicDepartures(NamedTuple):
     same_cell: np.ndarray  #: k = f (departure point in the cell just right of face f)
 
 
+@_dispatch("periodic_departures")
 def periodic_departures(a: np.ndarray, dt) -> PeriodicDepartures:
     """Departure points x_d(f) = f − dt · a(f − dt/2 · a_f) of every face of periodic lines.
 
@@ -117,6 +180,7 @@ def sweep_periodic(q: np.ndarray, a: np.ndarray, dt, limiter: str) -> np.ndarray
     return sweep_periodic_departed(q, periodic_departures(a, dt), limiter)
 
 
+@_dispatch("sweep_periodic_departed")
 def sweep_periodic_departed(q: np.ndarray, dep: PeriodicDepartures, limiter: str) -> np.ndarray:
     """:func:`sweep_periodic` with the departure geometry already computed.
 
@@ -172,6 +236,7 @@ class BoundedLine:
         self.start, self.w = ppm.edge_weights(self.faces)
         self._interior = np.arange(1, self.n)  # interior faces 1..n−1
 
+    @_dispatch("bounded_lipschitz")
     def lipschitz(self, a: np.ndarray) -> float:
         """dt-free deformation number max |Δa / h| over all cells, for face velocities a."""
         return float(np.max(np.abs(np.diff(a, axis=-1)) / self.h))
@@ -192,6 +257,7 @@ class BoundedLine:
             k[wrong] = np.clip(np.searchsorted(X, x[wrong], side="right") - 1, 0, n - 1)
         return k
 
+    @_dispatch("bounded_sweep")
     def sweep(self, m: np.ndarray, a: np.ndarray, dt: float, limiter: str) -> np.ndarray:
         """Advance the lines by one FFSL step.
 
