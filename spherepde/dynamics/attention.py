@@ -12,6 +12,11 @@ w_j = ρ_j |cell_j|; or N particles with w_j = 1/N) and B = QᵀK:
 Evaluation is in the log domain: logits ℓ_ij = β⟨x_i B, y_j⟩ + log w_j, and the weights are
 exp(ℓ_ij − max_j ℓ_ij) — exact at any β (no overflow at β = 10⁴).  Targets are processed in
 blocks so that memory stays bounded (``block`` targets × all sources at a time).
+
+For a density on a GaussGrid or CircleGrid with B = QᵀK ∝ orthogonal, :class:`DensityAttention`
+also has a spectral (Funk–Hecke) path: the sums are zonal convolutions, done by one SHT (FFT)
+analysis and a point synthesis, every target certified against ``tol`` or evaluated exactly
+(see the comment block "Spectral (Funk–Hecke) fast path" below).
 """
 from __future__ import annotations
 
@@ -184,6 +189,41 @@ def _mean_direct(z, y, logw, beta, kind, block, dtype=np.float64) -> np.ndarray:
     return out
 
 
+def _sums_direct(z, y, logw, beta, shift) -> tuple[np.ndarray, np.ndarray]:
+    """Unnormalised sums Σ_j e^{β⟨z_i, y_j⟩ + log w_j − shift_i} y_j and Σ_j e^{…} (float64):
+    (num (n, d), den (n,)).  The caller picks ``shift`` so that nothing overflows.
+
+    The thin products (inner or outer dimension d) go through ``np.einsum``, not BLAS: on a
+    shared 2-core machine OpenBLAS's threaded dgemm/dgemv took 10–75× longer on such shapes
+    (e.g. 23 ms instead of 0.3 ms for (181 × 3) @ (3 × 2611)); einsum's loops are single-threaded.
+    Terms below e^{−600} (relative to the shift) are raised to e^{−600}, which keeps denormals
+    (slow) out of the products; the caller accounts for the m·e^{−600} this may add to a row.
+    """
+    n, m = z.shape[0], y.shape[0]
+    num, den = np.zeros((n, y.shape[1])), np.zeros(n)
+    if m == 0 or n == 0:
+        return num, den
+    rows = max(1, min(n, BLOCK_BYTES // (8 * m)))
+    zc, yT = beta * z, np.ascontiguousarray(y.T)
+    buf = np.empty((rows, m))
+    for s in range(0, n, rows):
+        k = min(rows, n - s)
+        b = buf[:k]
+        np.einsum("ik,kj->ij", zc[s:s + k], yT, out=b)
+        b += logw
+        b -= shift[s:s + k, None]
+        np.maximum(b, _FLUSH_LOGIT, out=b)
+        np.exp(b, out=b)
+        for c in range(y.shape[1]):
+            num[s:s + k, c] = np.einsum("ij,j->i", b, yT[c])
+        den[s:s + k] = b.sum(axis=1)
+    return num, den
+
+
+#: :func:`_sums_direct` raises logit − shift to at least this (e^{−600} ≈ 3e-261)
+_FLUSH_LOGIT = -600.0
+
+
 def _tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Group unit points (n, 3) into about n/size lat–lon tiles: (order, tile start offsets)."""
     n = p.shape[0]
@@ -202,6 +242,23 @@ def _tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
 
 def _mean_culled(z, y, logw, beta, kind, tol, block, tile=128) -> np.ndarray:
     """Culled log-domain sum (see :meth:`Attention.mean`); sources on S² (d = 3)."""
+    out = np.empty((z.shape[0], 3))
+    for idx, ys, lws in _culled_blocks(z, y, logw, beta, tol, block, tile):
+        out[idx] = _mean_direct(z[idx], ys, lws, beta, kind, len(idx))
+    return out
+
+
+def _culled_blocks(z, y, logw, beta, tol, block, tile=128, lb_extra=None, blas=True):
+    """The target blocks of the culled sum and, for each, the sources kept.
+
+    Yields ``(idx, y_kept, logw_kept)``: target indices (into z) and the sources whose tile
+    upper bound on the logit β⟨z_i, y_j⟩ + log w_j comes within cut = ln(m/tol) of a lower bound
+    ``lb_i`` on the row's total (the largest logit of the tiles' representatives, or
+    ``lb_extra[i]`` where that is larger: a lower bound on log Σ_j e^{logit} known to the
+    caller, in the same logit units).  Each dropped source weighs at most e^{lb − cut} =
+    tol e^{lb}/m, so what is dropped weighs less than tol × the row's total.
+    ``blas=False`` computes the thin (× 3) products with einsum (see :func:`_sums_direct`).
+    """
     ns = y.shape[0]
     cut = math.log(ns / tol)
     so, sb = _tiles(y, tile)
@@ -218,18 +275,26 @@ def _mean_culled(z, y, logw, beta, kind, tol, block, tile=128) -> np.ndarray:
 
     nz = np.linalg.norm(z, axis=1)
     u = z / np.maximum(nz[:, None], 1e-300)
-    out = np.empty((z.shape[0], 3))
     to, tb = _tiles(u, block // 4 if block >= 8 else 1)
     for a, b in zip(tb[:-1], tb[1:]):
         idx = to[a:b]
         zb, nzb, ub = z[idx], nz[idx], u[idx]
-        lb = np.max(beta * zb @ yrep.T + lrep[None, :], axis=1)
-        theta = np.arccos(np.clip(ub @ cen.T, -1, 1))
+        if not blas:
+            lb = np.max(beta * np.einsum("ik,jk->ij", zb, yrep) + lrep[None, :], axis=1)
+            cosang = np.einsum("ik,jk->ij", ub, cen)
+        else:
+            lb = np.max(beta * zb @ yrep.T + lrep[None, :], axis=1)
+            cosang = ub @ cen.T
+        if lb_extra is not None:
+            lb = np.maximum(lb, lb_extra[idx])
+        theta = np.arccos(np.clip(cosang, -1, 1))
         ubd = beta * nzb[:, None] * np.cos(np.clip(theta - rad[None, :], 0.0, np.pi)) + bmax[None, :]
         keep = np.any(ubd >= (lb - cut)[:, None], axis=0)
+        if not keep.any():
+            yield idx, y[:0], logw[:0]
+            continue
         sel = np.concatenate([np.arange(sb[t], sb[t + 1]) for t in np.flatnonzero(keep)])
-        out[idx] = _mean_direct(zb, y[sel], logw[sel], beta, kind, len(idx))
-    return out
+        yield idx, y[sel], logw[sel]
 
 
 #: negative weights down to −ROUND_OFF × max|w| are taken as round-off zeros
@@ -269,16 +334,400 @@ def _sources(y, w, d: int) -> tuple[np.ndarray, np.ndarray]:
     return y[keep], logw[keep]
 
 
+# ============================================================================================
+# Spectral (Funk–Hecke) fast path for the attention mean of a density on a grid
+# ============================================================================================
+#
+# When B = QᵀK = c·R with R orthogonal (c > 0), ⟨Bᵀx, y⟩ = c⟨Rᵀx, y⟩ = c⟨u, y⟩ with u = Bᵀx/c a
+# unit vector, so every sum of the attention mean is a zonal convolution of the weights with the
+# kernel k(t) = e^{κ(t − 1)}, κ = βc (scaled by e^{−κ}: its peak is 1), evaluated at u:
+#
+#     S_f(u) = Σ_j w_j e^{κ(⟨u, y_j⟩ − 1)} f(y_j),   f ∈ {y_1, …, y_d, 1}
+#     softmax: m(x) = S_y(u) / S_1(u);   usa: m(x) = e^{β(c − 1)} S_y(u).
+#
+# On S² (Funk–Hecke): k(⟨u, y⟩) = Σ_l 4π ĩ_l(κ) Σ_m Y_lm(u) Y*_lm(y), ĩ_l = i_l(κ) e^{−κ}; the
+# cell areas of a GaussGrid are its quadrature weights, so the spherical-harmonic analysis of
+# the field w_j / |cell_j| · f(y_j) is exactly the discrete sum Σ_j w_j f(y_j) Y*_lm(y_j) (l ≤ lmax)
+# and S_f is that analysis times 4π ĩ_l, synthesised at u.  On S¹: k(cos φ) = Σ_k Ĩ_k e^{ikφ},
+# Ĩ_k = I_k(κ) e^{−κ}, and the DFT of the cell weights gives Σ_j w_j f_j e^{−ikθ_j} for every k.
+#
+# Accuracy is ABSOLUTE: each S_f is off by at most η = (tail + ε_r)·Σ_j w_j, where tail bounds
+# the discarded part of the kernel series and ε_r the round-off (SPECTRAL_ROUNDOFF).  Hence the
+# relative error of m = S_y/S_1 at u is ≈ η/S_1 + √d·η/|S_y|: large far from the mass, where S_1
+# is tiny (the notes measured a relative error of 2 at β = 200, 1.5 rad from a blob).  Every
+# target is therefore checked: it is accepted when  η ≤ (tol/8)·S_1  and  √d·η ≤ (tol/8)·|S_y|,
+# so that the relative error of m is ≤ (tol/4)/(1 − tol/8) (+ ≤ tol/8 from rounding |Bᵀx| to c,
+# see DensityAttention._spectral_mean) < tol/2.  In the terms of a fallback threshold: a target
+# needs S_1(u) ≥ δ·Σw with δ = 8(tail + ε_r)/tol (e.g. ε_r = 1e-14 at L ≈ 33, tol = 1e-8:
+# δ = 8e-6 — the largest S_1 is ≤ Σw, attained next to a point mass).  Rejected targets take a
+# second, "split" pass (DensityAttention._split_pass: the spectral sums only for the weights
+# below a density level, the bulk above it summed exactly, culled) and what still fails the
+# exact log-domain path (Attention.mean "auto": culled/reference, with tol/8).
+
+#: the split pass chooses its level τ so that all but this fraction of its targets can pass
+_SPLIT_QUANTILE = 0.02
+#: ... and is skipped when more than this fraction of the cells would lie above τ
+_SPLIT_MAX_FRACTION = 0.5
+#: methods of :class:`DensityAttention`
+DENSITY_METHODS = ("auto", "spectral", "reference", "culled", "float32")
+#: B counts as c·R (R orthogonal) when its singular values agree to this relative spread
+ORTHOGONAL_RTOL = 1e-12
+#: series are truncated where the kernel tail (sup-norm, kernel peak = 1) drops below this
+SERIES_TAIL = 1e-17
+#: round-off of one spectral sum, per unit mass: ε_r(L) = SPECTRAL_ROUNDOFF · (L + 16).
+#: Measured against longdouble sums (GaussGrid 32–256, κ = 0.5–300, densities from uniform and
+#: white noise to vMF κ = 200 at a pole, mid-latitude, two blobs): ≤ 1.2e-15 at L ≤ 21 (model
+#: ≥ 5.6e-15), ≤ 2.6e-15 at L = 43 (1.2e-14), ≤ 6.1e-15 at L = 90 (2.1e-14), ≤ 4.1e-15 at
+#: L = 154 (3.4e-14); far from the mass (S_1 < 1e-3 Σw) ≤ 5e-16.
+SPECTRAL_ROUNDOFF = 2e-16
+#: "auto" uses the spectral path when the truncation needed for ``tol`` — the degree beyond which
+#: the kernel tail is below tol/TRUNCATION_MARGIN of the kernel mean ĩ_0 (the value of S_1 for a
+#: uniform unit mass) — fits on the grid (≤ lmax on S², ≤ n/2 on S¹)
+TRUNCATION_MARGIN = 64.0
+
+
+def spherical_ive(kappa: float, L: int) -> np.ndarray:
+    """Scaled modified spherical Bessel functions ĩ_l(κ) = i_l(κ) e^{−κ}, l = 0..L.
+
+    Equal to ``sqrt(π/(2κ)) · scipy.special.ive(l + ½, κ)``, computed by Miller's backward
+    recurrence i_{l−1} = i_{l+1} + (2l+1)/κ · i_l (started far beyond L) normalised with the closed
+    form ĩ_0 = (1 − e^{−2κ})/(2κ): ≤ 3e-15 relative up to κ = 5000, where scipy's ive is off by
+    2e-14–3e-13 (both measured against mpmath), enough to dominate the round-off of the spectral
+    sums.  Values below ~1e-308 underflow to 0.
+    """
+    kappa = float(kappa)
+    if not (kappa > 0 and math.isfinite(kappa)):
+        raise ValueError(f"kappa must be positive and finite, got {kappa!r}")
+    L = int(L)
+    n = L + 32 + int(math.sqrt(100.0 * kappa + 100.0))
+    v = _miller(lambda l: (2.0 * l + 1.0) / kappa, n)
+    i0 = -math.expm1(-2.0 * kappa) / (2.0 * kappa)
+    return v[: L + 1] * (i0 / v[0])
+
+
+def circular_ive(kappa: float, K: int) -> np.ndarray:
+    """Scaled modified Bessel functions Ĩ_k(κ) = I_k(κ) e^{−κ}, k = 0..K (integer orders).
+
+    Equal to ``scipy.special.ive(k, κ)``; Miller's backward recurrence I_{k−1} = I_{k+1} +
+    (2k/κ) I_k normalised with Σ_{k∈ℤ} Ĩ_k = Ĩ_0 + 2 Σ_{k≥1} Ĩ_k = 1 (e^{κ cos 0} e^{−κ}).
+    """
+    kappa = float(kappa)
+    if not (kappa > 0 and math.isfinite(kappa)):
+        raise ValueError(f"kappa must be positive and finite, got {kappa!r}")
+    K = int(K)
+    n = K + 32 + int(math.sqrt(100.0 * kappa + 100.0))
+    v = _miller(lambda k: 2.0 * k / kappa, n)
+    total = v[0] + 2.0 * math.fsum(v[1:])
+    return v[: K + 1] / total
+
+
+def _miller(ratio, n: int) -> np.ndarray:
+    """Minimal solution v_0..v_n (arbitrary scale) of v_{l−1} = v_{l+1} + ratio(l) v_l."""
+    v = np.zeros(n + 2)
+    v[n] = 1e-280
+    for l in range(n, 0, -1):
+        v[l - 1] = v[l + 1] + ratio(l) * v[l]
+        if v[l - 1] > 1e250:  # rescale: what is far below the new scale underflows harmlessly
+            v[l - 1:] *= 1e-250
+    return v[: n + 1]
+
+
+def funk_hecke_coefficients(kappa: float, L: int) -> np.ndarray:
+    """Funk–Hecke eigenvalues of the scaled kernel e^{κ(t−1)} on S²: 4π ĩ_l(κ), l = 0..L.
+
+    ∫_{S²} e^{κ(⟨x, y⟩ − 1)} Y_lm(y) dσ(y) = 4π ĩ_l(κ) Y_lm(x).
+    """
+    return 4.0 * math.pi * spherical_ive(kappa, L)
+
+
+def orthogonal_scale(B: np.ndarray, rtol: float = ORTHOGONAL_RTOL) -> float | None:
+    """c > 0 with B = c·R, R orthogonal (singular values of B equal to ``rtol``), else None."""
+    s = np.linalg.svd(np.asarray(B, float), compute_uv=False)
+    c = float(np.sqrt(np.mean(s * s)))
+    if not (c > 0 and math.isfinite(c)) or float(s[0] - s[-1]) > rtol * c:
+        return None
+    return c
+
+
+def _suffix_tail(terms: np.ndarray) -> np.ndarray:
+    """tail[L] = Σ_{l > L} terms[l]."""
+    t = np.cumsum(terms[::-1])[::-1]
+    return np.r_[t[1:], 0.0]
+
+
+class _SpectralSphere:
+    """Zonal convolutions with e^{κ(t−1)} of cell weights on a GaussGrid, at arbitrary points."""
+
+    d = 3
+
+    def __init__(self, grid, kappa: float) -> None:
+        self.grid, self.kappa = grid, float(kappa)
+        lmax = grid.lmax
+        self.possible = lmax * lmax >= 2.0 * self.kappa  # else the tail at lmax is ≥ e^{−1}
+        if not self.possible:
+            return
+        # the tail is needed at every l ≤ lmax; beyond 16 + 10√(κ+1) the terms are < e^{−45}
+        nv = max(lmax, 16 + int(math.sqrt(100.0 * self.kappa + 100.0)))
+        v = spherical_ive(self.kappa, nv)
+        l = np.arange(nv + 1)
+        self.tail = _suffix_tail((2.0 * l + 1.0) * v)  # sup |kernel − series up to l|
+        self.kbar = float(v[0])  # mean of the kernel over S² = S_1 of a uniform unit mass
+        below = np.flatnonzero(self.tail <= SERIES_TAIL)
+        self.L = max(1, min(lmax, int(below[0]) if below.size else lmax))
+        self.coef = 4.0 * math.pi * v[: self.L + 1]
+        #: absolute error of one sum per unit mass: truncation + round-off
+        self.err = float(self.tail[self.L]) + SPECTRAL_ROUNDOFF * (self.L + 16)
+        self._sh = None
+
+    def degree_needed(self, tol: float) -> float:
+        """Smallest L whose kernel tail is ≤ tol·ĩ_0/TRUNCATION_MARGIN (inf: beyond lmax)."""
+        if not self.possible:
+            return math.inf
+        ok = np.flatnonzero(self.tail <= tol * self.kbar / TRUNCATION_MARGIN)
+        return float(ok[0]) if ok.size else math.inf
+
+    def applicable(self, tol: float) -> bool:
+        return self.degree_needed(tol) <= self.grid.lmax
+
+    def _transform(self):
+        if self._sh is None:
+            from spherepde.grids.sht import SphericalHarmonics  # noqa: PLC0415
+
+            sh = SphericalHarmonics(self.grid, lmax=self.L)
+            g = self.grid
+            wq = _backend_gauss_weights(sh)
+            # the backend's quadrature weights differ from grid.weights (scipy's roots_legendre)
+            # by up to 5e-11 relative at the polar rings (GaussGrid(128)): dividing by the
+            # backend's cell areas makes the analysis reproduce Σ_j w_j … with the grid's weights
+            self._inv_area = (1.0 / (wq * g.dlon))[:, None]
+            self._sh = sh
+            # normalised Legendre recursion coefficients (no Condon–Shortley phase), for rings
+            L = self.L
+            ll = np.arange(L + 1, dtype=float)[:, None]
+            mm = np.arange(L + 1, dtype=float)[None, :]
+            with np.errstate(divide="ignore", invalid="ignore"):
+                a = np.sqrt((4.0 * ll**2 - 1.0) / (ll**2 - mm**2))
+                b = np.sqrt(((ll - 1.0) ** 2 - mm**2) / (4.0 * (ll - 1.0) ** 2 - 1.0))
+            self._rec = (np.where(mm < ll, a, 0.0), np.where(mm < ll - 1, b, 0.0))
+        return self._sh
+
+    def near_terms(self, w: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """max over the ≤ 4 cells around each u of w_j e^{κ(⟨u, y_j⟩ − 1)}: a lower bound on S_1."""
+        g = self.grid
+        lat = np.arcsin(np.clip(u[:, 2] / np.linalg.norm(u, axis=1), -1.0, 1.0))
+        lon = np.arctan2(u[:, 1], u[:, 0])
+        j = np.clip(np.searchsorted(-g.lat, -lat), 1, g.nlat - 1)
+        i = np.floor(np.mod(lon, 2 * np.pi) / g.dlon).astype(int)
+        best = np.zeros(u.shape[0])
+        for jj in (j - 1, j):
+            for ii in (i % g.nlon, (i + 1) % g.nlon):
+                best = np.maximum(best, w[jj, ii] * np.exp(
+                    self.kappa * (np.sum(u * g.xyz[jj, ii], axis=1) - 1.0)))
+        return best
+
+    def sums(self, w: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """S_f(u) for f = y_1, y_2, y_3, 1 (shape (4, n)); w cell weights (nlat, nlon), u (n, 3)
+        with |u| = 1 (to rounding)."""
+        sh = self._transform()
+        dens = w * self._inv_area
+        xyz = self.grid.xyz
+        fields = np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens])
+        q = sh.analyse(fields)
+        q *= self.coef[sh.l]
+        return self._evaluate(q, u)
+
+    def _evaluate(self, q: np.ndarray, u: np.ndarray) -> np.ndarray:
+        n = u.shape[0]
+        out = np.empty((q.shape[0], n))
+        if n == 0:
+            return out
+        lon = np.arctan2(u[:, 1], u[:, 0])
+        mu, ring = np.unique(u[:, 2], return_inverse=True)
+        if mu.size * 4 > n or n < 256:  # scattered targets: the general point evaluation
+            r = np.linalg.norm(u, axis=1)
+            return self._sh.evaluate(q, lon, np.arcsin(np.clip(u[:, 2] / r, -1.0, 1.0)))
+        # targets on few latitude rings (e.g. the face points of the FFSL transport when R = I):
+        # Legendre sums once per ring, then a Fourier sum in longitude per point
+        P = self._ring_sums(q, np.clip(mu, -1.0, 1.0))  # (rings, nb, L+1), factor 2 for m > 0
+        Pr, Pi = np.ascontiguousarray(P.real), np.ascontiguousarray(P.imag)
+        # gathered per point and contracted with einsum: many tiny per-ring BLAS calls were
+        # 5–20× slower (multithreaded OpenBLAS on a shared machine)
+        step = max(64, (1 << 21) // (Pr.shape[1] * (self.L + 1)))
+        for a in range(0, n, step):
+            sl = slice(a, min(n, a + step))
+            e = _powers(lon[sl], self.L)
+            rr = ring[sl]
+            out[:, sl] = (np.einsum("pm,pbm->bp", e.real, Pr[rr])
+                          - np.einsum("pm,pbm->bp", e.imag, Pi[rr]))
+        return out
+
+    def _ring_sums(self, q: np.ndarray, mu: np.ndarray) -> np.ndarray:
+        """P[r, b, m] = c_m Σ_l q_b,lm y_lm(μ_r) (c_0 = 1 on the real part, c_m = 2)."""
+        L, sh = self.L, self._sh
+        nb = q.shape[0]
+        Qd = np.zeros((nb, L + 1, L + 1), dtype=np.complex128)  # [b, l, m]
+        Qd[:, sh.l, sh.m] = q
+        Qm = Qd.transpose(2, 1, 0)  # [m, l, b]
+        Qr, Qi = np.ascontiguousarray(Qm.real), np.ascontiguousarray(Qm.imag)
+        P = np.empty((mu.size, nb, L + 1), dtype=np.complex128)
+        chunk = max(1, (1 << 22) // (L + 1) ** 2)  # rings per Legendre table of ≤ 32 MB
+        for a in range(0, mu.size, chunk):
+            Ym = self._legendre(mu[a:a + chunk])  # [m, ring, l]
+            Pc = (Ym @ Qr) + 1j * (Ym @ Qi)  # [m, ring, b]
+            Pc[0] = Pc[0].real
+            Pc[1:] *= 2.0
+            P[a:a + chunk] = Pc.transpose(1, 2, 0)
+        return P
+
+    def _legendre(self, mu: np.ndarray) -> np.ndarray:
+        """Orthonormal y_lm(μ) without the Condon–Shortley phase, as [m, ring, l] (0 for m > l)."""
+        L = self.L
+        a, b = self._rec
+        s = np.sqrt(np.clip((1.0 - mu) * (1.0 + mu), 0.0, None))
+        Y = np.zeros((L + 1, L + 1, mu.size))  # [l, m, ring]
+        Y[0, 0] = 1.0 / math.sqrt(4.0 * math.pi)
+        with np.errstate(under="ignore"):
+            for l in range(1, L + 1):
+                Y[l, :l] = a[l, :l, None] * (mu * Y[l - 1, :l]
+                                             - (b[l, :l, None] * Y[l - 2, :l] if l > 1 else 0.0))
+                Y[l, l] = math.sqrt((2.0 * l + 1.0) / (2.0 * l)) * s * Y[l - 1, l - 1]
+        return np.ascontiguousarray(Y.transpose(1, 2, 0))
+
+
+def _backend_gauss_weights(sh) -> np.ndarray:
+    """The Gauss weights the transform's backend integrates with, north to south (falls back
+    to grid.weights if they cannot be read)."""
+    g = sh.grid
+    w = None
+    try:
+        impl = sh._impl
+        if sh.backend == "shtns":
+            w = np.asarray(impl.sh.gauss_wts(), dtype=float)
+            if w.size == g.nlat // 2:
+                w = np.concatenate([w, w[::-1]])
+        else:
+            w = np.asarray(impl.w, dtype=float)
+    except Exception:  # pragma: no cover - defensive: unknown backend internals
+        w = None
+    if w is None or w.shape != (g.nlat,) or not np.allclose(w, g.weights, rtol=1e-8, atol=0):
+        return np.asarray(g.weights, float)
+    return w
+
+
+def _powers(x: np.ndarray, n: int) -> np.ndarray:
+    """``e^{i k x}``, k = 0..n, shape (len(x), n+1), by doubling (error ~ log2(n) ulp)."""
+    out = np.empty((x.size, n + 1), dtype=np.complex128)
+    out[:, 0] = 1.0
+    s = 1
+    while s <= n:
+        e = np.exp(1j * s * x)
+        k = min(s, n + 1 - s)
+        np.multiply(out[:, :k], e[:, None], out=out[:, s:s + k])
+        s *= 2
+    return out
+
+
+class _SpectralCircle:
+    """Convolutions with e^{κ(cos φ − 1)} of cell weights on a CircleGrid, at arbitrary angles."""
+
+    d = 2
+
+    def __init__(self, grid, kappa: float) -> None:
+        self.grid, self.kappa = grid, float(kappa)
+        self.possible = True
+        nv = 16 + int(math.sqrt(100.0 * self.kappa + 100.0))
+        v = circular_ive(self.kappa, nv)
+        self.tail = _suffix_tail(np.r_[v[0], 2.0 * v[1:]])
+        self.kbar = float(v[0])
+        below = np.flatnonzero(self.tail <= SERIES_TAIL)
+        # Σ_j w_j f_j e^{−ikθ_j} is n-periodic in k, so any K is exact (no cap at n/2)
+        self.L = max(1, int(below[0]) if below.size else nv)
+        self.coef = v[: self.L + 1]
+        self.err = float(self.tail[self.L]) + SPECTRAL_ROUNDOFF * (self.L + 16)
+
+    def degree_needed(self, tol: float) -> float:
+        ok = np.flatnonzero(self.tail <= tol * self.kbar / TRUNCATION_MARGIN)
+        return float(ok[0]) if ok.size else math.inf
+
+    def applicable(self, tol: float) -> bool:
+        # cheaper than the direct sum: fewer terms per target than half the sources
+        return self.degree_needed(tol) <= self.grid.n // 2
+
+    def near_terms(self, w: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """max over the 2 cells around each u of w_j e^{κ(⟨u, y_j⟩ − 1)}: a lower bound on S_1."""
+        g = self.grid
+        i = np.floor(np.mod(np.arctan2(u[:, 1], u[:, 0]), 2 * np.pi) / g.dtheta).astype(int)
+        best = np.zeros(u.shape[0])
+        for ii in (i % g.n, (i + 1) % g.n):
+            best = np.maximum(best, w[ii] * np.exp(self.kappa * (np.sum(u * g.xy[ii], axis=1) - 1.0)))
+        return best
+
+    def sums(self, w: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """S_f(u) for f = y_1, y_2, 1 (shape (3, n)); w (n_cells,), u (n, 2) unit."""
+        g = self.grid
+        F = np.fft.fft(np.stack([w * g.xy[:, 0], w * g.xy[:, 1], w]), axis=1)
+        k = np.arange(self.L + 1)
+        G = F[:, k % g.n] * self.coef  # (3, K+1)
+        G[:, 1:] *= 2.0
+        G = np.ascontiguousarray(G.T)
+        phi = np.arctan2(u[:, 1], u[:, 0])
+        out = np.empty((3, u.shape[0]))
+        step = max(1, (1 << 20) // (self.L + 1))
+        for a in range(0, u.shape[0], step):
+            out[:, a:a + step] = (_powers(phi[a:a + step], self.L) @ G).real.T
+        return out
+
+
+def _spectral_plan(attention: Attention, grid):
+    """(spectral object, c) for ``attention`` on ``grid``, or (None, reason)."""
+    from spherepde.grids import CircleGrid, GaussGrid  # noqa: PLC0415
+
+    if math.isinf(attention.beta):
+        return None, "beta = inf (the velocity does not depend on the density)"
+    if not isinstance(grid, (GaussGrid, CircleGrid)):
+        return None, f"the grid is a {type(grid).__name__}, not a GaussGrid or CircleGrid"
+    c = orthogonal_scale(attention.B)
+    if c is None:
+        return None, "B = QᵀK is not a positive multiple of an orthogonal matrix"
+    kappa = attention.beta * c
+    obj = (_SpectralSphere if isinstance(grid, GaussGrid) else _SpectralCircle)(grid, kappa)
+    return (obj, c), None
+
+
 class DensityAttention:
     """The attention velocity of a density on a grid, for the density solvers.
 
-    ``velocity(t, x, rho)`` returns X_β[ρ](x) at Cartesian points x (..., d) for the density
-    ``rho`` (grid.shape) with ρ = Σ_j rho_j |cell_j| δ_{y_j}, y_j the cell centres.
+    ``velocity(t, x, rho)`` (the call ``da(t, x, rho)``) returns X_β[ρ](x) at Cartesian points
+    x (..., d) for the density ``rho`` (grid.shape) with ρ = Σ_j rho_j |cell_j| δ_{y_j}, y_j the
+    cell centres.
+
+    Parameters
+    ----------
+    attention : Attention
+    grid : GaussGrid (d = 3) or CircleGrid (d = 2)
+    method : {"auto", "spectral", "reference", "culled", "float32"}
+        * ``"spectral"`` — the Funk–Hecke fast path (see the comment block above
+          :data:`DENSITY_METHODS`): needs B = QᵀK = c·R with R orthogonal (singular values equal
+          to 1e-12 relative), β finite and a GaussGrid or CircleGrid; every target whose
+          spectral value cannot be certified to ``tol`` is evaluated exactly (split pass, then
+          :meth:`Attention.mean` "auto" with ``tol/8``).  ValueError where not applicable.
+        * ``"auto"`` (default) — "spectral" where it applies and the kernel series needed for
+          ``tol`` fits on the grid (degree ≤ lmax on S², ≤ n/2 terms on S¹), else
+          :meth:`Attention.mean`'s own "auto" (culled/reference/float32) with ``tol``.
+        * the others — passed to :meth:`Attention.mean`.
+    tol : float in (0, 1), default 1e-8
+        Accuracy target for the attention mean m_β: on the spectral path the relative error
+        |m − m_ref|/|m_ref| of each target is below tol/2 by construction; elsewhere as
+        :meth:`Attention.mean` states for its methods.
+
+    After each call ``last_stats`` records the method used and, on the spectral path, how many
+    targets each pass settled.
     """
 
     depends_on_density = True
 
-    def __init__(self, attention: Attention, grid) -> None:
+    def __init__(self, attention: Attention, grid, *, method: str = "auto",
+                 tol: float = 1e-8) -> None:
         self.attention = attention
         if hasattr(grid, "xyz"):
             y, area = grid.xyz.reshape(-1, 3), grid.cell_area.reshape(-1)
@@ -288,16 +737,188 @@ class DensityAttention:
             raise ValueError(
                 f"Q, K, V are {attention.d}×{attention.d} but the grid lives in R^{y.shape[1]} "
                 f"({type(grid).__name__}); use d = {y.shape[1]}")
+        if not isinstance(method, str) or method not in DENSITY_METHODS:
+            raise ValueError(f"method must be one of {DENSITY_METHODS}, got {method!r}")
+        try:
+            tol = float(tol)
+        except (TypeError, ValueError):
+            raise ValueError(f"tol must be a number in (0, 1), got {tol!r}") from None
+        if not (0.0 < tol < 1.0):
+            raise ValueError(f"tol must be in (0, 1), got {tol!r}")
         self.grid = grid
         self._y = y
         self._area = area
+        self.method, self.tol = method, tol
+        self._spec, self._c = None, None
+        self.spectral_reason = None  #: why the spectral path is not used (None when it is)
+        if method in ("auto", "spectral"):
+            plan, reason = _spectral_plan(attention, grid)
+            if plan is not None and not plan[0].applicable(tol):
+                need = plan[0].degree_needed(tol)
+                lim = grid.lmax if hasattr(grid, "lmax") else grid.n // 2
+                reason = (f"the kernel series for beta·c = {attention.beta * plan[1]:.4g} needs "
+                          f"degree {need:.0f} for tol = {tol:g}, beyond {lim} on this grid")
+                if method == "spectral" and hasattr(grid, "n"):
+                    reason = None  # on S¹ any number of terms is exact, only slower
+                else:
+                    plan = None
+            if plan is None:
+                if method == "spectral":
+                    raise ValueError(f"method='spectral' does not apply: {reason}")
+                self.spectral_reason = reason
+            else:
+                self._spec, self._c = plan
+        else:
+            self.spectral_reason = f"method={method!r}"
+        self.last_stats: dict = {}
 
     @property
     def depends_on_density(self) -> bool:  # noqa: F811 — β = ∞ does not
         return not math.isinf(self.attention.beta)
 
+    @property
+    def spectral(self) -> bool:
+        """Whether calls with a density take the spectral path."""
+        return self._spec is not None
+
+    @property
+    def spectral_degree(self) -> int | None:
+        """Degree (S²) or number of Fourier terms (S¹) of the kernel series, if spectral."""
+        return None if self._spec is None else self._spec.L
+
     def __call__(self, t: float, x: np.ndarray, rho: np.ndarray | None = None) -> np.ndarray:
         shape = x.shape
         x = x.reshape(-1, shape[-1])
         w = None if rho is None else np.asarray(rho).reshape(-1) * self._area
-        return self.attention.velocity(x, self._y, w).reshape(shape)
+        if self._spec is None or w is None:
+            method = "auto" if self.method == "spectral" else self.method
+            self.last_stats = {"method": method, "targets": x.shape[0]}
+            return self.attention.velocity(x, self._y, w, method=method,
+                                           tol=self.tol).reshape(shape)
+        m = self._spectral_mean(np.asarray(x, float), w)
+        v = m @ self.attention.V.T
+        v -= np.sum(v * x, axis=1, keepdims=True) * x
+        return v.reshape(shape)
+
+    def mean(self, x: np.ndarray, rho: np.ndarray) -> np.ndarray:
+        """The attention mean m_β[ρ](x) at points x (..., d), by this object's method."""
+        shape = x.shape
+        x = np.asarray(x, float).reshape(-1, shape[-1])
+        if x.shape[1] != self.attention.d:
+            raise ValueError(f"x must have shape (..., {self.attention.d}), got {shape}")
+        w = np.asarray(rho).reshape(-1) * self._area
+        if self._spec is None:
+            method = "auto" if self.method == "spectral" else self.method
+            self.last_stats = {"method": method, "targets": x.shape[0]}
+            return self.attention.mean(x, self._y, w, method=method, tol=self.tol).reshape(shape)
+        return self._spectral_mean(x, w).reshape(shape)
+
+    # ------------------------------------------------------------------------------------
+    def _spectral_mean(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        att, spec, c, tol = self.attention, self._spec, self._c, self.tol
+        d, beta = att.d, att.beta
+        if x.ndim != 2 or x.shape[1] != d:
+            raise ValueError(f"x must have shape (n, {d}), got {x.shape}")
+        w = nonnegative_weights(w, "w")
+        total = float(w.sum())
+        if not total > 0:
+            raise ValueError("w must have positive total mass")
+        n = x.shape[0]
+        z = x @ att.B
+        nz = np.linalg.norm(z, axis=1)
+        # the series is in κ⟨û, y⟩ with û = z/|z|, the logit β⟨z, y⟩ = β|z|⟨û, y⟩: targets where
+        # β||z| − c| (non-unit x, B only nearly c·R) could move the mean by more than tol/8
+        # are left to the exact path
+        ok = np.flatnonzero(beta * np.abs(nz - c) <= tol / 16.0)
+        u = z[ok] / c
+        S = spec.sums(w.reshape(self.grid.shape), u)
+        num, den = S[:d].T, S[d]
+        eta = spec.err * total  # absolute error bound of each sum
+        nnum = np.linalg.norm(num, axis=1)
+        out = np.empty((n, d))
+        if att.kind == "softmax":
+            good = (eta <= tol / 8.0 * den) & (math.sqrt(d) * eta <= tol / 8.0 * nnum)
+            out[ok[good]] = num[good] / den[good, None]
+        else:
+            good = math.sqrt(d) * eta <= tol / 4.0 * nnum
+            with np.errstate(over="ignore"):
+                out[ok[good]] = num[good] * np.exp(beta * (c - 1.0))
+        todo = np.ones(n, bool)
+        todo[ok[good]] = False
+        nsplit = 0
+        bad = np.flatnonzero(~good)
+        if bad.size:
+            lower = np.maximum(den[bad] - eta, spec.near_terms(w.reshape(self.grid.shape), u[bad]))
+            done, m_split = self._split_pass(ok[bad], u[bad], z[ok[bad]], w, lower)
+            out[ok[bad][done]] = m_split
+            todo[ok[bad][done]] = False
+            nsplit = int(done.sum())
+        rest = np.flatnonzero(todo)
+        if rest.size:
+            out[rest] = att.mean(x[rest], self._y, w, method="auto", tol=tol / 8.0)
+        self.last_stats = {"method": "spectral", "targets": n, "degree": spec.L,
+                           "spectral": int(good.sum()), "split": nsplit, "exact": int(rest.size)}
+        return out
+
+    def _split_pass(self, idx, u, z, w, lower):
+        """Second pass for targets the plain spectral sums cannot certify (far from the mass).
+
+        The weights are split at a density level τ: w_lo = min(w, τ|cell|) goes through the
+        spectral sums, whose absolute error is then only η_lo = err·Σ w_lo, and the remainder
+        w_hi = w − w_lo (the cells above τ: the bulk of a concentrated density) is summed
+        exactly in the log domain, culled against the known lower bound ``lower`` on S_1 (what is
+        dropped weighs < tol_hi·S_1, tol_hi = tol/64).  τ is the largest level with
+        η_lo ≤ (tol/16)·lower for all but the worst _SPLIT_QUANTILE of the targets.  Returns
+        (accepted mask over the targets, their means).
+        """
+        att, spec, c, tol = self.attention, self._spec, self._c, self.tol
+        d, beta = att.d, att.beta
+        none = np.zeros(idx.size, bool), np.empty((0, d))
+        area = self._area
+        rho = w / area
+        # M_lo(τ) = Σ_j |cell_j| min(ρ_j, τ): piecewise linear in τ, break points at the ρ_j
+        order = np.argsort(rho)
+        rs, a_s = rho[order], area[order]
+        below = np.r_[0.0, np.cumsum(rs * a_s)]  # mass of the cells with ρ < rs[k]
+        above = np.r_[np.cumsum(a_s[::-1])[::-1], 0.0]  # area of the cells from k on
+        m_lo = below[:-1] + rs * above[:-1]  # M_lo(rs[k])
+        target = float(np.quantile(lower, _SPLIT_QUANTILE)) * tol / 16.0 / spec.err
+        k = int(np.searchsorted(m_lo, target, side="right")) - 1  # last break point within
+        if k < 0:
+            return none
+        # on [rs[k], rs[k+1]] the cells 0..k lie below τ: M_lo(τ) = below[k+1] + τ·above[k+1]
+        tau = rs[k] if above[k + 1] <= 0 else min(
+            rs[k] + (target - m_lo[k]) / above[k + 1], rs[k + 1] if k + 1 < rs.size else np.inf)
+        hi = np.flatnonzero(rho > tau)
+        if hi.size > _SPLIT_MAX_FRACTION * rho.size or hi.size == 0:
+            return none
+        w_lo = np.minimum(w, tau * area)
+        w_hi = (w - w_lo)[hi]
+        eta = spec.err * float(w_lo.sum())
+        S = spec.sums(w_lo.reshape(self.grid.shape), u)
+        num, den = S[:d].T.copy(), S[d].copy()
+        # exact part, in the same scaled units: terms e^{β⟨z, y⟩ + log w − βc}
+        tol_hi = tol / 64.0
+        shift = np.full(idx.size, beta * c)
+        with np.errstate(divide="ignore"):
+            lb_extra = np.log(lower) + beta * c
+        y_hi, lw_hi = self._y[hi], np.log(w_hi)
+        if d == 3 and hi.size >= 256:
+            for blk, ys, lws in _culled_blocks(z, y_hi, lw_hi, beta, tol_hi, 256, tile=32,
+                                               lb_extra=lb_extra, blas=False):
+                nb, db = _sums_direct(z[blk], ys, lws, beta, shift[blk])
+                num[blk] += nb
+                den[blk] += db
+        else:
+            nb, db = _sums_direct(z, y_hi, lw_hi, beta, shift)
+            num += nb
+            den += db
+        nnum = np.linalg.norm(num, axis=1)
+        err_hi = tol_hi * den + hi.size * math.exp(_FLUSH_LOGIT)
+        if att.kind == "softmax":
+            good = ((eta + err_hi <= tol / 8.0 * den)
+                    & (math.sqrt(d) * eta + err_hi <= tol / 8.0 * nnum))
+            return good, num[good] / den[good, None]
+        good = math.sqrt(d) * eta + err_hi <= tol / 4.0 * nnum
+        with np.errstate(over="ignore"):
+            return good, num[good] * np.exp(beta * (c - 1.0))
