@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -83,6 +84,17 @@ def exit_time(t: np.ndarray, w: np.ndarray, band: float) -> float:
     return float(t0 + (band * w[i] - w0) * (t1 - t0) / (w1 - w0))
 
 
+def _eigenspace_or_none(A: np.ndarray, name: str, **kw):
+    """Top eigenspace of a symmetric A; for a non-symmetric A the projection map of Paper 1 is
+    undefined: warn and return None (the run goes on, the diagnostics built on it are off)."""
+    try:
+        return top_eigenspace(A, **kw)
+    except ValueError:
+        warnings.warn(f"{name} is not symmetric: Π and the eigenspace diagnostics built on it "
+                      "are off (reported as NaN); the dynamics still run", stacklevel=3)
+        return None
+
+
 def _sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     """Run the mean-field density on S² for every β of ``config``; yield per-β results.
 
@@ -94,12 +106,14 @@ def _sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     Q, K, V = (np.asarray(m, float) for m in (config.Q, config.K, config.V))
     rho0 = initial_density(grid, config.init_a)
     x, w0 = as_measure(grid, rho0)
-    EA = top_eigenspace(V @ (Q.T @ K).T)
-    EV = top_eigenspace(V, by_magnitude=True)
-    if EA.dim != 1:
-        raise ValueError("these experiments need a one-dimensional top eigenspace of VBᵀ")
-    e = EA.basis[:, 0]
-    a = two_point_weight(x, w0, e)
+    EA = _eigenspace_or_none(V @ (Q.T @ K).T, "VBᵀ")
+    EV = _eigenspace_or_none(V, "V", by_magnitude=True)
+    if EA is not None and EA.dim != 1:
+        warnings.warn("the top eigenspace of VBᵀ is not one-dimensional: W₂ to the two-point "
+                      "measure Π#ρ₀ is not computed", stacklevel=2)
+    two_point = EA is not None and EA.dim == 1
+    e = EA.basis[:, 0] if two_point else None
+    a = two_point_weight(x, w0, e) if two_point else math.nan
     times = np.linspace(0.0, config.t_end, config.n_outputs + 1)
     static = {n: (m, ("dim", "dim2"), {}) for n, m in (("Q", Q), ("K", K), ("V", V))}
     dt = config.courant * grid.dlon / float(np.linalg.norm(V, 2))
@@ -116,9 +130,9 @@ def _sphere_runs(config, outdir: Path, prefix: str, progress: bool):
         snaps = mem.result["state"]
         ws = [as_measure(grid, s)[1] for s in snaps]
         row = {"beta": beta, "steps": res.n_steps, "file": str(nc),
-               "w2": [w2_two_point(x, w, e, a) for w in ws],
-               "dist_E_VBt": [dist_to_subspace(x, w, EA.basis) for w in ws],
-               "dist_E_V": [dist_to_subspace(x, w, EV.basis) for w in ws],
+               "w2": [w2_two_point(x, w, e, a) if two_point else math.nan for w in ws],
+               "dist_E_VBt": [dist_to_subspace(x, w, EA.basis) if EA else math.nan for w in ws],
+               "dist_E_V": [dist_to_subspace(x, w, EV.basis) if EV else math.nan for w in ws],
                "mass_error": float(grid.integrate(res.state) - 1.0),
                "min_density": float(res.state.min())}
         yield info, row, snaps
@@ -139,10 +153,11 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     times = info["times"]
     finite = [r for r in rows if math.isfinite(r["beta"])]
     summary = {"experiment": "metastability", "config": config.to_dict(), "version": __version__,
-               "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"], "e": info["e"].tolist(),
-               "spectral_gap": info["EA"].gap, "times": times.tolist(), "runs": rows,
+               "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],
+               "e": None if info["e"] is None else info["e"].tolist(),
+               "spectral_gap": None if info["EA"] is None else info["EA"].gap, "times": times.tolist(), "runs": rows,
                "seconds": round(time.perf_counter() - t_start, 1)}
-    if len(finite) >= 3:
+    if len(finite) >= 3 and all(math.isfinite(r["w2_min"]) for r in finite):
         b = np.array([r["beta"] for r in finite])
         slope, se = fit_order(np.sqrt(np.log(b) / b), [r["w2_min"] for r in finite])
         summary["fit_w2min_vs_sqrt_logb_over_b"] = {"exponent": slope, "stderr": se,
@@ -236,7 +251,8 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
                                          title=f"terminal phase, β = {tag}", log=True))
         rows.append(row)
     summary = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__,
-               "e_VBt": info["EA"].basis[:, 0].tolist(), "e_V": info["EV"].basis[:, 0].tolist(),
+               "e_VBt": None if info["EA"] is None else info["EA"].basis[:, 0].tolist(),
+               "e_V": None if info["EV"] is None else info["EV"].basis[:, 0].tolist(),
                "times": times.tolist(), "runs": rows, "seconds": round(time.perf_counter() - t_start, 1)}
     b = np.array([r["beta"] for r in rows])
     sw = np.array([r["switch_time"] for r in rows])

@@ -99,3 +99,16 @@ def test_cli_circle_clusters_json(tmp_path, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["experiment"] == "circle-clusters" and (tmp_path / "circle_clusters.png").is_file()
+
+
+def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):
+    """SPEC: VBᵀ not symmetric → Π is undefined: warn, run, Π-based diagnostics off (NaN)."""
+    K = ((0.1, 0.3, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))  # A = V Kᵀ is not symmetric
+    cfg = dataclasses.replace(paper1.MetastabilityConfig.quick(), nlat=8, betas=(5.0,), t_end=1.0,
+                              n_outputs=2, K=K)
+    with pytest.warns(UserWarning, match="not symmetric"):
+        s = paper1.run_metastability(cfg, tmp_path)
+    r = s["runs"][0]
+    assert all(math.isnan(v) for v in r["w2"]) and all(math.isnan(v) for v in r["dist_E_VBt"])
+    assert all(math.isfinite(v) for v in r["dist_E_V"])  # V itself is symmetric
+    assert abs(r["mass_error"]) < 1e-13
