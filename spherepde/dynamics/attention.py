@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spherepde.grids.sht import _powers  # e^{ikx} by doubling, shared with the SHT evaluation
+
 KINDS = ("softmax", "usa")
 METHODS = ("auto", "reference", "culled", "float32")
 
@@ -612,19 +614,6 @@ def _backend_gauss_weights(sh) -> np.ndarray:
     if w is None or w.shape != (g.nlat,) or not np.allclose(w, g.weights, rtol=1e-8, atol=0):
         return np.asarray(g.weights, float)
     return w
-
-
-def _powers(x: np.ndarray, n: int) -> np.ndarray:
-    """``e^{i k x}``, k = 0..n, shape (len(x), n+1), by doubling (error ~ log2(n) ulp)."""
-    out = np.empty((x.size, n + 1), dtype=np.complex128)
-    out[:, 0] = 1.0
-    s = 1
-    while s <= n:
-        e = np.exp(1j * s * x)
-        k = min(s, n + 1 - s)
-        np.multiply(out[:, :k], e[:, None], out=out[:, s:s + k])
-        s *= 2
-    return out
 
 
 class _SpectralCircle:
