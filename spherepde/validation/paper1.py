@@ -138,6 +138,22 @@ def _sphere_runs(config, outdir: Path, prefix: str, progress: bool):
         yield info, row, snaps
 
 
+def fit_vs_log_beta(beta, t) -> dict | None:
+    """Least squares t = slope · log β + intercept over the finite entries (≥ 3), with the
+    standard error of the slope; None when fewer than three times are finite."""
+    b, t = np.asarray(beta, float), np.asarray(t, float)
+    ok = np.isfinite(b) & np.isfinite(t)
+    if ok.sum() < 3:
+        return None
+    lb = np.log(b[ok])
+    X = np.vstack([lb, np.ones(ok.sum())]).T
+    coef, *_ = np.linalg.lstsq(X, t[ok], rcond=None)
+    resid = t[ok] - X @ coef
+    s2 = float(resid @ resid / max(ok.sum() - 2, 1))
+    se = math.sqrt(s2 / np.sum((lb - lb.mean()) ** 2))
+    return {"slope": float(coef[0]), "intercept": float(coef[1]), "stderr_slope": se}
+
+
 def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progress: bool = False) -> dict:
     """Run every β, write one NetCDF per β, a PNG and ``summary.json``; return the summary."""
     outdir = Path(outdir)
@@ -162,16 +178,9 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
         slope, se = fit_order(np.sqrt(np.log(b) / b), [r["w2_min"] for r in finite])
         summary["fit_w2min_vs_sqrt_logb_over_b"] = {"exponent": slope, "stderr": se,
                                                     "note": "w2_min ∝ (sqrt(log β/β))^exponent; theory: exponent 1"}
-        ex = np.array([r["exit_time"] for r in finite])
-        ok = np.isfinite(ex)
-        if ok.sum() >= 3:
-            X = np.vstack([np.log(b[ok]), np.ones(ok.sum())]).T
-            coef, *_ = np.linalg.lstsq(X, ex[ok], rcond=None)
-            resid = ex[ok] - X @ coef
-            s2 = float(resid @ resid / max(ok.sum() - 2, 1))
-            se_slope = math.sqrt(s2 / np.sum((np.log(b[ok]) - np.log(b[ok]).mean()) ** 2))
-            summary["fit_exit_time_vs_log_beta"] = {"slope": float(coef[0]), "intercept": float(coef[1]),
-                                                    "stderr_slope": se_slope}
+        fit = fit_vs_log_beta(b, [r["exit_time"] for r in finite])
+        if fit is not None:
+            summary["fit_exit_time_vs_log_beta"] = fit
     summary["plot"] = str(plot_metastability(summary, outdir / "metastability.png"))
     (outdir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
     return summary
@@ -254,13 +263,9 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
                "e_VBt": None if info["EA"] is None else info["EA"].basis[:, 0].tolist(),
                "e_V": None if info["EV"] is None else info["EV"].basis[:, 0].tolist(),
                "times": times.tolist(), "runs": rows, "seconds": round(time.perf_counter() - t_start, 1)}
-    b = np.array([r["beta"] for r in rows])
-    sw = np.array([r["switch_time"] for r in rows])
-    ok = np.isfinite(sw) & np.isfinite(b)
-    if ok.sum() >= 3:
-        X = np.vstack([np.log(b[ok]), np.ones(ok.sum())]).T
-        coef, *_ = np.linalg.lstsq(X, sw[ok], rcond=None)
-        summary["fit_switch_time_vs_log_beta"] = {"slope": float(coef[0]), "intercept": float(coef[1])}
+    fit = fit_vs_log_beta([r["beta"] for r in rows], [r["switch_time"] for r in rows])
+    if fit is not None:
+        summary["fit_switch_time_vs_log_beta"] = fit
     summary["plot"] = str(plot_metastability(summary, outdir / "terminal_phase.png"))
     (outdir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
     return summary
