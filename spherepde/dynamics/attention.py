@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spherepde.grids.geometry import project_tangent
 from spherepde.grids.sht import _powers  # e^{ikx} by doubling, shared with the SHT evaluation
 
 KINDS = ("softmax", "usa")
@@ -154,8 +155,11 @@ class Attention:
     def velocity(self, x: np.ndarray, y: np.ndarray | None = None, w: np.ndarray | None = None,
                  **kw) -> np.ndarray:
         """X_β[ρ](x) = P_x V m_β[ρ](x) at unit targets x (n, d); shape (n, d)."""
-        v = self.mean(x, y, w, **kw) @ self.V.T
-        return v - np.sum(v * x, axis=1, keepdims=True) * x
+        return self.velocity_from_mean(x, self.mean(x, y, w, **kw))
+
+    def velocity_from_mean(self, x: np.ndarray, m: np.ndarray) -> np.ndarray:
+        """P_x V m for targets x and attention means m, both (n, d)."""
+        return project_tangent(x, m @ self.V.T)
 
 
 #: target rows per block are chosen so that one (rows × sources) buffer stays ≈ 16 MB: the
@@ -713,8 +717,6 @@ class DensityAttention:
     targets each pass settled.
     """
 
-    depends_on_density = True
-
     def __init__(self, attention: Attention, grid, *, method: str = "auto",
                  tol: float = 1e-8) -> None:
         self.attention = attention
@@ -762,7 +764,7 @@ class DensityAttention:
         self.last_stats: dict = {}
 
     @property
-    def depends_on_density(self) -> bool:  # noqa: F811 — β = ∞ does not
+    def depends_on_density(self) -> bool:  # β = ∞ does not
         return not math.isinf(self.attention.beta)
 
     @property
@@ -785,9 +787,7 @@ class DensityAttention:
             return self.attention.velocity(x, self._y, w, method=method,
                                            tol=self.tol).reshape(shape)
         m = self._spectral_mean(np.asarray(x, float), w)
-        v = m @ self.attention.V.T
-        v -= np.sum(v * x, axis=1, keepdims=True) * x
-        return v.reshape(shape)
+        return self.attention.velocity_from_mean(x, m).reshape(shape)
 
     def mean(self, x: np.ndarray, rho: np.ndarray) -> np.ndarray:
         """The attention mean m_β[ρ](x) at points x (..., d), by this object's method."""

@@ -10,6 +10,8 @@ from functools import cached_property
 
 import numpy as np
 
+from spherepde.grids.geometry import check_tangent
+
 MIN_N = 4
 
 
@@ -68,10 +70,7 @@ class CircleGrid:
         :meth:`GaussGrid.from_cartesian`)."""
         vec = np.asarray(vec, float)
         if radial_tol is not None:
-            radial = np.abs(np.sum(vec * self.xy, axis=-1))
-            scale = max(float(np.max(np.linalg.norm(vec, axis=-1), initial=0.0)), 1e-300)
-            if radial.max(initial=0.0) / scale > radial_tol:
-                raise ValueError("velocity has a radial component; a velocity on S¹ must be tangent")
+            check_tangent(vec, self.xy, radial_tol)
         return -vec[..., 0] * np.sin(self.theta) + vec[..., 1] * np.cos(self.theta)
 
     def integrate(self, field: np.ndarray) -> np.ndarray:

@@ -39,6 +39,19 @@ def tangent_to_cartesian(u_east, v_north, lon, lat) -> np.ndarray:
     return np.asarray(u_east)[..., None] * east + np.asarray(v_north)[..., None] * north
 
 
+def check_tangent(vec: np.ndarray, x: np.ndarray, radial_tol: float) -> None:
+    """ValueError if vectors ``vec`` at unit points ``x`` (both (…, d)) have a radial part
+    larger than ``radial_tol`` × max|vec|: a velocity on the sphere must be tangent."""
+    radial = np.abs(np.sum(vec * x, axis=-1))
+    scale = max(float(np.max(np.linalg.norm(vec, axis=-1), initial=0.0)), 1e-300)
+    worst = float(np.max(radial, initial=0.0)) / scale
+    if worst > radial_tol:
+        raise ValueError(
+            f"velocity has a radial component (max |v·x|/max|v| = {worst:.2e} > "
+            f"radial_tol={radial_tol:g}); a velocity on the sphere must be tangent"
+        )
+
+
 def cartesian_to_tangent(vec, xyz, lon, lat, *, radial_tol: float | None = 1e-10):
     """Cartesian vectors at points ``xyz`` → (east, north) components.
 
@@ -47,14 +60,7 @@ def cartesian_to_tangent(vec, xyz, lon, lat, *, radial_tol: float | None = 1e-10
     """
     vec = np.asarray(vec, float)
     if radial_tol is not None:
-        radial = np.abs(np.sum(vec * xyz, axis=-1))
-        scale = max(float(np.max(np.linalg.norm(vec, axis=-1), initial=0.0)), 1e-300)
-        worst = float(np.max(radial, initial=0.0)) / scale
-        if worst > radial_tol:
-            raise ValueError(
-                f"velocity has a radial component (max |v·x|/max|v| = {worst:.2e} > "
-                f"radial_tol={radial_tol:g}); a velocity on the sphere must be tangent"
-            )
+        check_tangent(vec, xyz, radial_tol)
     east, north = east_north_basis(lon, lat)
     return np.sum(vec * east, axis=-1), np.sum(vec * north, axis=-1)
 

@@ -131,6 +131,18 @@ def even_steps(remaining: float, h: float) -> int:
     return max(1, math.ceil(remaining / h * (1.0 - SPLIT_RTOL)))
 
 
+def next_step(t: float, target: float, h: float) -> tuple[float, float]:
+    """The next step (τ, t + τ) from t towards ``target`` with steps of at most h, split evenly;
+    the last step lands on ``target`` exactly.  Raises RuntimeError if τ underflows."""
+    remaining = target - t
+    n = even_steps(remaining, h)
+    tau = remaining / n
+    t_new = target if n == 1 else t + tau
+    if not t_new > t:
+        raise RuntimeError(f"step {tau} underflows at t={t}")
+    return tau, t_new
+
+
 class Controller:
     """Run a stepper over a time span, showing the state to trackers at output times.
 
@@ -298,13 +310,7 @@ class Controller:
                 while t < target:
                     if self.max_steps is not None and n_steps >= self.max_steps:
                         raise RuntimeError(f"max_steps={self.max_steps} reached at t={t} < {target}")
-                    h = self._step_size(rho, t)
-                    remaining = target - t
-                    n = even_steps(remaining, h)
-                    tau = remaining / n
-                    t_new = target if n == 1 else t + tau
-                    if not t_new > t:
-                        raise RuntimeError(f"step {tau} underflows at t={t}")
+                    tau, t_new = next_step(t, target, self._step_size(rho, t))
                     new = self.stepper.step(rho, t, tau)
                     new = np.asarray(new)
                     if new.shape != rho.shape:
@@ -351,4 +357,4 @@ def _finalize(trackers: list[Tracker], pending: BaseException | None) -> list[Ex
     return errors
 
 
-__all__ = ["Controller", "RunResult", "Stepper", "SPLIT_RTOL", "check_time_span", "even_steps"]
+__all__ = ["Controller", "RunResult", "Stepper", "SPLIT_RTOL", "check_time_span", "even_steps", "next_step"]

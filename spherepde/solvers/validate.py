@@ -4,22 +4,6 @@ from __future__ import annotations
 import numpy as np
 
 
-def check_density(rho, grid, name: str = "rho0", *, allow_negative: bool = False) -> np.ndarray:
-    """Return ``rho`` as a float64 array of the grid's shape, or raise a ValueError naming it.
-
-    Refuses wrong shapes, NaN/inf, negative values (unless ``allow_negative``) and a zero or
-    non-finite total mass.
-    """
-    a = np.asarray(rho, dtype=float)
-    if a.shape != tuple(grid.shape):
-        raise ValueError(f"{name} must have shape {tuple(grid.shape)} (the grid's), got {a.shape}")
-    if not np.all(np.isfinite(a)):
-        raise ValueError(f"{name} contains NaN or inf")
-    if not allow_negative and np.any(a < 0):
-        raise ValueError(f"{name} must be non-negative (min = {a.min():.3g})")
-    return a
-
-
 def check_positive(value, name: str, *, upper: float | None = None, inclusive_upper=True) -> float:
     """A finite number in (0, upper] (or (0, upper)), else ValueError naming ``name``."""
     try:

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from spherepde.grids.geometry import project_tangent
+
 
 class ZeroTemperatureFlow:
     """u(x) = P_x V Bᵀx/|Bᵀx| and its surface divergence, for unit points x (..., d)."""
@@ -29,7 +31,7 @@ class ZeroTemperatureFlow:
 
     def velocity(self, x):
         f = self.f(x)
-        return f - np.sum(f * x, axis=-1, keepdims=True) * x
+        return project_tangent(x, f)
 
     def divergence(self, x):
         """div_S u = tr(VBᵀ)/|z| − zᵀBᵀVz/|z|³ − (d−1)⟨x, f(x)⟩  (f is 0-homogeneous, so Df x = 0)."""

@@ -55,7 +55,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.dynamics.attention import Attention
-from spherepde.solvers.controller import _check_time, check_time_span, even_steps
+from spherepde.solvers.controller import _check_time, check_time_span, next_step
 
 #: integrator name -> number of velocity evaluations per step
 METHODS = {"rk4": 4, "rk2": 2}
@@ -318,12 +318,7 @@ class ParticleODE:
                 bar.initialize(x, t0, {"t_span": (t0, t_end)})
             for target, output in zip(targets.tolist(), is_output.tolist()):
                 while t < target:
-                    remaining = target - t
-                    n = even_steps(remaining, h)
-                    tau = remaining / n
-                    t_new = target if n == 1 else t + tau
-                    if not t_new > t:
-                        raise RuntimeError(f"step {tau} underflows at t={t}")
+                    tau, t_new = next_step(t, target, h)
                     new = self.step(x, t, tau)
                     if not np.all(np.isfinite(new)):
                         raise FloatingPointError(
