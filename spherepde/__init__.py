@@ -2,7 +2,7 @@
 
 The package is layered, imports going one way::
 
-    grids  <-  dynamics  <-  solvers  <-  validation      (io and cli on top)
+    grids  <-  noise, dynamics  <-  solvers  <-  validation      (io and cli on top)
 """
 from __future__ import annotations
 

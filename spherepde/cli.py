@@ -83,6 +83,8 @@ def build_parser() -> argparse.ArgumentParser:
     vsub = val.add_subparsers(dest="suite", required=True)
     _transport_parser(vsub, "transport", "one standard transport test, error norms after one period", many=False)
     _transport_parser(vsub, "convergence", "a transport test at several resolutions, with fitted orders", many=True)
+
+    _noise_kernel_parser(sub)
     return parser
 
 
@@ -189,6 +191,52 @@ def _cmd_experiment(args) -> int:
     return 0
 
 
+def _noise_kernel_parser(sub) -> None:
+    """``spherepde noise-kernel``: κ, the rates of Paper 2 and the KL truncation for one MLP noise."""
+    from spherepde.noise.activations import ACTIVATIONS
+
+    nk = sub.add_parser("noise-kernel", help="Paper 2: κ(1), κ'(1), λ₁, λ̄, λ̄' and KL truncation of the MLP noise")
+    nk.add_argument("--activation", required=True, choices=sorted(ACTIVATIONS))
+    nk.add_argument("--d", type=int, required=True, help="ambient dimension (tokens on S^{d-1}), ≥ 2")
+    nk.add_argument("--sigma-u", type=float, default=0.0, help="std of the hidden bias b_U (default 0)")
+    nk.add_argument("--sigma-w", type=float, default=0.0, help="std of the output bias b_W (default 0)")
+    nk.add_argument("--beta", type=float, default=1.0, help="β of the energy E_β for λ̄' (default 1)")
+    trunc = nk.add_mutually_exclusive_group()
+    trunc.add_argument("--nmax", type=int, default=None, help="report the variance captured up to this degree")
+    trunc.add_argument("--variance-fraction", type=float, default=None,
+                       help="report the smallest degree capturing this fraction of κ(1), in (0, 1)")
+    nk.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+def _cmd_noise_kernel(args) -> int:
+    """Paper 2: the noise kernel's summary(β), plus the KL variance kept at --nmax or the degree for a fraction."""
+    from spherepde.noise.kernel import NoiseKernel
+
+    if args.d < 2:
+        raise ValueError(f"--d must be an integer >= 2, got {args.d}")
+    for flag, value in (("--sigma-u", args.sigma_u), ("--sigma-w", args.sigma_w)):
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"{flag} must be a finite number >= 0, got {value}")
+    if not (math.isfinite(args.beta) and args.beta > 0):
+        raise ValueError(f"--beta must be a finite number > 0, got {args.beta}")
+    if args.nmax is not None and args.nmax < 0:
+        raise ValueError(f"--nmax must be an integer >= 0, got {args.nmax}")
+    fraction = args.variance_fraction
+    if fraction is not None and not 0 < fraction < 1:
+        raise ValueError(f"--variance-fraction must be in (0, 1), got {fraction}")
+    kernel = NoiseKernel(args.activation, args.d, args.sigma_u, args.sigma_w)
+    out = kernel.summary(beta=args.beta)
+    if args.nmax is not None:
+        out["nmax"] = args.nmax
+        out["captured_variance"] = kernel.captured_variance(args.nmax)
+    if fraction is not None:
+        out["variance_fraction"] = fraction
+        out["truncation_degree"] = kernel.truncation_degree(fraction)
+        out["captured_variance"] = kernel.captured_variance(out["truncation_degree"])
+    _emit(out, args.json)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -197,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_run(args)
         if args.command == "experiment":
             return _cmd_experiment(args)
+        if args.command == "noise-kernel":
+            return _cmd_noise_kernel(args)
         return _cmd_validate(args)
     except (ValueError, TypeError) as exc:
         print(f"spherepde: error: {exc}", file=sys.stderr)

@@ -110,3 +110,46 @@ def test_module_entry_point_version():
     out = subprocess.run([sys.executable, "-m", "spherepde", "--version"], capture_output=True,
                          text=True, check=True)
     assert out.stdout.startswith("spherepde ")
+
+
+NOISE_KEYS = {"activation", "d", "sigma_u", "sigma_w", "beta", "kappa", "kappa_prime", "lambda_1",
+              "lambda_bar", "lambda_bar_prime", "odd"}
+
+
+def test_noise_kernel_json_relu_closed_form(capsys):
+    rc, out, _ = run_cli(["noise-kernel", "--activation", "relu", "--d", "5", "--sigma-u", "0.1",
+                          "--sigma-w", "0.2", "--variance-fraction", "0.99", "--json"], capsys)
+    assert rc == 0
+    res = json.loads(out)
+    assert NOISE_KEYS | {"variance_fraction", "truncation_degree", "captured_variance"} <= set(res)
+    d, b = 5, 0.1 ** 2 + 2 * 0.2 ** 2          # SPEC Paper 2: ReLU closed form and Prop 1.5
+    assert res["kappa"] == pytest.approx((1 / d + 0.01) / 2 + 0.04, rel=1e-14)
+    assert res["kappa_prime"] == pytest.approx(1 / (2 * d), rel=1e-14)
+    assert res["lambda_1"] == pytest.approx(-1 / (2 * d) - b * (d - 1) / 4, rel=1e-13)
+    assert res["lambda_bar"] == pytest.approx(1 / d - b * (d - 3) / 2, rel=1e-13)
+    assert res["lambda_bar_prime"] >= res["lambda_bar"] and res["odd"] is False
+    assert res["captured_variance"] >= 0.99 and res["truncation_degree"] >= 1
+
+
+def test_noise_kernel_table_output_and_nmax(capsys):
+    rc, out, _ = run_cli(["noise-kernel", "--activation", "tanh", "--d", "4", "--nmax", "8"], capsys)
+    assert rc == 0
+    assert "lambda_bar_prime" in out and "captured_variance" in out and "True" in out   # odd: no biases
+
+
+@pytest.mark.parametrize("args, word", [
+    (["--d", "1"], "--d"),
+    (["--d", "3", "--sigma-u", "-0.1"], "--sigma-u"),
+    (["--d", "3", "--beta", "0"], "--beta"),
+    (["--d", "3", "--variance-fraction", "1"], "--variance-fraction"),
+    (["--d", "3", "--nmax", "-2"], "--nmax"),
+])
+def test_noise_kernel_bad_values(args, word, capsys):
+    rc, out, err = run_cli(["noise-kernel", "--activation", "relu"] + args, capsys)
+    assert rc == 2 and out == "" and word in err
+
+
+def test_noise_kernel_nmax_and_fraction_exclusive(capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["noise-kernel", "--activation", "relu", "--d", "3", "--nmax", "5", "--variance-fraction", "0.9"])
+    assert e.value.code == 2 and "not allowed" in capsys.readouterr().err

@@ -1,0 +1,156 @@
+"""The MLP noise as a Gaussian field on S² or S¹: truncated Karhunen–Loève expansion (SPEC.md).
+
+With real orthonormal spherical harmonics Y_{n,i} (∫ Y² dσ = 1) and the kernel's
+coefficients C_n (:meth:`NoiseKernel.kl_coefficients`),
+
+    G(x)    = Σ_{n ≤ n_max} Σ_i sqrt(C_n) Y_{n,i}(x) ξ_{n,i},        ξ_{n,i} ~ N(0, I_d),
+    W(t, x) = Σ_{n ≤ n_max} Σ_i sqrt(C_n) Y_{n,i}(x) B_{n,i}(t),      B_{n,i} Brownian in R^d,
+
+so E[G(x) G(y)ᵀ] = κ_{n_max}(⟨x, y⟩) I_d, the kernel truncated at degree n_max, which keeps the
+fraction :attr:`NoiseField.captured_variance` of κ(1).  The tangent noise velocity that moves a
+token at x is P_x W(dt, x).
+
+Coefficient layout (shape ``(n_coefficients, d)``, the leading axis ordered by degree so that a
+larger n_max keeps the low modes: see :class:`~spherepde.noise.brownian.BrownianPath`):
+
+* S² (d = 3): degree n holds 2n + 1 entries — m = 0, then (cos, sin) pairs for m = 1..n — the
+  real harmonics Y_n0, √2 Re Y_nm, √2 Im Y_nm of the complex orthonormal basis of
+  :class:`~spherepde.grids.sht.SphericalHarmonics` (no Condon–Shortley phase);
+* S¹ (d = 2): degree 0 is 1/√(2π); degree n ≥ 1 holds cos(nθ)/√π, sin(nθ)/√π.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from spherepde.grids.geometry import project_tangent
+
+_TWO_PI = 2.0 * math.pi
+
+
+class NoiseField:
+    """Truncated KL expansion of the noise field of ``kernel`` on S^{d−1}, d = 2 or 3.
+
+    Parameters
+    ----------
+    kernel : NoiseKernel
+        Gives d (2: S¹, 3: S²), C_n and κ(1).
+    nmax : int, optional
+        Truncation degree (≥ 0).
+    variance_fraction : float in (0, 1), optional
+        Choose the smallest n_max keeping at least this fraction of the variance κ(1).
+        Exactly one of ``nmax`` and ``variance_fraction`` may be given; default fraction 0.99.
+    """
+
+    def __init__(self, kernel, *, nmax: int | None = None, variance_fraction: float | None = None):
+        d = int(kernel.d)
+        if d not in (2, 3):
+            raise ValueError(f"a noise field on a grid needs d = 2 (S¹) or d = 3 (S²), got kernel.d = {d}; "
+                             "in higher d use the exact Gaussian sampler of the particle SDE")
+        if nmax is not None and variance_fraction is not None:
+            raise ValueError("give nmax or variance_fraction, not both")
+        if nmax is None:
+            fraction = 0.99 if variance_fraction is None else variance_fraction
+            nmax = kernel.truncation_degree(fraction)  # validates the fraction
+        if isinstance(nmax, bool) or not isinstance(nmax, (int, np.integer)) or nmax < 0:
+            raise ValueError(f"nmax must be an int ≥ 0, got {nmax!r}")
+        self.kernel = kernel
+        self.d = d
+        self.nmax = int(nmax)
+        c = np.asarray(kernel.kl_coefficients(self.nmax), dtype=float)
+        self.coefficients = c  # C_n, n = 0..nmax
+        self.captured_variance = float(kernel.captured_variance(self.nmax))
+        if d == 3:
+            degree = np.concatenate([np.full(2 * n + 1, n) for n in range(self.nmax + 1)])
+        else:
+            degree = np.concatenate([[0], np.repeat(np.arange(1, self.nmax + 1), 2)])
+        self.degree = degree
+        self.sqrt_c = np.sqrt(c[degree])
+        self.n_coefficients = int(degree.size)
+        self.shape = (self.n_coefficients, d)
+        #: κ_{n_max}(1) = Σ C_n N_n / ω: the variance of each component of G at a point
+        self.variance = float(np.sum(self.sqrt_c ** 2) / (4 * math.pi if d == 3 else _TWO_PI))
+        self._sht = None
+        if d == 3:
+            self._setup_sphere()
+
+    def __repr__(self) -> str:
+        return (f"NoiseField(d={self.d}, nmax={self.nmax}, captured_variance="
+                f"{self.captured_variance:.6f})")
+
+    def to_dict(self) -> dict:
+        """Parameters to write to output files."""
+        return {"d": self.d, "nmax": self.nmax, "captured_variance": self.captured_variance,
+                "variance": self.variance}
+
+    # ---- S² ---------------------------------------------------------------------------
+    def _setup_sphere(self) -> None:
+        from spherepde.grids import GaussGrid
+        from spherepde.grids.sht import SphericalHarmonics
+
+        lmax = max(self.nmax, 1)
+        self._sht = SphericalHarmonics(GaussGrid(2 * (lmax // 2 + 1)), lmax=lmax, backend="pyshtools")
+        # real index k → (complex index, part): m = 0 real; m > 0: Re q = ξ_c/√2, Im q = −ξ_s/√2
+        # (a real field is q_l0 Y_l0 + Σ_{m>0} 2 Re(q_lm Y_lm), see SphericalHarmonics.evaluate)
+        cidx, part = [], []
+        for n in range(self.nmax + 1):
+            cidx.append(int(self._sht.index(n, 0)))
+            part.append(0)
+            for m in range(1, n + 1):
+                j = int(self._sht.index(n, m))
+                cidx += [j, j]
+                part += [1, 2]
+        self._cidx = np.array(cidx)
+        self._part = np.array(part)
+
+    def _complex_coefficients(self, xi: np.ndarray) -> np.ndarray:
+        """(…, n_coefficients, 3) real KL coefficients (already scaled) → (…, 3, nlm) complex."""
+        lead = xi.shape[:-2]
+        q = np.zeros(lead + (3, self._sht.nlm), dtype=complex)
+        a = np.moveaxis(xi, -1, -2)  # (…, 3, ncoef)
+        s = 1.0 / math.sqrt(2.0)
+        p0, p1, p2 = (self._part == 0), (self._part == 1), (self._part == 2)
+        q[..., self._cidx[p0]] = a[..., p0]
+        q[..., self._cidx[p1]] += s * a[..., p1]
+        q[..., self._cidx[p2]] += -1j * s * a[..., p2]
+        return q
+
+    # ---- evaluation -------------------------------------------------------------------
+    def _check_coefficients(self, xi) -> np.ndarray:
+        xi = np.asarray(xi, dtype=float)
+        if xi.shape[-2:] != self.shape:
+            raise ValueError(f"coefficients must have shape (..., {self.shape[0]}, {self.shape[1]}), "
+                             f"got {xi.shape}")
+        return xi
+
+    def values(self, xi, x) -> np.ndarray:
+        """Σ sqrt(C_n) Y_{n,i}(x) ξ_{n,i}: the R^d-valued field at points.
+
+        xi : (…, n_coefficients, d) standard coefficients (ξ for G, Brownian increments ΔB for
+        W(dt, ·));  x : (P, d) unit vectors.  Returns (…, P, d).
+        """
+        xi = self._check_coefficients(xi) * self.sqrt_c[:, None]
+        x = np.asarray(x, dtype=float)
+        if x.ndim != 2 or x.shape[1] != self.d:
+            raise ValueError(f"x must have shape (P, {self.d}), got {x.shape}")
+        if self.d == 3:
+            lon = np.arctan2(x[:, 1], x[:, 0])
+            lat = np.arcsin(np.clip(x[:, 2], -1.0, 1.0))
+            vals = self._sht.evaluate(self._complex_coefficients(xi), lon, lat)  # (…, 3, P)
+            return np.moveaxis(vals, -2, -1)
+        theta = np.arctan2(x[:, 1], x[:, 0])
+        basis = np.empty((x.shape[0], self.n_coefficients))
+        basis[:, 0] = 1.0 / math.sqrt(_TWO_PI)
+        n = np.arange(1, self.nmax + 1)
+        basis[:, 1::2] = np.cos(np.outer(theta, n)) / math.sqrt(math.pi)
+        basis[:, 2::2] = np.sin(np.outer(theta, n)) / math.sqrt(math.pi)
+        return np.einsum("pk,...kd->...pd", basis, xi)
+
+    def tangent_values(self, xi, x) -> np.ndarray:
+        """P_x Σ sqrt(C_n) Y_{n,i}(x) ξ_{n,i}, shape (…, P, d): the velocity the field gives a token."""
+        return project_tangent(np.asarray(x, float), self.values(xi, x))
+
+    def sample(self, rng: np.random.Generator, size: tuple = ()) -> np.ndarray:
+        """Standard coefficients ξ ~ N(0, I) of ``size`` realisations: shape size + (n_coefficients, d)."""
+        return rng.standard_normal(tuple(size) + self.shape)

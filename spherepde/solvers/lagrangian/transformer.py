@@ -1,0 +1,595 @@
+r"""The discrete transformer of Paper 2 (SPEC.md): attention + random MLP layers on S^{d−1}.
+
+Tokens :math:`X_0^i \in S^{d-1}`, :math:`i = 1..N`; layers :math:`\ell = 0..L-1`,
+:math:`\Delta t = T/L`:
+
+.. math::
+
+    Y_\ell^i     &= \mathrm{LN}\big(X_\ell^i + \Delta t\, s_{\rm att}\, \mathrm{Attn}_{X_\ell}(X_\ell^i)\big),\\
+    X_{\ell+1}^i &= \mathrm{LN}\big(Y_\ell^i + \sqrt{\Delta t}\, G_{\ell+1}(Y_\ell^i)\big),
+
+with :math:`\mathrm{LN}(v) = v/|v|` and
+
+* attention :math:`\mathrm{Attn}_X(x) = V m_\beta(x)`, where :math:`m_\beta` is the softmax mean
+  of :meth:`Attention.mean <spherepde.dynamics.attention.Attention.mean>` over the current
+  tokens with weights 1/N:
+  :math:`m_\beta(x) = \sum_j e^{\beta\langle Qx, KX^j\rangle} X^j / \sum_k e^{\beta\langle Qx, KX^k\rangle}`.
+  The paper folds β into Q, K; its head (Q', K', V) is ``Attention(Q', K', V, beta=1)``, and
+  ``Attention(Q, K, V, beta)`` is the paper's head with Q' = βQ, K' = K (only B = QᵀK
+  enters).  :math:`s_{\rm att}` (``attention_scale``) is +1 (attractive), 0 (off) or −1
+  (repulsive) in the paper's panels; ``attention=None`` switches attention off.
+  (Attn is not projected: LN removes its radial part, see below.)  Q, K, V are shared by all
+  layers.
+* the MLP of layer ℓ+1, drawn afresh and iid for every layer:
+
+  .. math:: G(y) = \tfrac{1}{\sqrt m}\, W\, \sigma\big(U y/\sqrt d + b_U\big) + b_W,
+
+  :math:`W \in \mathbb R^{d\times m}`, :math:`U \in \mathbb R^{m\times d}` with iid N(0, 1)
+  entries, :math:`b_U \sim N(0, \sigma_U^2 I_m)`, :math:`b_W \sim N(0, \sigma_W^2 I_d)`
+  (:class:`MLPLayer`).  ``width=None`` switches the MLP off (the attention-only transformer).
+
+Noise semantics.  For every m, G is a random field with covariance
+:math:`E[G(x)G(y)^T] = \kappa(\langle x,y\rangle) I_d` (SPEC.md), so the layer-ℓ noise
+:math:`\sqrt{\Delta t}\,G_{\ell+1}` (:meth:`DiscreteTransformer.noise_increment`) plays the part of
+the Brownian-field increment :math:`W(t_{\ell+1},\cdot) - W(t_\ell,\cdot)`,
+:math:`t_\ell = \ell\Delta t`, which has the same covariance :math:`\Delta t\,\kappa`.  LN of the
+MLP step makes the Itô radial drift :math:`-\kappa(1)(d-1)/2\cdot X\,\Delta t` of the limit SDE:
+:math:`E[X_{\ell+1} - Y_\ell] = -\Delta t\,\kappa(1)\tfrac{d-1}{2} Y_\ell + O(\Delta t^2)`.
+Without MLP the scheme is the explicit Euler method with retraction for the attention ODE
+:math:`\dot x_i = s_{\rm att} P_{x_i} V m_\beta(x_i)` (first order in Δt):
+:math:`\mathrm{LN}(x + \Delta t\,v) = \mathrm{LN}\big(x + \tfrac{\Delta t}{1 + \Delta t\langle x, v\rangle} P_x v\big)`.
+
+Randomness (reproducible runs).  Realisation r of a run with seed ``seed`` and R realisations
+uses the generator ``numpy.random.default_rng(child_r)`` (PCG64), ``child_r`` the r-th child
+of ``SeedSequence(seed).spawn(R)``: realisation r does not depend on R
+(:meth:`DiscreteTransformer.realisation_rngs`).  From its generator, layer after layer
+ℓ = 0..L−1, each layer is drawn in this fixed order (:meth:`DiscreteTransformer.draw_layer`):
+U (m·d standard normals, row-major), b_U (m), W (d·m, row-major), b_W (d); the biases are
+the standard normals times σ_U, σ_W.  They are drawn even when σ = 0, so that runs that differ
+only in σ_U, σ_W use the same U, W (coupled runs).  Only one layer per realisation is held
+at a time (memory 2·R·m·d floats).
+"""
+from __future__ import annotations
+
+import math
+import numbers
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from spherepde.dynamics.attention import Attention
+from spherepde.noise.activations import Activation, get_activation
+from spherepde.solvers.lagrangian.particles import SPHERE_TOL, retract
+
+#: values accepted by ``record`` besides a positive int stride
+RECORD_MODES = ("all", "final")
+
+
+# ---- argument checks ---------------------------------------------------------------------
+def _check_int(name: str, value, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def _check_real(name: str, value, *, positive: bool = False, nonnegative: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    if positive and not v > 0:
+        raise ValueError(f"{name} must be > 0, got {v}")
+    if nonnegative and v < 0:
+        raise ValueError(f"{name} must be >= 0, got {v}")
+    return v
+
+
+def _check_array(name: str, value, shape: tuple[int, ...]) -> np.ndarray:
+    try:
+        a = np.array(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real array of shape {shape}") from None
+    if a.shape != shape:
+        raise ValueError(f"{name} must have shape {shape}, got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError(f"{name} must be finite (it contains NaN or inf)")
+    return a
+
+
+# ---- the MLP field ------------------------------------------------------------------------
+def _mlp_field(y, U, b_U, W, b_W, f) -> np.ndarray:
+    """G(y) = W σ(U y/√d + b_U)/√m + b_W, batched: y (..., n, d), U (..., m, d), b_U (..., m),
+    W (..., d, m), b_W (..., d), the leading dims broadcasting; returns (..., n, d)."""
+    m, d = U.shape[-2:]
+    h = np.matmul(y, np.swapaxes(U, -1, -2))
+    h *= 1.0 / math.sqrt(d)
+    h += b_U[..., None, :]
+    g = np.matmul(f(h), np.swapaxes(W, -1, -2))
+    g *= 1.0 / math.sqrt(m)
+    g += b_W[..., None, :]
+    return g
+
+
+@dataclass(frozen=True, eq=False)
+class MLPLayer:
+    r"""One random MLP block :math:`G(y) = \frac{1}{\sqrt m} W \sigma(U y/\sqrt d + b_U) + b_W`.
+
+    Attributes
+    ----------
+    U : ndarray, shape (m, d)
+    b_U : ndarray, shape (m,)
+    W : ndarray, shape (d, m)
+    b_W : ndarray, shape (d,)
+    activation : Activation
+        σ (a name or callable is converted by :func:`~spherepde.noise.activations.get_activation`).
+
+    Calling the layer evaluates the field: ``layer(y)`` with y (..., d) returns G(y) (..., d),
+    at any points of R^d (not only unit vectors), e.g. at grid nodes to expand the field in
+    spherical harmonics.  The arrays are copied and read-only.
+    """
+
+    U: np.ndarray
+    b_U: np.ndarray
+    W: np.ndarray
+    b_W: np.ndarray
+    activation: Activation = field(default_factory=lambda: get_activation("relu"))
+
+    def __post_init__(self) -> None:
+        U = np.asarray(self.U)
+        if U.ndim != 2 or U.shape[0] < 1 or U.shape[1] < 2:
+            raise ValueError(f"U must have shape (m, d) with m >= 1, d >= 2, got {U.shape}")
+        m, d = U.shape
+        arrays = {"U": _check_array("U", U, (m, d)), "b_U": _check_array("b_U", self.b_U, (m,)),
+                  "W": _check_array("W", self.W, (d, m)), "b_W": _check_array("b_W", self.b_W, (d,))}
+        for name, a in arrays.items():
+            a.setflags(write=False)
+            object.__setattr__(self, name, a)
+        object.__setattr__(self, "activation", get_activation(self.activation))
+
+    @property
+    def d(self) -> int:
+        return int(self.U.shape[1])
+
+    @property
+    def width(self) -> int:
+        return int(self.U.shape[0])
+
+    def __call__(self, y) -> np.ndarray:
+        """G(y) for points y of shape (..., d); returns (..., d)."""
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim < 1 or y.shape[-1] != self.d:
+            raise ValueError(f"y must have shape (..., {self.d}), got {y.shape}")
+        flat = y.reshape(-1, self.d)
+        g = _mlp_field(flat, self.U, self.b_U, self.W, self.b_W, self.activation.f)
+        return g.reshape(y.shape)
+
+
+# ---- result -------------------------------------------------------------------------------
+@dataclass(frozen=True, eq=False)
+class TransformerResult:
+    """Outcome of :meth:`DiscreteTransformer.run`.
+
+    Attributes
+    ----------
+    times : ndarray, shape (n_rec,)
+        Recorded model times ℓ·Δt.
+    layers : ndarray of int, shape (n_rec,)
+        Recorded layer indices ℓ (0 = the input tokens, L = the output).
+    x : ndarray, shape (R, n_rec, N, d)
+        Tokens X_ℓ (unit vectors) of every realisation at the recorded layers.
+    config : dict
+        Every parameter of the run, JSON-serialisable (see :meth:`DiscreteTransformer.config`),
+        plus ``realisations``, ``n_tokens``, ``record``, and the seed: ``seed_entropy`` and
+        ``seed_spawn_key`` of the SeedSequence the realisations were spawned from (None when
+        pre-drawn ``layers`` were given; then ``layers`` is "given").
+    wall_time : float
+        Seconds of the run.
+    """
+
+    times: np.ndarray
+    layers: np.ndarray
+    x: np.ndarray
+    config: dict
+    wall_time: float = math.nan
+
+    @property
+    def realisations(self) -> int:
+        return int(self.x.shape[0])
+
+    @property
+    def n_tokens(self) -> int:
+        return int(self.x.shape[2])
+
+    @property
+    def d(self) -> int:
+        return int(self.x.shape[3])
+
+    def to_dict(self) -> dict:
+        """The configuration (a copy of ``config``) for output files; arrays are not included."""
+        return dict(self.config)
+
+
+# ---- the transformer ----------------------------------------------------------------------
+class DiscreteTransformer:
+    r"""The discrete transformer of Paper 2 (module docstring for the equations).
+
+    Parameters
+    ----------
+    d : int
+        Token dimension, tokens on :math:`S^{d-1} \subset \mathbb R^d`, d >= 2.
+    depth : int
+        Number of layers L >= 1.
+    T : float
+        Final time, > 0; the step is Δt = T/L.
+    width : int or None
+        MLP width m >= 1, or None for no MLP (attention only).
+    activation : str, Activation or callable
+        σ of the MLP (:func:`~spherepde.noise.activations.get_activation`); default "relu".
+    sigma_u, sigma_w : float
+        Standard deviations σ_U, σ_W >= 0 of the biases b_U, b_W.
+    attention : Attention or None
+        The head (Q, K, V, β, kind) shared by all layers, ``attention.d == d``; None for no
+        attention.
+    attention_scale : float
+        s_att, multiplies the attention term (+1 attractive, 0 off, −1 repulsive).
+    """
+
+    def __init__(self, *, d: int, depth: int, T: float, width: int | None = None,
+                 activation="relu", sigma_u: float = 0.0, sigma_w: float = 0.0,
+                 attention: Attention | None = None, attention_scale: float = 1.0) -> None:
+        self.d = _check_int("d", d, 2)
+        self.depth = _check_int("depth", depth, 1)
+        self.T = _check_real("T", T, positive=True)
+        self.width = None if width is None else _check_int("width", width, 1)
+        self.activation = get_activation(activation)
+        self.sigma_u = _check_real("sigma_u", sigma_u, nonnegative=True)
+        self.sigma_w = _check_real("sigma_w", sigma_w, nonnegative=True)
+        if attention is not None:
+            if not isinstance(attention, Attention):
+                raise TypeError(
+                    f"attention must be an Attention or None, got {type(attention).__name__}")
+            if attention.d != self.d:
+                raise ValueError(f"attention.d must equal d = {self.d}, got {attention.d}")
+        self.attention = attention
+        self.attention_scale = _check_real("attention_scale", attention_scale)
+
+    @property
+    def dt(self) -> float:
+        """Δt = T/L."""
+        return self.T / self.depth
+
+    @property
+    def has_attention(self) -> bool:
+        return self.attention is not None and self.attention_scale != 0.0
+
+    @property
+    def has_mlp(self) -> bool:
+        return self.width is not None
+
+    def config(self) -> dict:
+        """The parameters, JSON-serialisable (Q, K, V as nested lists)."""
+        return {
+            "model": "discrete_transformer", "d": self.d, "depth": self.depth, "T": self.T,
+            "dt": self.dt, "width": self.width, "activation": self.activation.name,
+            "sigma_u": self.sigma_u, "sigma_w": self.sigma_w,
+            "attention": None if self.attention is None else self.attention.to_dict(),
+            "attention_scale": self.attention_scale,
+            "rng": "numpy PCG64, default_rng(SeedSequence(seed).spawn(R)[r]); per layer U, b_U, W, b_W",
+        }
+
+    # ---- random layers ------------------------------------------------------------------
+    @staticmethod
+    def seed_sequence(seed) -> np.random.SeedSequence:
+        """The SeedSequence a run spawns its realisations from.
+
+        ``seed``: None (fresh OS entropy, recorded in the result), an int >= 0, or a
+        SeedSequence (copied from its entropy and spawn key, so that earlier ``spawn`` calls on
+        it do not change the result).
+        """
+        if seed is None:
+            return np.random.SeedSequence()
+        if isinstance(seed, np.random.SeedSequence):
+            return np.random.SeedSequence(seed.entropy, spawn_key=seed.spawn_key,
+                                          pool_size=seed.pool_size)
+        if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+            raise TypeError(f"seed must be None, an int >= 0 or a numpy SeedSequence, got {seed!r}")
+        if seed < 0:
+            raise ValueError(f"seed must be >= 0, got {seed}")
+        return np.random.SeedSequence(int(seed))
+
+    @classmethod
+    def realisation_rngs(cls, seed, realisations: int) -> list[np.random.Generator]:
+        """The generators of realisations 0..R−1 (module docstring); ``seed`` as in
+        :meth:`seed_sequence` (None gives unreproducible fresh entropy)."""
+        R = _check_int("realisations", realisations, 1)
+        return [np.random.default_rng(c) for c in cls.seed_sequence(seed).spawn(R)]
+
+    def _require_mlp(self) -> int:
+        if self.width is None:
+            raise ValueError("this transformer has no MLP (width=None): there are no layers to draw")
+        return self.width
+
+    def _draw_into(self, rng: np.random.Generator, U, b_U, W, b_W) -> None:
+        """Fill U (m, d), b_U (m,), W (d, m), b_W (d,) from ``rng`` in the documented order."""
+        rng.standard_normal(out=U)
+        rng.standard_normal(out=b_U)
+        b_U *= self.sigma_u
+        rng.standard_normal(out=W)
+        rng.standard_normal(out=b_W)
+        b_W *= self.sigma_w
+
+    def draw_layer(self, rng: np.random.Generator) -> MLPLayer:
+        """One MLP layer drawn from ``rng`` (order: U, b_U, W, b_W; module docstring)."""
+        m, d = self._require_mlp(), self.d
+        if not isinstance(rng, np.random.Generator):
+            raise TypeError(f"rng must be a numpy Generator, got {type(rng).__name__}")
+        U, b_U, W, b_W = np.empty((m, d)), np.empty(m), np.empty((d, m)), np.empty(d)
+        self._draw_into(rng, U, b_U, W, b_W)
+        return MLPLayer(U, b_U, W, b_W, self.activation)
+
+    def draw_layers(self, rng: np.random.Generator) -> list[MLPLayer]:
+        """All L layers of one realisation, in order ℓ = 0..L−1 (memory 2·L·m·d floats).
+
+        ``draw_layers(realisation_rngs(seed, R)[r])`` are the layers realisation r of
+        ``run(x0, seed=seed, realisations=R)`` uses.
+        """
+        self._require_mlp()
+        return [self.draw_layer(rng) for _ in range(self.depth)]
+
+    def noise_increment(self, layer: MLPLayer, y) -> np.ndarray:
+        """The layer's noise √Δt·G(y) at points y (..., d): the stand-in for the Brownian-field
+        increment over one layer (module docstring)."""
+        return math.sqrt(self.dt) * layer(y)
+
+    # ---- one layer ------------------------------------------------------------------------
+    def _attention_half(self, x: np.ndarray) -> np.ndarray:
+        """Y = LN(X + Δt s_att V m(X)) for every realisation; x (R, N, d) -> (R, N, d)."""
+        if not self.has_attention:
+            return x
+        att, n = self.attention, x.shape[1]
+        w = np.full(n, 1.0 / n)
+        y = np.empty_like(x)
+        for r in range(x.shape[0]):
+            y[r] = att.mean(x[r], x[r], w) @ att.V.T
+        y *= self.dt * self.attention_scale
+        y += x
+        return retract(y)
+
+    def _mlp_half(self, y: np.ndarray, U, b_U, W, b_W, f) -> np.ndarray:
+        """X = LN(Y + √Δt G(Y)); y (R, N, d), layer arrays with a leading R axis."""
+        g = _mlp_field(y, U, b_U, W, b_W, f)
+        g *= math.sqrt(self.dt)
+        g += y
+        return retract(g)
+
+    def step(self, x, layer: MLPLayer | None = None) -> np.ndarray:
+        """One layer X_ℓ -> X_{ℓ+1} for tokens x (N, d) (unit vectors) with MLP ``layer``
+        (needed iff the transformer has an MLP); returns (N, d)."""
+        if np.ndim(x) != 2:
+            raise ValueError(f"x must have shape (N, {self.d}), got {np.shape(x)}")
+        x = self._check_x0(x, 1)
+        y = self._attention_half(x)
+        if self.has_mlp:
+            lay = self._check_layer(layer, "layer")
+            x = self._mlp_half(y, lay.U[None], lay.b_U[None], lay.W[None], lay.b_W[None],
+                               lay.activation.f)
+        elif layer is not None:
+            raise ValueError("layer must be None for a transformer without MLP (width=None)")
+        else:
+            x = y
+        return x[0]
+
+    # ---- checks ---------------------------------------------------------------------------
+    def _check_x0(self, x0, realisations: int | None) -> np.ndarray:
+        """x0 (N, d) or (R, N, d), unit rows -> a float copy of shape (R, N, d)."""
+        if np.iscomplexobj(x0):
+            raise TypeError("x0 must be real")
+        try:
+            a = np.array(x0, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise TypeError(f"x0 must be a real array of shape (N, {self.d}) or (R, N, {self.d})") from None
+        if a.ndim not in (2, 3) or a.shape[-1] != self.d or a.shape[-2] < 1 or a.shape[0] < 1:
+            raise ValueError(f"x0 must have shape (N, {self.d}) or (R, N, {self.d}) with N >= 1, "
+                             f"got {a.shape}")
+        if not np.all(np.isfinite(a)):
+            raise ValueError("x0 must be finite (it contains NaN or inf)")
+        dev = float(np.max(np.abs(np.linalg.norm(a, axis=-1) - 1.0)))
+        if dev > SPHERE_TOL:
+            raise ValueError(f"x0: tokens must lie on the unit sphere (max ||x| - 1| = {dev:.3g} > "
+                             f"{SPHERE_TOL:g}); normalise them first")
+        if a.ndim == 2:
+            R = 1 if realisations is None else realisations
+            a = np.broadcast_to(a, (R, *a.shape)).copy()
+        elif realisations is not None and realisations != a.shape[0]:
+            raise ValueError(f"realisations = {realisations} does not match x0 of shape {a.shape} "
+                             f"({a.shape[0]} realisations)")
+        return retract(a)
+
+    def _check_layer(self, layer, name: str) -> MLPLayer:
+        if not isinstance(layer, MLPLayer):
+            raise TypeError(f"{name} must be an MLPLayer, got {type(layer).__name__}")
+        if (layer.width, layer.d) != (self.width, self.d):
+            raise ValueError(f"{name} must have width m = {self.width} and d = {self.d}, "
+                             f"got m = {layer.width}, d = {layer.d}")
+        if layer.activation.name != self.activation.name:
+            raise ValueError(f"{name} has activation {layer.activation.name!r}, the transformer "
+                             f"{self.activation.name!r}")
+        return layer
+
+    def _check_layers(self, layers, R: int) -> list[list[MLPLayer]]:
+        """``layers``: L MLPLayers (shared by all realisations) or R sequences of L."""
+        if not self.has_mlp:
+            raise ValueError("layers must be None for a transformer without MLP (width=None)")
+        if not isinstance(layers, Sequence) or len(layers) == 0:
+            raise TypeError("layers must be a sequence of L MLPLayers or of R such sequences")
+        nested = not isinstance(layers[0], MLPLayer)
+        per_r = list(layers) if nested else [layers] * R
+        if len(per_r) != R:
+            raise ValueError(f"layers must hold one sequence per realisation ({R}), got {len(per_r)}")
+        out = []
+        for r, seq in enumerate(per_r):
+            if not isinstance(seq, Sequence) or len(seq) != self.depth:
+                raise ValueError(f"layers must hold L = {self.depth} layers per realisation"
+                                 + (f" (realisation {r})" if nested else ""))
+            out.append([self._check_layer(lay, "layers[...]") for lay in seq])
+        return out
+
+    def _record_layers(self, record) -> np.ndarray:
+        L = self.depth
+        if isinstance(record, str):
+            if record not in RECORD_MODES:
+                raise ValueError(f"record must be one of {RECORD_MODES} or a stride int >= 1, "
+                                 f"got {record!r}")
+            return np.arange(L + 1) if record == "all" else np.array([L])
+        stride = _check_int("record", record, 1)
+        return np.union1d(np.arange(0, L + 1, stride), [L])
+
+    # ---- the run --------------------------------------------------------------------------
+    def run(self, x0, *, seed=None, realisations: int | None = None,
+            layers: Sequence | None = None, record="all") -> TransformerResult:
+        """Push tokens through the L layers, for R realisations of the MLPs at once.
+
+        Parameters
+        ----------
+        x0 : array_like, shape (N, d) or (R, N, d)
+            Input tokens, unit vectors (||x| − 1| <= 1e-8; renormalised).  (N, d): the same
+            tokens for every realisation.
+        seed : None, int >= 0 or SeedSequence
+            Realisation r draws its layers from ``realisation_rngs(seed, R)[r]`` (module
+            docstring), so it does not depend on R.  None: fresh entropy, recorded in
+            ``result.config``.  Must be None when ``layers`` is given.
+        realisations : int, optional
+            R >= 1; default 1, or the leading dimension of a 3-d ``x0``.
+        layers : sequence, optional
+            Pre-drawn MLPs (for coupled runs): L :class:`MLPLayer` shared by all realisations,
+            or R sequences of L.  Used as given (their biases need not match σ_U, σ_W).
+        record : "all", "final" or int
+            Record every layer ℓ = 0..L, only ℓ = L, or every ``record``-th layer (and L).
+
+        Returns
+        -------
+        TransformerResult
+            ``x`` of shape (R, n_rec, N, d).
+
+        Raises
+        ------
+        ValueError, TypeError
+            Bad input, before any work.
+        FloatingPointError
+            The tokens became non-finite (e.g. an MLP step hit Y + √Δt G(Y) = 0).
+        """
+        if realisations is not None:
+            realisations = _check_int("realisations", realisations, 1)
+        x = self._check_x0(x0, realisations)
+        R, N, d = x.shape
+        rec = self._record_layers(record)
+        cfg = self.config()
+        cfg.update(realisations=R, n_tokens=N,
+                   record=record if isinstance(record, str) else int(record))
+        given = None
+        rngs: list[np.random.Generator] = []
+        if layers is not None:
+            if seed is not None:
+                raise ValueError("give seed or layers, not both (the layers fix all randomness)")
+            given = self._check_layers(layers, R)
+            cfg.update(seed_entropy=None, seed_spawn_key=None, layers="given")
+        else:
+            ss = self.seed_sequence(seed)
+            cfg.update(seed_entropy=ss.entropy, seed_spawn_key=list(ss.spawn_key), layers="drawn")
+            if self.has_mlp:
+                rngs = [np.random.default_rng(c) for c in ss.spawn(R)]
+
+        if self.has_mlp:
+            m = self.width
+            U, b_U, W, b_W = np.empty((R, m, d)), np.empty((R, m)), np.empty((R, d, m)), np.empty((R, d))
+        wall0 = time.perf_counter()
+        out = np.empty((R, len(rec), N, d))
+        k = 0
+        if rec[0] == 0:
+            out[:, 0] = x
+            k = 1
+        for ell in range(self.depth):
+            y = self._attention_half(x)
+            if self.has_mlp:
+                for r in range(R):
+                    if given is None:
+                        self._draw_into(rngs[r], U[r], b_U[r], W[r], b_W[r])
+                    else:
+                        lay = given[r][ell]
+                        U[r], b_U[r], W[r], b_W[r] = lay.U, lay.b_U, lay.W, lay.b_W
+                x = self._mlp_half(y, U, b_U, W, b_W, self.activation.f)
+            else:
+                x = y
+            if not np.all(np.isfinite(x)):
+                raise FloatingPointError(f"the tokens became non-finite in layer {ell}")
+            if k < len(rec) and rec[k] == ell + 1:
+                out[:, k] = x
+                k += 1
+        return TransformerResult(times=rec * self.dt, layers=rec, x=out, config=cfg,
+                                 wall_time=time.perf_counter() - wall0)
+
+    def __repr__(self) -> str:
+        att = "None" if self.attention is None else f"beta={self.attention.beta}"
+        return (f"DiscreteTransformer(d={self.d}, depth={self.depth}, T={self.T}, width={self.width}, "
+                f"activation={self.activation.name!r}, attention={att}, "
+                f"attention_scale={self.attention_scale})")
+
+
+# ---- observables of the paper's figures ----------------------------------------------------
+def _check_tokens(x) -> np.ndarray:
+    try:
+        a = np.asarray(x, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TypeError("x must be a real array of shape (..., N, d)") from None
+    if a.ndim < 2 or a.shape[-2] < 1 or a.shape[-1] < 2:
+        raise ValueError(f"x must have shape (..., N, d) with N >= 1, d >= 2, got {a.shape}")
+    if not np.all(np.isfinite(a)):
+        raise ValueError("x must be finite (it contains NaN or inf)")
+    if np.any(np.linalg.norm(a, axis=-1) == 0):
+        raise ValueError("x must not contain zero vectors")
+    return a
+
+
+def cosine_similarity(x) -> np.ndarray:
+    """Pairwise cosine similarities ⟨x_i, x_j⟩/(|x_i||x_j|) of tokens x (..., N, d), clipped
+    to [−1, 1]; shape (..., N, N)."""
+    u = retract(_check_tokens(x))
+    return np.clip(np.matmul(u, np.swapaxes(u, -1, -2)), -1.0, 1.0)
+
+
+ENERGY_FORMS = ("scaled", "raw", "log")
+
+
+def token_interaction_energy(x, beta: float, *, form: str = "scaled") -> np.ndarray:
+    r"""Interaction energy of the empirical measure of tokens x (..., N, d) (unit vectors),
+
+    .. math:: E_\beta(\mu) = \frac{1}{2N^2}\sum_{i,j}\big(e^\beta - e^{\beta\langle x_i, x_j\rangle}\big)
+              = e^\beta\,\tfrac12\,\mathrm{mean}_{ij}\big(1 - e^{-\beta(1 - \langle x_i,x_j\rangle)}\big),
+
+    zero exactly when all tokens coincide.  ``form``: "scaled" (default) e^{−β}E_β (never
+    overflows; the convention of :func:`spherepde.validation.metrics.interaction_energy`, equal
+    to it with weights 1/N), "raw" E_β (inf when e^β overflows), or "log" log E_β (−inf at a
+    single cluster).  β > 0 finite.  Returns shape (...,).  Uses ``-expm1`` so that nearly
+    clustered tokens keep their relative accuracy.
+    """
+    b = _check_real("beta", beta, positive=True)
+    if form not in ENERGY_FORMS:
+        raise ValueError(f"form must be one of {ENERGY_FORMS}, got {form!r}")
+    c = cosine_similarity(x)
+    scaled = 0.5 * np.mean(-np.expm1(b * (c - 1.0)), axis=(-2, -1))
+    if form == "scaled":
+        return scaled
+    if form == "raw":
+        with np.errstate(over="ignore"):
+            return np.exp(b) * scaled
+    with np.errstate(divide="ignore"):
+        return b + np.log(scaled)
+
+
+__all__ = ["DiscreteTransformer", "ENERGY_FORMS", "MLPLayer", "RECORD_MODES", "TransformerResult",
+           "cosine_similarity", "token_interaction_energy"]
