@@ -126,6 +126,55 @@ def provenance_attrs(config: Mapping[str, Any] | None = None, seed: int | None =
     return attrs
 
 
+# ---- grid description ----------------------------------------------------------------------
+def write_grid(ds: netCDF4.Dataset, grid: Grid, radius: float | None) -> tuple[str, ...]:
+    """Write the grid's dimensions, coordinates, bounds and cell measure; return the spatial dims."""
+    ds.createDimension("bnds", 2)
+    scale = 1.0 if radius is None else float(radius)
+    if isinstance(grid, GaussGrid):
+        ds.createDimension("lat", grid.nlat)
+        ds.createDimension("lon", grid.nlon)
+        lat = ds.createVariable("lat", "f8", ("lat",), fill_value=False)
+        lat.setncatts({"units": "degrees_north", "standard_name": "latitude",
+                       "long_name": "latitude (Gauss-Legendre nodes)", "axis": "Y",
+                       "bounds": "lat_bnds"})
+        lat[:] = grid.lat_deg
+        lon = ds.createVariable("lon", "f8", ("lon",), fill_value=False)
+        lon.setncatts({"units": "degrees_east", "standard_name": "longitude",
+                       "long_name": "longitude", "axis": "X", "bounds": "lon_bnds"})
+        lon[:] = grid.lon_deg
+        lf, of = np.degrees(grid.lat_faces), np.degrees(grid.lon_faces)
+        ds.createVariable("lat_bnds", "f8", ("lat", "bnds"), fill_value=False)[:] = (
+            np.stack([lf[:-1], lf[1:]], axis=-1))
+        ds.createVariable("lon_bnds", "f8", ("lon", "bnds"), fill_value=False)[:] = (
+            np.stack([of[:-1], of[1:]], axis=-1))
+        area = ds.createVariable("cell_area", "f8", ("lat", "lon"), fill_value=False)
+        area.setncatts({
+            "units": "1" if radius is None else "m2",
+            "standard_name": "cell_area",
+            "long_name": "cell area on the unit sphere (steradian); cells sum to 4 pi"
+            if radius is None else f"cell area on the sphere of radius {scale} m",
+        })
+        area[:] = grid.cell_area * scale**2
+        return ("lat", "lon")
+    ds.createDimension("theta", grid.n)
+    th = ds.createVariable("theta", "f8", ("theta",), fill_value=False)
+    th.setncatts({"units": "radian", "long_name": "angle on the unit circle",
+                  "axis": "X", "bounds": "theta_bnds"})
+    th[:] = grid.theta
+    f = grid.theta_faces
+    ds.createVariable("theta_bnds", "f8", ("theta", "bnds"), fill_value=False)[:] = (
+        np.stack([f[:-1], f[1:]], axis=-1))
+    ln = ds.createVariable("cell_length", "f8", ("theta",), fill_value=False)
+    ln.setncatts({
+        "units": "1" if radius is None else "m",
+        "long_name": "cell arc length on the unit circle (radian); cells sum to 2 pi"
+        if radius is None else f"cell arc length on the circle of radius {scale} m",
+    })
+    ln[:] = grid.cell_length * scale
+    return ("theta",)
+
+
 # ---- writer --------------------------------------------------------------------------------
 class NetCDFWriter:
     """Write snapshots of fields on a grid to a CF-1.8 NetCDF4 file, one time slice at a time.
@@ -235,51 +284,7 @@ class NetCDFWriter:
 
     # ---- grid description ------------------------------------------------------------------
     def _write_grid(self, grid: Grid, radius: float | None) -> tuple[str, ...]:
-        ds = self._ds
-        ds.createDimension("bnds", 2)
-        scale = 1.0 if radius is None else float(radius)
-        if isinstance(grid, GaussGrid):
-            ds.createDimension("lat", grid.nlat)
-            ds.createDimension("lon", grid.nlon)
-            lat = ds.createVariable("lat", "f8", ("lat",), fill_value=False)
-            lat.setncatts({"units": "degrees_north", "standard_name": "latitude",
-                           "long_name": "latitude (Gauss-Legendre nodes)", "axis": "Y",
-                           "bounds": "lat_bnds"})
-            lat[:] = grid.lat_deg
-            lon = ds.createVariable("lon", "f8", ("lon",), fill_value=False)
-            lon.setncatts({"units": "degrees_east", "standard_name": "longitude",
-                           "long_name": "longitude", "axis": "X", "bounds": "lon_bnds"})
-            lon[:] = grid.lon_deg
-            lf, of = np.degrees(grid.lat_faces), np.degrees(grid.lon_faces)
-            ds.createVariable("lat_bnds", "f8", ("lat", "bnds"), fill_value=False)[:] = (
-                np.stack([lf[:-1], lf[1:]], axis=-1))
-            ds.createVariable("lon_bnds", "f8", ("lon", "bnds"), fill_value=False)[:] = (
-                np.stack([of[:-1], of[1:]], axis=-1))
-            area = ds.createVariable("cell_area", "f8", ("lat", "lon"), fill_value=False)
-            area.setncatts({
-                "units": "1" if radius is None else "m2",
-                "standard_name": "cell_area",
-                "long_name": "cell area on the unit sphere (steradian); cells sum to 4 pi"
-                if radius is None else f"cell area on the sphere of radius {scale} m",
-            })
-            area[:] = grid.cell_area * scale**2
-            return ("lat", "lon")
-        ds.createDimension("theta", grid.n)
-        th = ds.createVariable("theta", "f8", ("theta",), fill_value=False)
-        th.setncatts({"units": "radian", "long_name": "angle on the unit circle",
-                      "axis": "X", "bounds": "theta_bnds"})
-        th[:] = grid.theta
-        f = grid.theta_faces
-        ds.createVariable("theta_bnds", "f8", ("theta", "bnds"), fill_value=False)[:] = (
-            np.stack([f[:-1], f[1:]], axis=-1))
-        ln = ds.createVariable("cell_length", "f8", ("theta",), fill_value=False)
-        ln.setncatts({
-            "units": "1" if radius is None else "m",
-            "long_name": "cell arc length on the unit circle (radian); cells sum to 2 pi"
-            if radius is None else f"cell arc length on the circle of radius {scale} m",
-        })
-        ln[:] = grid.cell_length * scale
-        return ("theta",)
+        return write_grid(self._ds, grid, radius)
 
     # ---- writing -----------------------------------------------------------------------
     @property
