@@ -1,4 +1,4 @@
-"""Command line: ``spherepde run``, ``spherepde validate transport|convergence``, ``spherepde experiment``.
+"""Command line: ``spherepde run``, ``validate transport|convergence``, ``experiment NAME``, ``noise-kernel``.
 
 Errors in the arguments are reported before any work, naming the argument (exit status 2).
 Ctrl-C stops a run but leaves its NetCDF file valid (exit status 130).
@@ -54,6 +54,13 @@ def _transport_parser(sub, name: str, help_: str, many: bool):
     return p
 
 
+PAPER2_EXPERIMENTS = (
+    ("heat-kernel", "Paper 2: E[ρ] decays like the heat kernel, rates per degree (S¹, S²); the Itô step fails"),
+    ("synchronization", "Paper 2: E_β under common noise, rates vs λ̄' and λ₁ (particles d = 4, 5; density S²)"),
+    ("chaos", "Paper 2: particles vs the SPDE on the same Brownian path, errors vs N"),
+)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="spherepde", description=__doc__.splitlines()[0])
     parser.add_argument("--version", action="version", version=f"spherepde {__version__}")
@@ -76,6 +83,17 @@ def build_parser() -> argparse.ArgumentParser:
             e.add_argument("--nlat", type=int, default=None, help="override the grid size")
         e.add_argument("--t-end", type=float, default=None, help="override the final time")
         e.add_argument("--betas", type=float, nargs="+", default=None, help="override β values ('inf' allowed on S²)")
+        e.add_argument("--output", default=f"out/{name}", help="output folder")
+        e.add_argument("--json", action="store_true")
+    for name, text in PAPER2_EXPERIMENTS:
+        e = esub.add_parser(name, help=text)
+        e.add_argument("--quick", action="store_true", help="small sizes (under a minute)")
+        if name != "synchronization":
+            e.add_argument("--nlat", type=int, default=None, help="override the S² grid size")
+        e.add_argument("--t-end", type=float, default=None, help="override the final time")
+        if name in ("heat-kernel", "synchronization"):
+            e.add_argument("--workers", type=int, default=None,
+                           help="dask worker processes for the ensembles (default: 2)")
         e.add_argument("--output", default=f"out/{name}", help="output folder")
         e.add_argument("--json", action="store_true")
 
@@ -161,9 +179,9 @@ def _cmd_run(args) -> int:
 def _cmd_experiment(args) -> int:
     import dataclasses
 
-    from spherepde.validation.paper1 import EXPERIMENTS
+    from spherepde.validation import paper1, paper2
 
-    config_cls, runner = EXPERIMENTS[args.name]
+    config_cls, runner = {**paper1.EXPERIMENTS, **paper2.EXPERIMENTS}[args.name]
     config = config_cls.quick() if args.quick else config_cls()
     over = {}
     if getattr(args, "nlat", None) is not None:  # S² experiments only
@@ -173,8 +191,15 @@ def _cmd_experiment(args) -> int:
     if args.t_end is not None:
         if not (math.isfinite(args.t_end) and args.t_end > 0):
             raise ValueError(f"--t-end must be a positive number, got {args.t_end}")
-        over["t_end"] = args.t_end
-    if args.betas is not None:
+        if args.name == "heat-kernel":
+            over.update(t_end_sphere=args.t_end, t_end_circle=args.t_end)
+        else:
+            over["t_end"] = args.t_end
+    if getattr(args, "workers", None) is not None:
+        if args.workers < 1:
+            raise ValueError(f"--workers must be an integer >= 1, got {args.workers}")
+        over["workers"] = args.workers
+    if getattr(args, "betas", None) is not None:
         if any(not b > 0 for b in args.betas):
             raise ValueError(f"--betas must all be > 0 (inf allowed), got {args.betas}")
         if args.name == "circle-clusters" and any(math.isinf(b) for b in args.betas):
@@ -184,7 +209,8 @@ def _cmd_experiment(args) -> int:
     summary = runner(config, args.output, progress=not args.json)
     short = {k: v for k, v in summary.items() if k not in ("runs", "times")}
     short["runs"] = [{k: v for k, v in r.items()
-                      if k not in ("w2", "dist_E_VBt", "dist_E_V", "final_clusters", "particles")}
+                      if k not in ("w2", "dist_E_VBt", "dist_E_V", "final_clusters", "particles")
+                      and not (isinstance(v, list) and len(v) > 8)}
                      for r in summary["runs"]]
     short["summary"] = str(Path(args.output) / "summary.json")
     _emit(short, args.json)

@@ -27,6 +27,21 @@ with :math:`\mathrm{LN}(v) = v/|v|` and
   :math:`W \in \mathbb R^{d\times m}`, :math:`U \in \mathbb R^{m\times d}` with iid N(0, 1)
   entries, :math:`b_U \sim N(0, \sigma_U^2 I_m)`, :math:`b_W \sim N(0, \sigma_W^2 I_d)`
   (:class:`MLPLayer`).  ``width=None`` switches the MLP off (the attention-only transformer).
+* ``width=math.inf``: the m = ∞ transformer, whose layer ℓ+1 is a *Gaussian* field
+  (:class:`GaussianLayer`), the truncated Karhunen–Loève field of
+  :class:`~spherepde.noise.field.NoiseField` (S², S¹ only):
+
+  .. math:: G_{\ell+1}(y) = \sum_{n\le n_{\max}}\sum_i \sqrt{C_n}\, Y_{n,i}(y)\, \xi^{\ell+1}_{n,i},
+            \qquad \xi^{\ell+1} = \frac{B(t_{\ell+1}) - B(t_\ell)}{\sqrt{\Delta t}},
+
+  with B the :class:`~spherepde.noise.brownian.BrownianPath` of shape ``field.shape``
+  (:meth:`DiscreteTransformer.gaussian_layers`), so that
+  :math:`\sqrt{\Delta t}\,G_{\ell+1}(y) = W(t_{\ell+1}, y) - W(t_\ell, y)` exactly: the transformer
+  is driven by the increments of the same Brownian field W that drives the limit SDE
+  (:class:`~spherepde.solvers.lagrangian.sde.ParticleSDE` with ``noise=field, path=path``).
+  This is the pathwise coupling of depth L and the limit SDE (Thm 1.1 with m = ∞); the
+  layers are not drawn from a seed but built from a field and a path (or from iid standard
+  normal ξ for a run in law).
 
 Noise semantics.  For every m, G is a random field with covariance
 :math:`E[G(x)G(y)^T] = \kappa(\langle x,y\rangle) I_d` (SPEC.md), so the layer-ℓ noise
@@ -47,7 +62,8 @@ of ``SeedSequence(seed).spawn(R)``: realisation r does not depend on R
 U (m·d standard normals, row-major), b_U (m), W (d·m, row-major), b_W (d); the biases are
 the standard normals times σ_U, σ_W.  They are drawn even when σ = 0, so that runs that differ
 only in σ_U, σ_W use the same U, W (coupled runs).  Only one layer per realisation is held
-at a time (memory 2·R·m·d floats).
+at a time (memory 2·R·m·d floats).  With ``width=math.inf`` there is nothing to draw:
+``run`` needs the ``layers`` (:meth:`DiscreteTransformer.gaussian_layers`).
 """
 from __future__ import annotations
 
@@ -61,6 +77,8 @@ import numpy as np
 
 from spherepde.dynamics.attention import Attention
 from spherepde.noise.activations import Activation, get_activation
+from spherepde.noise.brownian import BrownianPath
+from spherepde.noise.field import NoiseField
 from spherepde.solvers.lagrangian.particles import SPHERE_TOL, retract
 
 #: values accepted by ``record`` besides a positive int stride
@@ -169,6 +187,73 @@ class MLPLayer:
         return g.reshape(y.shape)
 
 
+@dataclass(frozen=True, eq=False)
+class GaussianLayer:
+    r"""One layer of the m = ∞ transformer: the Gaussian field of a truncated KL expansion,
+
+    .. math:: G(y) = \sum_{n \le n_{\max}} \sum_i \sqrt{C_n}\, Y_{n,i}(y)\, \xi_{n,i}
+              \qquad(\text{``field.values(xi, y)``}),
+
+    with covariance :math:`E[G(x)G(y)^T] = \kappa_{n_{\max}}(\langle x, y\rangle) I_d` when ξ has
+    iid N(0, 1) entries (κ truncated at degree n_max, :attr:`NoiseField.captured_variance`).
+
+    Attributes
+    ----------
+    field : NoiseField
+        The expansion (d = 3: S², d = 2: S¹).
+    xi : ndarray, shape (n_coefficients, d) = ``field.shape``
+        The standard coefficients ξ (copied, read-only).
+
+    Calling the layer evaluates the field: ``layer(y)`` with y (..., d) returns G(y) (..., d).
+    The field lives on the sphere: a point y ≠ 0 off it is evaluated at y/|y|.
+    :meth:`from_path` builds the layer whose noise √Δt·G is a Brownian-field increment.
+    """
+
+    field: NoiseField
+    xi: np.ndarray
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.field, NoiseField):
+            raise TypeError(f"field must be a NoiseField, got {type(self.field).__name__}")
+        xi = _check_array("xi", self.xi, self.field.shape)
+        xi.setflags(write=False)
+        object.__setattr__(self, "xi", xi)
+
+    @classmethod
+    def from_path(cls, field: NoiseField, path: BrownianPath, t0: float, t1: float) -> "GaussianLayer":
+        r"""The layer with ξ = (B(t1) − B(t0))/√(t1 − t0), so that
+        :math:`\sqrt{t_1 - t_0}\,G(y) = W(t_1, y) - W(t_0, y)` (up to round-off), W the Brownian
+        field of ``field`` driven by ``path`` (shape ``field.shape``), t0 < t1 inside the path's
+        interval."""
+        if not isinstance(path, BrownianPath):
+            raise TypeError(f"path must be a BrownianPath, got {type(path).__name__}")
+        if not isinstance(field, NoiseField):
+            raise TypeError(f"field must be a NoiseField, got {type(field).__name__}")
+        if tuple(path.shape) != tuple(field.shape):
+            raise ValueError(f"path.shape must be field.shape = {field.shape}, got {path.shape}")
+        t0, t1 = _check_real("t0", t0), _check_real("t1", t1)
+        if not t1 > t0:
+            raise ValueError(f"need t0 < t1, got t0 = {t0}, t1 = {t1}")
+        return cls(field, path.increment(t0, t1) / math.sqrt(t1 - t0))
+
+    @property
+    def d(self) -> int:
+        return int(self.field.d)
+
+    @property
+    def width(self) -> float:
+        """m = ∞."""
+        return math.inf
+
+    def __call__(self, y) -> np.ndarray:
+        """G(y) for points y of shape (..., d) (y ≠ 0); returns (..., d)."""
+        y = np.asarray(y, dtype=np.float64)
+        if y.ndim < 1 or y.shape[-1] != self.d:
+            raise ValueError(f"y must have shape (..., {self.d}), got {y.shape}")
+        flat = retract(y.reshape(-1, self.d))
+        return self.field.values(self.xi, flat).reshape(y.shape)
+
+
 # ---- result -------------------------------------------------------------------------------
 @dataclass(frozen=True, eq=False)
 class TransformerResult:
@@ -226,8 +311,10 @@ class DiscreteTransformer:
         Number of layers L >= 1.
     T : float
         Final time, > 0; the step is Δt = T/L.
-    width : int or None
-        MLP width m >= 1, or None for no MLP (attention only).
+    width : int, math.inf or None
+        MLP width m >= 1; ``math.inf`` for the Gaussian m = ∞ layers (:class:`GaussianLayer`,
+        passed to :meth:`run` as ``layers``, e.g. from :meth:`gaussian_layers`); None for no
+        MLP (attention only).
     activation : str, Activation or callable
         σ of the MLP (:func:`~spherepde.noise.activations.get_activation`); default "relu".
     sigma_u, sigma_w : float
@@ -245,7 +332,11 @@ class DiscreteTransformer:
         self.d = _check_int("d", d, 2)
         self.depth = _check_int("depth", depth, 1)
         self.T = _check_real("T", T, positive=True)
-        self.width = None if width is None else _check_int("width", width, 1)
+        if isinstance(width, numbers.Real) and not isinstance(width, (bool, numbers.Integral)) \
+                and width == math.inf:
+            self.width = math.inf
+        else:
+            self.width = None if width is None else _check_int("width", width, 1)
         self.activation = get_activation(activation)
         self.sigma_u = _check_real("sigma_u", sigma_u, nonnegative=True)
         self.sigma_w = _check_real("sigma_w", sigma_w, nonnegative=True)
@@ -269,7 +360,13 @@ class DiscreteTransformer:
 
     @property
     def has_mlp(self) -> bool:
+        """True when the layers have a noise block (an MLP of width m, or Gaussian for m = ∞)."""
         return self.width is not None
+
+    @property
+    def is_gaussian(self) -> bool:
+        """True for the m = ∞ transformer (``width=math.inf``, :class:`GaussianLayer` blocks)."""
+        return self.width == math.inf
 
     def config(self) -> dict:
         """The parameters, JSON-serialisable (Q, K, V as nested lists)."""
@@ -312,6 +409,10 @@ class DiscreteTransformer:
     def _require_mlp(self) -> int:
         if self.width is None:
             raise ValueError("this transformer has no MLP (width=None): there are no layers to draw")
+        if self.is_gaussian:
+            raise ValueError("the layers of the m = ∞ transformer (width=inf) are Gaussian fields, "
+                             "not drawn from a generator: build them with "
+                             "gaussian_layers(field, path) or GaussianLayer(field, xi)")
         return self.width
 
     def _draw_into(self, rng: np.random.Generator, U, b_U, W, b_W) -> None:
@@ -341,9 +442,30 @@ class DiscreteTransformer:
         self._require_mlp()
         return [self.draw_layer(rng) for _ in range(self.depth)]
 
-    def noise_increment(self, layer: MLPLayer, y) -> np.ndarray:
+    def gaussian_layers(self, field: NoiseField, path: BrownianPath) -> list[GaussianLayer]:
+        r"""The L Gaussian layers of the m = ∞ transformer driven by ``path``: layer ℓ has
+        :math:`\xi = (B(t_{\ell+1}) - B(t_\ell))/\sqrt{\Delta t}`, :math:`t_\ell = \ell\Delta t`,
+        so its noise √Δt·G(y) is the field increment W(t_{ℓ+1}, y) − W(t_ℓ, y) (module
+        docstring).  ``path`` (shape ``field.shape``) must cover [0, T]; ``field.d == d`` and its
+        kernel must have this transformer's activation, σ_U and σ_W.  Memory L·n_coefficients·d
+        floats.  For R realisations pass ``[gaussian_layers(field, p) for p in paths]`` to
+        :meth:`run`.
+        """
+        if not isinstance(path, BrownianPath):
+            raise TypeError(f"path must be a BrownianPath, got {type(path).__name__}")
+        if not self.is_gaussian:
+            raise ValueError(f"Gaussian layers belong to the m = ∞ transformer (width=inf), this one "
+                             f"has width = {self.width}")
+        self._check_field(field, "field")
+        if not (path.t0 <= 0.0 and path.t1 >= self.T * (1.0 - 1e-12)):
+            raise ValueError(f"path must cover [0, T] = [0, {self.T}], got [{path.t0}, {path.t1}]")
+        return [GaussianLayer.from_path(field, path, ell * self.dt, min((ell + 1) * self.dt, path.t1))
+                for ell in range(self.depth)]
+
+    def noise_increment(self, layer: MLPLayer | GaussianLayer, y) -> np.ndarray:
         """The layer's noise √Δt·G(y) at points y (..., d): the stand-in for the Brownian-field
-        increment over one layer (module docstring)."""
+        increment over one layer (module docstring); for a layer from :meth:`gaussian_layers` it
+        is that increment."""
         return math.sqrt(self.dt) * layer(y)
 
     # ---- one layer ------------------------------------------------------------------------
@@ -360,6 +482,12 @@ class DiscreteTransformer:
         y += x
         return retract(y)
 
+    def _gaussian_half(self, y: np.ndarray, layers: Sequence[GaussianLayer]) -> np.ndarray:
+        """X = LN(Y + √Δt G(Y)) with realisation r's Gaussian layer ``layers[r]``; y (R, N, d)."""
+        g = np.stack([self.noise_increment(lay, y[r]) for r, lay in enumerate(layers)])
+        g += y
+        return retract(g)
+
     def _mlp_half(self, y: np.ndarray, U, b_U, W, b_W, f) -> np.ndarray:
         """X = LN(Y + √Δt G(Y)); y (R, N, d), layer arrays with a leading R axis."""
         g = _mlp_field(y, U, b_U, W, b_W, f)
@@ -367,14 +495,17 @@ class DiscreteTransformer:
         g += y
         return retract(g)
 
-    def step(self, x, layer: MLPLayer | None = None) -> np.ndarray:
+    def step(self, x, layer: MLPLayer | GaussianLayer | None = None) -> np.ndarray:
         """One layer X_ℓ -> X_{ℓ+1} for tokens x (N, d) (unit vectors) with MLP ``layer``
-        (needed iff the transformer has an MLP); returns (N, d)."""
+        (needed iff the transformer has an MLP; a :class:`GaussianLayer` for width=inf);
+        returns (N, d)."""
         if np.ndim(x) != 2:
             raise ValueError(f"x must have shape (N, {self.d}), got {np.shape(x)}")
         x = self._check_x0(x, 1)
         y = self._attention_half(x)
-        if self.has_mlp:
+        if self.is_gaussian:
+            x = self._gaussian_half(y, [self._check_layer(layer, "layer")])
+        elif self.has_mlp:
             lay = self._check_layer(layer, "layer")
             x = self._mlp_half(y, lay.U[None], lay.b_U[None], lay.W[None], lay.b_W[None],
                                lay.activation.f)
@@ -410,7 +541,9 @@ class DiscreteTransformer:
                              f"({a.shape[0]} realisations)")
         return retract(a)
 
-    def _check_layer(self, layer, name: str) -> MLPLayer:
+    def _check_layer(self, layer, name: str) -> MLPLayer | GaussianLayer:
+        if self.is_gaussian:
+            return self._check_gaussian_layer(layer, name)
         if not isinstance(layer, MLPLayer):
             raise TypeError(f"{name} must be an MLPLayer, got {type(layer).__name__}")
         if (layer.width, layer.d) != (self.width, self.d):
@@ -421,13 +554,34 @@ class DiscreteTransformer:
                              f"{self.activation.name!r}")
         return layer
 
-    def _check_layers(self, layers, R: int) -> list[list[MLPLayer]]:
-        """``layers``: L MLPLayers (shared by all realisations) or R sequences of L."""
+    def _check_field(self, field, name: str) -> NoiseField:
+        """``field`` must live in d and have this transformer's activation, σ_U, σ_W."""
+        if not isinstance(field, NoiseField):
+            raise TypeError(f"{name} must be a NoiseField, got {type(field).__name__}")
+        k = field.kernel
+        if field.d != self.d:
+            raise ValueError(f"{name}: the field lives in d = {field.d}, the transformer in d = {self.d}")
+        if (k.activation.name, k.sigma_u, k.sigma_w) != (self.activation.name, self.sigma_u, self.sigma_w):
+            raise ValueError(f"{name}: the field's kernel (activation {k.activation.name!r}, sigma_u = "
+                             f"{k.sigma_u}, sigma_w = {k.sigma_w}) is not the m = ∞ limit of this "
+                             f"transformer's MLP ({self.activation.name!r}, {self.sigma_u}, {self.sigma_w})")
+        return field
+
+    def _check_gaussian_layer(self, layer, name: str) -> GaussianLayer:
+        if not isinstance(layer, GaussianLayer):
+            raise TypeError(f"{name} must be a GaussianLayer for the m = ∞ transformer (width=inf), "
+                            f"got {type(layer).__name__}")
+        self._check_field(layer.field, name)
+        return layer
+
+    def _check_layers(self, layers, R: int) -> list[list[MLPLayer | GaussianLayer]]:
+        """``layers``: L layers (shared by all realisations) or R sequences of L."""
         if not self.has_mlp:
             raise ValueError("layers must be None for a transformer without MLP (width=None)")
+        kind = "GaussianLayers" if self.is_gaussian else "MLPLayers"
         if not isinstance(layers, Sequence) or len(layers) == 0:
-            raise TypeError("layers must be a sequence of L MLPLayers or of R such sequences")
-        nested = not isinstance(layers[0], MLPLayer)
+            raise TypeError(f"layers must be a sequence of L {kind} or of R such sequences")
+        nested = not isinstance(layers[0], (MLPLayer, GaussianLayer))
         per_r = list(layers) if nested else [layers] * R
         if len(per_r) != R:
             raise ValueError(f"layers must hold one sequence per realisation ({R}), got {len(per_r)}")
@@ -468,6 +622,8 @@ class DiscreteTransformer:
         layers : sequence, optional
             Pre-drawn MLPs (for coupled runs): L :class:`MLPLayer` shared by all realisations,
             or R sequences of L.  Used as given (their biases need not match σ_U, σ_W).
+            Required for ``width=math.inf``: L :class:`GaussianLayer` (or R sequences of L),
+            e.g. ``[self.gaussian_layers(field, path_r) for path_r in paths]``.
         record : "all", "final" or int
             Record every layer ℓ = 0..L, only ℓ = L, or every ``record``-th layer (and L).
 
@@ -493,6 +649,9 @@ class DiscreteTransformer:
                    record=record if isinstance(record, str) else int(record))
         given = None
         rngs: list[np.random.Generator] = []
+        if self.is_gaussian and layers is None:
+            raise ValueError("the m = ∞ transformer (width=inf) needs its Gaussian layers: pass "
+                             "layers=gaussian_layers(field, path) (or R such lists)")
         if layers is not None:
             if seed is not None:
                 raise ValueError("give seed or layers, not both (the layers fix all randomness)")
@@ -504,7 +663,7 @@ class DiscreteTransformer:
             if self.has_mlp:
                 rngs = [np.random.default_rng(c) for c in ss.spawn(R)]
 
-        if self.has_mlp:
+        if self.has_mlp and not self.is_gaussian:
             m = self.width
             U, b_U, W, b_W = np.empty((R, m, d)), np.empty((R, m)), np.empty((R, d, m)), np.empty((R, d))
         wall0 = time.perf_counter()
@@ -515,7 +674,9 @@ class DiscreteTransformer:
             k = 1
         for ell in range(self.depth):
             y = self._attention_half(x)
-            if self.has_mlp:
+            if self.is_gaussian:
+                x = self._gaussian_half(y, [given[r][ell] for r in range(R)])
+            elif self.has_mlp:
                 for r in range(R):
                     if given is None:
                         self._draw_into(rngs[r], U[r], b_U[r], W[r], b_W[r])
@@ -591,5 +752,5 @@ def token_interaction_energy(x, beta: float, *, form: str = "scaled") -> np.ndar
         return b + np.log(scaled)
 
 
-__all__ = ["DiscreteTransformer", "ENERGY_FORMS", "MLPLayer", "RECORD_MODES", "TransformerResult",
+__all__ = ["DiscreteTransformer", "ENERGY_FORMS", "GaussianLayer", "MLPLayer", "RECORD_MODES", "TransformerResult",
            "cosine_similarity", "token_interaction_energy"]
