@@ -153,3 +153,13 @@ def test_noise_kernel_nmax_and_fraction_exclusive(capsys):
     with pytest.raises(SystemExit) as e:
         main(["noise-kernel", "--activation", "relu", "--d", "3", "--nmax", "5", "--variance-fraction", "0.9"])
     assert e.value.code == 2 and "not allowed" in capsys.readouterr().err
+
+
+def test_ensemble_command(tmp_path):
+    cfg = tmp_path / "spde.json"
+    cfg.write_text(json.dumps({"grid": "sphere", "nlat": 8, "t_end": 0.2, "dt": 0.05, "n_outputs": 2}))
+    assert main(["ensemble", "--config", str(cfg), "--realisations", "2", "--workers", "0",
+                 "--output", str(tmp_path / "out"), "--json"]) == 0
+    assert (tmp_path / "out" / "ensemble.nc").exists() and (tmp_path / "out" / "mean.png").exists()
+    cfg.write_text(json.dumps({"grid": "sphere", "resolution": 3}))
+    assert main(["ensemble", "--config", str(cfg), "--output", str(tmp_path / "o2")]) == 2

@@ -22,7 +22,9 @@ Consequences a user relies on:
   equal the path of size k (expansions ordered by degree keep their low modes when n_max grows);
 * **independent realisations**: realisation r uses the key (seed, r, …).
 
-Cost: one query draws ≤ DEPTH nodes (shared ancestors are cached), each ``size`` normals.
+Cost: one query draws ≤ DEPTH nodes (shared ancestors are cached), each ``size`` normals; the
+last queried B(t) is kept, so the increments of a time-stepping loop descend the tree once
+per step.
 """
 from __future__ import annotations
 
@@ -78,6 +80,7 @@ class BrownianPath:
         self.antithetic = bool(antithetic)
         self._sign = -1.0 if self.antithetic else 1.0
         self._nodes: OrderedDict = OrderedDict()
+        self._last: tuple | None = None  # (t, B(t)) of the last query: increments chain end to start
         self._end = math.sqrt(t1 - t0) * self._normals(0, 0)
 
     def __repr__(self) -> str:
@@ -95,7 +98,9 @@ class BrownianPath:
         for c, a in enumerate(range(0, self.size, CHUNK)):
             b = min(self.size, a + CHUNK)
             key = [self.seed, self.realisation, level, index, c]
-            out[a:b] = np.random.Generator(np.random.PCG64(key)).standard_normal(CHUNK)[: b - a]
+            # the first b − a normals of the chunk's stream (the same numbers as the first b − a
+            # of CHUNK draws: the generator fills them in order)
+            out[a:b] = np.random.Generator(np.random.PCG64(key)).standard_normal(b - a)
         return self._sign * out
 
     def _midpoint(self, level: int, index: int, left: np.ndarray, right: np.ndarray, h: float):
@@ -118,15 +123,24 @@ class BrownianPath:
         if not (self.t0 - slack <= t <= self.t1 + slack):
             raise ValueError(f"t must lie in [t0, t1] = [{self.t0}, {self.t1}], got {t}")
         t = min(max(t, self.t0), self.t1)
+        last = self._last
+        if last is not None and last[0] == t:
+            return last[1].reshape(self.shape).copy()
+        value = self._descend(t)
+        self._last = (t, value)
+        return value.reshape(self.shape).copy()
+
+    def _descend(self, t: float) -> np.ndarray:
+        """B(t) (flat) by descending the tree."""
         s = (t - self.t0) / (self.t1 - self.t0)  # in [0, 1]
         lo, hi = 0.0, 1.0
         left, right = np.zeros(self.size), self._end
         index = 0
         for level in range(1, DEPTH + 1):
             if s == lo:
-                return left.reshape(self.shape).copy()
+                return left
             if s == hi:
-                return right.reshape(self.shape).copy()
+                return right
             mid = 0.5 * (lo + hi)
             bm = self._midpoint(level, index, left, right, (hi - lo) * (self.t1 - self.t0))
             if s < mid:
@@ -134,7 +148,7 @@ class BrownianPath:
             else:
                 lo, left, index = mid, bm, 2 * index + 1
         frac = (s - lo) / (hi - lo)
-        return ((1.0 - frac) * left + frac * right).reshape(self.shape)
+        return (1.0 - frac) * left + frac * right
 
     def increment(self, ta: float, tb: float) -> np.ndarray:
         """B(tb) − B(ta), shape ``shape``."""

@@ -17,6 +17,12 @@ larger n_max keeps the low modes: see :class:`~spherepde.noise.brownian.Brownian
   real harmonics Y_n0, √2 Re Y_nm, √2 Im Y_nm of the complex orthonormal basis of
   :class:`~spherepde.grids.sht.SphericalHarmonics` (no Condon–Shortley phase);
 * S¹ (d = 2): degree 0 is 1/√(2π); degree n ≥ 1 holds cos(nθ)/√π, sin(nθ)/√π.
+
+Evaluating at the same points again (a grid stepper asks for the noise at its fixed face points
+every step): the second call in a row with equal points tabulates the basis Y_{n,i}(x_p) once
+(when it takes at most :data:`BASIS_CACHE_BYTES`), and later calls with those points are one
+matrix product — on S² the same values as the spectral evaluation to round-off, on S¹ the same
+bits.  Other points are evaluated afresh as before.
 """
 from __future__ import annotations
 
@@ -27,6 +33,8 @@ import numpy as np
 from spherepde.grids.geometry import project_tangent
 
 _TWO_PI = 2.0 * math.pi
+#: largest tabulated basis (points × coefficients × 8 bytes) kept for repeated evaluation points
+BASIS_CACHE_BYTES = 64 * 2**20
 
 
 class NoiseField:
@@ -72,6 +80,8 @@ class NoiseField:
         #: κ_{n_max}(1) = Σ C_n N_n / ω: the variance of each component of G at a point
         self.variance = float(np.sum(self.sqrt_c ** 2) / (4 * math.pi if d == 3 else _TWO_PI))
         self._sht = None
+        self._last_x = None  # the points of the last evaluation (a copy)
+        self._basis = None   # basis tabulated at _last_x: (n_coefficients, P) on S², (P, n_coefficients) on S¹
         if d == 3:
             self._setup_sphere()
 
@@ -134,18 +144,51 @@ class NoiseField:
         x = np.asarray(x, dtype=float)
         if x.ndim != 2 or x.shape[1] != self.d:
             raise ValueError(f"x must have shape (P, {self.d}), got {x.shape}")
+        basis = self._cached_basis(x)
         if self.d == 3:
-            lon = np.arctan2(x[:, 1], x[:, 0])
-            lat = np.arcsin(np.clip(x[:, 2], -1.0, 1.0))
+            if basis is not None:  # (…, 3, K) @ (K, P) → (…, 3, P)
+                return np.moveaxis(np.matmul(np.swapaxes(xi, -1, -2), basis), -2, -1)
+            lon, lat = self._lonlat(x)
             vals = self._sht.evaluate(self._complex_coefficients(xi), lon, lat)  # (…, 3, P)
             return np.moveaxis(vals, -2, -1)
+        if basis is None:
+            basis = self._circle_basis(x)
+        return np.einsum("pk,...kd->...pd", basis, xi)
+
+    @staticmethod
+    def _lonlat(x: np.ndarray):
+        return np.arctan2(x[:, 1], x[:, 0]), np.arcsin(np.clip(x[:, 2], -1.0, 1.0))
+
+    def _circle_basis(self, x: np.ndarray) -> np.ndarray:
+        """(P, n_coefficients): 1/√(2π), cos(nθ)/√π, sin(nθ)/√π at the points of S¹."""
         theta = np.arctan2(x[:, 1], x[:, 0])
         basis = np.empty((x.shape[0], self.n_coefficients))
         basis[:, 0] = 1.0 / math.sqrt(_TWO_PI)
         n = np.arange(1, self.nmax + 1)
         basis[:, 1::2] = np.cos(np.outer(theta, n)) / math.sqrt(math.pi)
         basis[:, 2::2] = np.sin(np.outer(theta, n)) / math.sqrt(math.pi)
-        return np.einsum("pk,...kd->...pd", basis, xi)
+        return basis
+
+    def _cached_basis(self, x: np.ndarray):
+        """The basis tabulated at x when x equals the points of the previous call (built on the
+        second call in a row, if it fits in BASIS_CACHE_BYTES); else None, remembering x."""
+        if x.shape[0] * self.n_coefficients * 8 > BASIS_CACHE_BYTES:
+            return None
+        last = self._last_x
+        if last is not None and last.shape == x.shape and np.array_equal(last, x):
+            if self._basis is None:
+                if self.d == 3:  # Y_k(x_p), k = real index: the evaluation of one-hot coefficients
+                    s = 1.0 / math.sqrt(2.0)
+                    q = np.zeros((self.n_coefficients, self._sht.nlm), dtype=complex)
+                    k = np.arange(self.n_coefficients)
+                    q[k, self._cidx] = np.where(self._part == 0, 1.0, np.where(self._part == 1, s, -1j * s))
+                    self._basis = self._sht.evaluate(q, *self._lonlat(x))  # (K, P)
+                else:
+                    self._basis = self._circle_basis(x)
+            return self._basis
+        self._last_x = np.array(x, dtype=float, copy=True)
+        self._basis = None
+        return None
 
     def tangent_values(self, xi, x) -> np.ndarray:
         """P_x Σ sqrt(C_n) Y_{n,i}(x) ξ_{n,i}, shape (…, P, d): the velocity the field gives a token."""

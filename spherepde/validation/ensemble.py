@@ -270,13 +270,7 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
             results = ((r, run_realisation(config, r)) for r in range(realisations))
         else:
             if client is None:
-                from dask.distributed import Client, LocalCluster
-
-                own_cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                           dashboard_address=None,
-                                           env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-                                                "MKL_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1"})
-                client = Client(own_cluster)
+                client, own_cluster = local_client(workers)
             from dask.distributed import as_completed
 
             futures = {client.submit(run_realisation, config, r, pure=False): r for r in range(realisations)}
@@ -302,6 +296,15 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
                           interrupted=interrupted)
 
 
-def default_workers() -> int:
-    """One worker per core (at least 1)."""
-    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+def local_client(workers: int):
+    """A dask ``Client`` on a new ``LocalCluster`` of ``workers`` single-threaded processes (BLAS
+    and numba limited to one thread each, dashboard on a free port, logs at ERROR); returns
+    (client, cluster) — close both."""
+    import logging
+
+    from dask.distributed import Client, LocalCluster
+
+    one = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", silence_logs=logging.ERROR, env=one)
+    return Client(cluster), cluster

@@ -30,7 +30,7 @@ import numpy as np
 
 from spherepde import __version__
 from spherepde.io.plots import _plt
-from spherepde.validation.ensemble import SPDEConfig, run_ensemble
+from spherepde.validation.ensemble import SPDEConfig, local_client, run_ensemble
 from spherepde.validation.transport_runs import fit_order
 
 
@@ -313,21 +313,13 @@ def _rate(t, y) -> tuple[float, float]:
     return float(coef[0]), se
 
 
-def _client(workers: int):
-    from dask.distributed import Client, LocalCluster
-
-    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None,
-                           env={"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"})
-    return Client(cluster), cluster
-
-
 def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, progress: bool = False) -> dict:
     from spherepde.noise import NoiseKernel
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    client, cluster = _client(config.workers)
+    client, cluster = local_client(config.workers)
     try:
         jobs = {}
         for d in config.dims:

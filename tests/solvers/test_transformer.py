@@ -336,3 +336,87 @@ def test_bad_layer_and_observable_arguments():
         cosine_similarity(np.array([[np.nan, 0.0]]))
     with pytest.raises(ValueError, match="x"):
         cosine_similarity(np.ones(3))
+
+
+# ---- the m = ∞ transformer: Gaussian layers driven by a Brownian path --------------------------
+def _field(nmax: int = 4, sigma: float = 0.5):
+    from spherepde.noise import NoiseField, NoiseKernel
+
+    return NoiseField(NoiseKernel("relu", 3, sigma, sigma), nmax=nmax)
+
+
+def _gaussian_transformer(depth: int, T: float = 1.0, **kw):
+    return DiscreteTransformer(d=3, depth=depth, T=T, width=math.inf, sigma_u=0.5, sigma_w=0.5,
+                               attention=Attention(np.eye(3), np.eye(3), np.eye(3), 1.0), **kw)
+
+
+def test_gaussian_layers_are_the_brownian_field_increments():
+    """√Δt G_ℓ(y) = W(t_{ℓ+1}, y) − W(t_ℓ, y): the noise of layer ℓ is the increment of the field
+    driven by the path (to round-off), whatever the depth."""
+    from spherepde.noise import BrownianPath
+    from spherepde.solvers.lagrangian.transformer import GaussianLayer
+
+    field = _field()
+    path = BrownianPath(field.shape, seed=3, t0=0.0, t1=2.0)
+    y = unit_points(6, 3, 1)
+    for L in (4, 8):
+        tr = _gaussian_transformer(L, T=2.0)
+        layers = tr.gaussian_layers(field, path)
+        assert len(layers) == L and all(isinstance(lay, GaussianLayer) for lay in layers)
+        for ell in (0, L - 1):
+            t0, t1 = ell * 2.0 / L, (ell + 1) * 2.0 / L
+            np.testing.assert_allclose(tr.noise_increment(layers[ell], y),
+                                       field.values(path.increment(t0, t1), y), rtol=0, atol=1e-14)
+    # the layer is a field on the sphere: y and 2y give the same value; shapes (..., d)
+    lay = layers[0]
+    np.testing.assert_allclose(lay(2 * y), lay(y), rtol=0, atol=1e-14)
+    assert lay(y.reshape(2, 3, 3)).shape == (2, 3, 3) and lay.width == math.inf
+
+
+def test_gaussian_step_matches_run_and_realisations():
+    from spherepde.noise import BrownianPath
+
+    field = _field()
+    tr = _gaussian_transformer(5)
+    paths = [BrownianPath(field.shape, seed=1, realisation=r) for r in range(2)]
+    nested = [tr.gaussian_layers(field, p) for p in paths]
+    x0 = unit_points(4, 3, 0)
+    res = tr.run(x0, layers=nested, realisations=2)
+    assert res.x.shape == (2, 6, 4, 3) and res.config["width"] == math.inf
+    x = x0
+    for lay in nested[1]:
+        x = tr.step(x, lay)
+    np.testing.assert_allclose(x, res.x[1, -1], rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(tr.run(x0, layers=nested[0]).x[0], res.x[0])
+    assert not np.allclose(res.x[0, -1], res.x[1, -1])
+
+
+def test_bad_gaussian_arguments():
+    from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
+    from spherepde.solvers.lagrangian.transformer import GaussianLayer
+
+    field = _field()
+    tr = _gaussian_transformer(3)
+    x0 = unit_points(4, 3, 0)
+    with pytest.raises(ValueError, match="gaussian_layers"):
+        tr.run(x0)  # the m = ∞ layers are not drawn from a seed
+    with pytest.raises(ValueError, match="Gaussian"):
+        tr.draw_layer(np.random.default_rng(0))
+    with pytest.raises(TypeError, match="GaussianLayer"):
+        tr.run(x0, layers=DiscreteTransformer(d=3, depth=3, T=1.0, width=4).draw_layers(
+            np.random.default_rng(0)))
+    with pytest.raises(ValueError, match="cover"):
+        tr.gaussian_layers(field, BrownianPath(field.shape, seed=0, t0=0.0, t1=0.5))
+    with pytest.raises(ValueError, match="kernel"):  # not the m = ∞ limit of this MLP
+        tr.gaussian_layers(NoiseField(NoiseKernel("tanh", 3, 0.5, 0.5), nmax=4),
+                           BrownianPath(field.shape, seed=0))
+    with pytest.raises(ValueError, match="path.shape"):
+        tr.gaussian_layers(field, BrownianPath((3, 3), seed=0))
+    with pytest.raises(ValueError, match="width = 4"):
+        DiscreteTransformer(d=3, depth=3, T=1.0, width=4).gaussian_layers(field, BrownianPath(field.shape, seed=0))
+    with pytest.raises(ValueError, match="xi"):
+        GaussianLayer(field, np.zeros((3, 3)))
+    with pytest.raises(TypeError, match="field"):
+        GaussianLayer(np.eye(3), np.zeros((3, 3)))
+    with pytest.raises(TypeError, match="width"):
+        DiscreteTransformer(d=3, depth=3, T=1.0, width=math.nan)
