@@ -74,6 +74,7 @@ class HeatKernelConfig:
     dt: float = 0.02
     n_outputs: int = 20
     degrees: int = 3
+    concentration: float = 6.0  # of the von Mises–Fisher ρ_0: degrees 1–3 all carry mass
     ito_pairs: int = 200
     ito_dt: float = 0.01
     ito_steps: int = 100
@@ -95,7 +96,7 @@ def _heat_grid(config: HeatKernelConfig, grid: str, outdir: Path, progress: bool
         grid=grid, nlat=config.nlat, n=config.n_circle, activation=config.activation,
         sigma_u=config.sigma_u, sigma_w=config.sigma_w, variance_fraction=config.variance_fraction,
         initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64] if sphere else [0.6, 0.8],
-                 "concentration": 2.0},
+                 "concentration": config.concentration},
         t_end=config.t_end_sphere if sphere else config.t_end_circle, dt=config.dt,
         n_outputs=config.n_outputs, antithetic=True, store_fields=False,
         moments_lmax=config.degrees, seed=config.seed)
