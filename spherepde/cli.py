@@ -59,6 +59,7 @@ PAPER2_EXPERIMENTS = (
     ("heat-kernel", "Paper 2: E[ρ] decays like the heat kernel, rates per degree (S¹, S²); the Itô step fails"),
     ("synchronization", "Paper 2: E_β under common noise, rates vs λ̄' and λ₁ (particles d = 4, 5; density S²)"),
     ("chaos", "Paper 2: particles vs the SPDE on the same Brownian path, errors vs N"),
+    ("depth-width", "Paper 2: the discrete transformer vs the limit SDE, errors vs depth L and width m"),
 )
 
 
@@ -89,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, text in PAPER2_EXPERIMENTS:
         e = esub.add_parser(name, help=text)
         e.add_argument("--quick", action="store_true", help="small sizes (under a minute)")
-        if name != "synchronization":
+        if name in ("heat-kernel", "chaos"):
             e.add_argument("--nlat", type=int, default=None, help="override the S² grid size")
         e.add_argument("--t-end", type=float, default=None, help="override the final time")
         if name in ("heat-kernel", "synchronization"):
@@ -230,9 +231,9 @@ def _cmd_ensemble(args) -> int:
 def _cmd_experiment(args) -> int:
     import dataclasses
 
-    from spherepde.validation import paper1, paper2
+    from spherepde.validation import depth_width, paper1, paper2
 
-    config_cls, runner = {**paper1.EXPERIMENTS, **paper2.EXPERIMENTS}[args.name]
+    config_cls, runner = {**paper1.EXPERIMENTS, **paper2.EXPERIMENTS, **depth_width.EXPERIMENTS}[args.name]
     config = config_cls.quick() if args.quick else config_cls()
     over = {}
     if getattr(args, "nlat", None) is not None:  # S² experiments only

@@ -16,7 +16,10 @@ blocks so that memory stays bounded (``block`` targets × all sources at a time)
 For a density on a GaussGrid or CircleGrid with B = QᵀK ∝ orthogonal, :class:`DensityAttention`
 also has a spectral (Funk–Hecke) path: the sums are zonal convolutions, done by one SHT (FFT)
 analysis and a point synthesis, every target certified against ``tol`` or evaluated exactly
-(see the comment block "Spectral (Funk–Hecke) fast path" below).
+(see the comment block "Spectral (Funk–Hecke) fast path" below).  Weighted points on S² (particles)
+have the same kind of path in :meth:`Attention.mean` (method "spectral", chosen by "auto" when its
+cost model says it is cheaper): adjoint point synthesis → Funk–Hecke → point synthesis, with the
+same certification (comment block "Spectral fast summation for weighted points").
 """
 from __future__ import annotations
 
@@ -29,7 +32,7 @@ from spherepde.grids.geometry import project_tangent
 from spherepde.grids.sht import _powers  # e^{ikx} by doubling, shared with the SHT evaluation
 
 KINDS = ("softmax", "usa")
-METHODS = ("auto", "reference", "culled", "float32")
+METHODS = ("auto", "direct", "reference", "culled", "float32", "spectral")
 
 
 def _as_matrix(a, name: str, d: int | None) -> np.ndarray:
@@ -61,6 +64,8 @@ class Attention:
     beta: float
     kind: str = "softmax"
     B: np.ndarray = field(init=False, repr=False)
+    #: what the last call of :meth:`mean` did (method, and for "spectral" the pass counts)
+    last_stats: dict = field(init=False, repr=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         Q = _as_matrix(self.Q, "Q", None)
@@ -112,7 +117,7 @@ class Attention:
 
         ``y`` (m, d) and ``w`` (m,) (non-negative, any total) are ignored at β = ∞.
 
-        Methods (all log-domain):
+        Methods (all but "spectral" are direct log-domain sums, O(n·m)):
         * ``"reference"`` — exact float64 sum over all sources, ``block`` targets at a time;
         * ``"culled"``    — the same sum restricted, target by target, to the source tiles whose
           upper bound on the logit comes within ln(m/tol) of a lower bound on the row maximum;
@@ -120,9 +125,19 @@ class Attention:
           |m − m_ref| ≤ 2·tol (sources on S², d = 3);
         * ``"float32"``   — the reference sum in single precision (error ≈ 1e-7·β·‖B‖; only
           for tolerances that allow it);
-        * ``"auto"``      — "culled" when the logit spread (2β max|Bᵀx| plus the spread of
+        * ``"direct"``    — "culled" when the logit spread (2β max|Bᵀx| plus the spread of
           log w) can exceed the cut, else "reference"; "float32" when ``tol`` is loose enough
-          (tol ≥ 1e-6·max(1, β‖B‖)) and culling would not help.
+          (tol ≥ 1e-6·max(1, β‖B‖)) and culling would not help;
+        * ``"spectral"``  — Funk–Hecke fast summation, O((n + m) L² + L³) with L ≈ sqrt(2βc
+          ln(1/ε)) (see "Spectral fast summation for weighted points" below): needs d = 3, β
+          finite, B = c·R (R orthogonal) and unit sources; every target is certified,
+          |m − m_ref| < (tol/2)|m_ref|, or evaluated by "direct" with tol/8.  ValueError where
+          it does not apply;
+        * ``"auto"``      — "spectral" where it applies and its cost model (:func:`spectral_cost`)
+          says it is cheaper than the "direct" choice, else the "direct" choice.
+
+        After each call ``last_stats`` holds the method used and, for "spectral", the series
+        degree and how many targets were settled spectrally / exactly.
         """
         x = np.asarray(x, float)
         if x.ndim != 2 or x.shape[1] != self.d:
@@ -132,25 +147,61 @@ class Attention:
         if not (0.0 < tol < 1.0):
             raise ValueError(f"tol must be in (0, 1), got {tol!r}")
         z = x @ self.B  # rows: Bᵀx
+        self.last_stats.clear()
         if math.isinf(self.beta):
+            self.last_stats.update(method="beta=inf", targets=x.shape[0])
             return z / np.linalg.norm(z, axis=1, keepdims=True)
         y, logw = _sources(y, w, self.d)
-        if method == "auto":
-            method = self.choose_method(z, y, logw, tol)
+        if method in ("auto", "direct"):
+            method = self.choose_method(z, y, logw, tol, spectral=method == "auto")
+        self.last_stats.update(method=method, targets=x.shape[0])
+        if method == "spectral":
+            return self._mean_spectral(x, z, y, logw, tol, block)
+        return self._mean_direct(z, y, logw, method, tol, block)
+
+    def _mean_direct(self, z, y, logw, method, tol, block) -> np.ndarray:
+        if method in ("auto", "direct"):
+            method = self.choose_method(z, y, logw, tol, spectral=False)
         if method == "culled":
             return _mean_culled(z, y, logw, self.beta, self.kind, tol, block)
         dtype = np.float32 if method == "float32" else np.float64
         return _mean_direct(z, y, logw, self.beta, self.kind, block, dtype)
 
-    def choose_method(self, z: np.ndarray, y: np.ndarray, logw: np.ndarray, tol: float) -> str:
-        """The method "auto" picks for Bᵀx rows z and sources (y, log w); see :meth:`mean`."""
-        cut = math.log(max(len(logw), 1) / tol)
+    def _mean_spectral(self, x, z, y, logw, tol, block) -> np.ndarray:
+        plan, reason = _point_plan(self, y, tol)
+        if plan is None:
+            raise ValueError(f"method='spectral' does not apply: {reason}")
+        spec, c = plan
+        w = np.exp(logw)
+        out, stats = _certified_mean(
+            self, c, tol, x, spec.err * float(w.sum()), lambda u: spec.sums(w, y, u),
+            lambda idx: self._mean_direct(z[idx], y, logw, "direct", tol / 8.0, block))
+        self.last_stats.update(degree=spec.L, **stats)
+        return out
+
+    def choose_method(self, z: np.ndarray, y: np.ndarray, logw: np.ndarray, tol: float,
+                      *, spectral: bool = True) -> str:
+        """The method "auto" (``spectral=True``) or "direct" picks for Bᵀx rows z and sources
+        (y, log w); see :meth:`mean`."""
+        n, m = z.shape[0], len(logw)
+        cut = math.log(max(m, 1) / tol)
         spread = 2.0 * self.beta * float(np.max(np.linalg.norm(z, axis=1))) + float(np.ptp(logw))
-        if self.d == 3 and len(logw) >= 2048 and spread > cut:
-            return "culled"
-        if tol >= 1e-6 * max(1.0, self.beta * float(np.linalg.norm(self.B, 2))):
-            return "float32"
-        return "reference"
+        if self.d == 3 and m >= 2048 and spread > cut:
+            direct = "culled"
+        elif tol >= 1e-6 * max(1.0, self.beta * float(np.linalg.norm(self.B, 2))):
+            direct = "float32"
+        else:
+            direct = "reference"
+        if not spectral or n * m < SPECTRAL_MIN_PAIRS:
+            return direct
+        plan, _ = _point_plan(self, y, tol)
+        if plan is None:
+            return direct
+        culled, passed = _sample_targets(self, plan, z, y, logw, tol, cut)
+        per_pair = {"culled": culled, "float32": FLOAT32_PAIR_COST}.get(direct, 1.0)
+        # the targets the certification rejects are summed directly as well
+        cost_spectral = spectral_cost(n, m, plan[0].L) + (1.0 - passed) * n * m * per_pair
+        return "spectral" if cost_spectral < n * m * per_pair else direct
 
     def velocity(self, x: np.ndarray, y: np.ndarray | None = None, w: np.ndarray | None = None,
                  **kw) -> np.ndarray:
@@ -368,7 +419,7 @@ def _sources(y, w, d: int) -> tuple[np.ndarray, np.ndarray]:
 # δ = 8e-6 — the largest S_1 is ≤ Σw, attained next to a point mass).  Rejected targets take a
 # second, "split" pass (DensityAttention._split_pass: the spectral sums only for the weights
 # below a density level, the bulk above it summed exactly, culled) and what still fails the
-# exact log-domain path (Attention.mean "auto": culled/reference, with tol/8).
+# exact log-domain path (Attention.mean "direct": culled/reference, with tol/8).
 
 #: the split pass chooses its level τ so that all but this fraction of its targets can pass
 _SPLIT_QUANTILE = 0.02
@@ -461,7 +512,33 @@ def _suffix_tail(terms: np.ndarray) -> np.ndarray:
     return np.r_[t[1:], 0.0]
 
 
-class _SpectralSphere:
+class _SphereKernel:
+    """The Funk–Hecke series of the scaled kernel e^{κ(t−1)} on S²: ĩ_l(κ) for l ≤ max(lmin, 16 +
+    10√(κ+1)) (beyond, the terms are < e^{−45}), ``tail[L]`` = Σ_{l>L} (2l+1) ĩ_l = the sup-norm error
+    of the series truncated at degree L (kernel peak 1), and ``kbar`` = ĩ_0 (the kernel's mean).
+    ``_truncate(L, roundoff)`` sets the degree L, the coefficients 4π ĩ_l (l ≤ L) and ``err`` =
+    tail[L] + roundoff, the absolute error of one sum per unit mass."""
+
+    def __init__(self, kappa: float, lmin: int = 0) -> None:
+        self.kappa = float(kappa)
+        nv = max(lmin, 16 + int(math.sqrt(100.0 * self.kappa + 100.0)))
+        self.ive = spherical_ive(self.kappa, nv)
+        l = np.arange(nv + 1)
+        self.tail = _suffix_tail((2.0 * l + 1.0) * self.ive)
+        self.kbar = float(self.ive[0])
+
+    def _truncate(self, L: int, roundoff: float) -> None:
+        self.L = int(L)
+        self.coef = 4.0 * math.pi * self.ive[: self.L + 1]
+        self.err = float(self.tail[self.L]) + float(roundoff)
+
+    def degree_needed(self, tol: float) -> float:
+        """Smallest L whose kernel tail is ≤ tol·ĩ_0/TRUNCATION_MARGIN."""
+        ok = np.flatnonzero(self.tail <= tol * self.kbar / TRUNCATION_MARGIN)
+        return float(ok[0]) if ok.size else math.inf
+
+
+class _SpectralSphere(_SphereKernel):
     """Zonal convolutions with e^{κ(t−1)} of cell weights on a GaussGrid, at arbitrary points."""
 
     d = 3
@@ -472,25 +549,17 @@ class _SpectralSphere:
         self.possible = lmax * lmax >= 2.0 * self.kappa  # else the tail at lmax is ≥ e^{−1}
         if not self.possible:
             return
-        # the tail is needed at every l ≤ lmax; beyond 16 + 10√(κ+1) the terms are < e^{−45}
-        nv = max(lmax, 16 + int(math.sqrt(100.0 * self.kappa + 100.0)))
-        v = spherical_ive(self.kappa, nv)
-        l = np.arange(nv + 1)
-        self.tail = _suffix_tail((2.0 * l + 1.0) * v)  # sup |kernel − series up to l|
-        self.kbar = float(v[0])  # mean of the kernel over S² = S_1 of a uniform unit mass
+        super().__init__(kappa, lmax)  # the tail is needed at every l ≤ lmax
         below = np.flatnonzero(self.tail <= SERIES_TAIL)
-        self.L = max(1, min(lmax, int(below[0]) if below.size else lmax))
-        self.coef = 4.0 * math.pi * v[: self.L + 1]
-        #: absolute error of one sum per unit mass: truncation + round-off
-        self.err = float(self.tail[self.L]) + SPECTRAL_ROUNDOFF * (self.L + 16)
+        L = max(1, min(lmax, int(below[0]) if below.size else lmax))
+        self._truncate(L, SPECTRAL_ROUNDOFF * (L + 16))
         self._sh = None
 
     def degree_needed(self, tol: float) -> float:
         """Smallest L whose kernel tail is ≤ tol·ĩ_0/TRUNCATION_MARGIN (inf: beyond lmax)."""
         if not self.possible:
             return math.inf
-        ok = np.flatnonzero(self.tail <= tol * self.kbar / TRUNCATION_MARGIN)
-        return float(ok[0]) if ok.size else math.inf
+        return super().degree_needed(tol)
 
     def applicable(self, tol: float) -> bool:
         return self.degree_needed(tol) <= self.grid.lmax
@@ -687,6 +756,199 @@ def _spectral_plan(attention: Attention, grid):
     return (obj, c), None
 
 
+def _certified_mean(att: Attention, c: float, tol: float, x: np.ndarray, eta: float, sums,
+                    exact, second_pass=None) -> tuple[np.ndarray, dict]:
+    """The attention mean at targets x (n, d) from spectral sums, every target certified.
+
+    With u = Bᵀx/c, ``sums(u)`` returns (d + 1, k): the scaled sums S_y (rows 0..d−1) and S_1
+    (row d) of the comment block "Spectral (Funk–Hecke) fast path", each off by at most ``eta``.
+    A target is accepted when η ≤ (tol/8)·S_1 and √d·η ≤ (tol/8)·|S_y| (softmax; usa:
+    √d·η ≤ (tol/4)·|S_y|), so |m − m_ref| < (tol/2)|m_ref|.  The others go to
+    ``second_pass(idx, u, z, den, eta) → (accepted mask, means)`` if given (densities: the split
+    pass), and what is left to ``exact(idx) → means (len(idx), d)`` (log-domain, tol/8), as do
+    targets with β||Bᵀx| − c| > tol/16 (non-unit x, or B only nearly c·R), which could move the
+    mean by more than tol/8.  Returns (means (n, d), counts of targets settled by each pass).
+    """
+    d, beta = att.d, att.beta
+    n = x.shape[0]
+    z = x @ att.B
+    nz = np.linalg.norm(z, axis=1)
+    ok = np.flatnonzero(beta * np.abs(nz - c) <= tol / 16.0)
+    u = z[ok] / c
+    S = sums(u)
+    num, den = S[:d].T, S[d]
+    nnum = np.linalg.norm(num, axis=1)
+    out = np.empty((n, d))
+    if att.kind == "softmax":
+        good = (eta <= tol / 8.0 * den) & (math.sqrt(d) * eta <= tol / 8.0 * nnum)
+        out[ok[good]] = num[good] / den[good, None]
+    else:
+        good = math.sqrt(d) * eta <= tol / 4.0 * nnum
+        with np.errstate(over="ignore"):
+            out[ok[good]] = num[good] * np.exp(beta * (c - 1.0))
+    todo = np.ones(n, bool)
+    todo[ok[good]] = False
+    nsplit = 0
+    bad = np.flatnonzero(~good)
+    if bad.size and second_pass is not None:
+        done, m_split = second_pass(ok[bad], u[bad], z[ok[bad]], den[bad], eta)
+        out[ok[bad][done]] = m_split
+        todo[ok[bad][done]] = False
+        nsplit = int(done.sum())
+    rest = np.flatnonzero(todo)
+    if rest.size:
+        out[rest] = exact(rest)
+    return out, {"spectral": int(good.sum()), "split": nsplit, "exact": int(rest.size)}
+
+
+# ============================================================================================
+# Spectral fast summation for weighted points on S² (Attention.mean, method "spectral")
+# ============================================================================================
+#
+# The same sums S_f(u) = Σ_j w_j e^{κ(⟨u, y_j⟩ − 1)} f(y_j), f ∈ {y_1, y_2, y_3, 1}, for a measure
+# Σ_j w_j δ_{y_j} on S² (particles) instead of cell weights, in three steps:
+#   1. adjoint point synthesis: a^f_lm = Σ_j w_j f(y_j) Y*_lm(y_j), l ≤ L — exact (no quadrature,
+#      SphericalHarmonics.analyse_points: nonuniform Fourier sums + Legendre recursion);
+#   2. Funk–Hecke: multiply by 4π ĩ_l(κ) (spherical_ive);
+#   3. point synthesis at the targets u (SphericalHarmonics.evaluate).
+# Cost: two real matrix products of (points × L) by (L × 8L) per step, i.e. O((n + m) L²), plus
+# O(L³), against O(n m) for the direct sums.  L is the first degree where the kernel tail is below
+# the larger of the round-off of the sums, POINT_ROUNDOFF·(L + 16)², and tol·ĩ_0/POINT_TAIL_MARGIN
+# (≈ sqrt(2κ ln(1/ε)) with ε ≈ 1e-13: κ = 10 → 28, 100 → 80, 1000 → 240 at tol = 1e-8).
+# The error is absolute again (η = err·Σw per sum), so every target is certified exactly as for
+# densities (_certified_mean) and the rest summed directly (Attention's "direct", tol/8); there is
+# no split pass (particles all carry comparable weights, there is no density level to split at).
+# For particles moved by their own field with B = c·I every target is a source: S_1 ≥ w_i, and
+# the S_1 test passes while err·Σw/w_i ≤ tol/8 (N·err ≤ 1.25e-9 for equal weights at tol = 1e-8;
+# err ≈ 1e-13 at κ = 100) — and far more easily where a target has neighbours within β^{−1/2}.
+# With B = c·R, R ≠ I, the targets Rᵀx_i of a concentrated cloud can lie far from the mass: those
+# fail and are summed directly (cost ≤ that of the direct method on those targets).
+
+#: round-off of one point sum per unit mass: ε_r(L) = POINT_ROUNDOFF·(L + 16)².  Measured against
+#: np.longdouble sums (1500 points: uniform, or blobs of width 0.02 at the poles, the equator and
+#: in between; targets at the points and random): ≤ 3.3e-15 at L = 16 (model 5.1e-15),
+#: 2.4e-14 at L = 93 (5.9e-14), 6.5e-14 at L = 159 (1.5e-13), 1.3e-13 at L = 288 (4.6e-13),
+#: 2.5e-13 at L = 407 (8.9e-13); the error sits next to the mass (≤ 2e-14 away from it)
+POINT_ROUNDOFF = 5e-18
+#: the point series may stop where the tail is below tol·ĩ_0/POINT_TAIL_MARGIN: error ≤ tol/16 of
+#: S_1 at targets where the local mass is ≥ 1/256 of the uniform (ĩ_0·Σw)
+POINT_TAIL_MARGIN = 4096.0
+#: "auto" never picks "spectral" below this many (target, source) pairs
+SPECTRAL_MIN_PAIRS = 10**5
+# Cost model of "auto" (units: one (target, source) pair of the float64 direct sum).  Fitted to
+# timings on the 2-core development machine at N = 10⁴ (one BLAS thread; benchmarks/
+# bench_particles.py measures the resulting choices): spectral ≈ (n + m)(300 + 0.15 (L+1)²) +
+# 4 (L+1)³ (per-point work 384, 355, 1634, 3464, 6891 pairs at L = 12, 28, 80, 134, 240;
+# L³ part 2.6–9 pairs per unit); culled ≈ n·m·(0.4 + 3f), f the fraction of sources within the
+# cut of the row maximum (measured 0.80, 0.58, 0.53 of the reference at f = 0.14, 0.046, 0.014:
+# the per-block source unions and bounds cost about half the full sum there).
+SPECTRAL_POINT_OVERHEAD = 300.0
+SPECTRAL_POINT_COST = 0.15
+SPECTRAL_DEGREE_COST = 4.0
+CULLED_BASE, CULLED_SLOPE = 0.4, 3.0
+#: cost of a float32 pair relative to a float64 pair of the direct sum
+FLOAT32_PAIR_COST = 0.5
+
+
+def spectral_cost(n: int, m: int, L: int) -> float:
+    """Estimated cost of the spectral point sums (n targets, m sources, degree L), in units of
+    one (target, source) pair of the float64 direct sum (see the cost-model constants)."""
+    return ((n + m) * (SPECTRAL_POINT_OVERHEAD + SPECTRAL_POINT_COST * (L + 1) ** 2)
+            + SPECTRAL_DEGREE_COST * (L + 1) ** 3)
+
+
+def _sample_targets(att, plan, z, y, logw, tol, cut, samples: int = 32) -> tuple[float, float]:
+    """Exact sums at ``samples`` evenly spaced targets, for the cost model of "auto":
+    (work of the culled sum per (target, source) pair, CULLED_BASE + CULLED_SLOPE·f capped at 1,
+    f the mean fraction of sources whose logit comes within ``cut`` of the row maximum;
+    fraction of the targets the spectral certification would accept)."""
+    spec, c = plan
+    idx = np.unique(np.linspace(0, z.shape[0] - 1, min(samples, z.shape[0])).astype(int))
+    lg = att.beta * np.einsum("ik,jk->ij", z[idx], y) + logw
+    mx = lg.max(axis=1, keepdims=True)
+    f = float(np.mean(lg >= mx - cut))
+    e = np.exp(lg - mx)
+    s1 = e.sum(axis=1)
+    ns = np.linalg.norm(np.einsum("ij,jk->ik", e, y), axis=1)  # |S_y| in the units of s1
+    eta = spec.err * float(np.exp(logw).sum())
+    with np.errstate(divide="ignore"):
+        # log S_1 of the block comment (terms e^{κ(⟨u, y⟩ − 1)}, κ = βc): log s1 + mx − βc
+        log_s1 = np.log(s1) + mx[:, 0] - att.beta * c
+        log_ns = np.log(ns) + mx[:, 0] - att.beta * c
+    if att.kind == "softmax":
+        ok = ((math.log(8.0 * eta / tol) <= log_s1)
+              & (math.log(8.0 * math.sqrt(3) * eta / tol) <= log_ns))
+    else:
+        ok = math.log(4.0 * math.sqrt(3) * eta / tol) <= log_ns
+    return min(1.0, CULLED_BASE + CULLED_SLOPE * f), float(np.mean(ok))
+
+
+class _SpectralPoints(_SphereKernel):
+    """Zonal convolutions with e^{κ(t−1)} of weighted points on S², at arbitrary unit points."""
+
+    d = 3
+
+    def __init__(self, kappa: float, tol: float) -> None:
+        super().__init__(kappa)
+        l = np.arange(self.tail.size)
+        roundoff = POINT_ROUNDOFF * (l + 16.0) ** 2
+        below = np.flatnonzero(self.tail <= np.maximum(roundoff, tol * self.kbar / POINT_TAIL_MARGIN))
+        L = max(1, int(below[0]) if below.size else l[-1])
+        self._truncate(L, roundoff[L])
+        self._sh = None
+
+    def _transform(self):
+        if self._sh is None:
+            from spherepde.grids import GaussGrid  # noqa: PLC0415
+            from spherepde.grids.sht import SphericalHarmonics  # noqa: PLC0415
+
+            # only the degree matters (analyse_points / evaluate use no grid); nlat ≥ 32 lets
+            # the "auto" backend be shtns (no pyshtools import)
+            self._sh = SphericalHarmonics(GaussGrid(max(32, self.L + 1 + (self.L + 1) % 2)),
+                                          lmax=self.L)
+        return self._sh
+
+    def sums(self, w: np.ndarray, y: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """S_f(u) for f = y_1, y_2, y_3, 1 (shape (4, n)); weights w (m,) at unit y (m, 3),
+        targets u (n, 3) with |u| = 1 (to rounding)."""
+        sh = self._transform()
+        q = sh.analyse_points(np.vstack([w * y.T, w]), *_lonlat(y))
+        q *= self.coef[sh.l]
+        return sh.evaluate(q, *_lonlat(u))
+
+
+def _lonlat(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Longitude and latitude of points p (n, 3) ≠ 0 (arctan2 for both: arcsin(z) loses ~1e-8 rad
+    next to the poles)."""
+    return np.arctan2(p[:, 1], p[:, 0]), np.arctan2(p[:, 2], np.hypot(p[:, 0], p[:, 1]))
+
+
+_POINT_CACHE: dict = {}
+
+
+def _point_plan(att: Attention, y: np.ndarray, tol: float):
+    """(_SpectralPoints, c) for the spectral point sums of ``att`` with sources y, or
+    (None, reason)."""
+    if math.isinf(att.beta):
+        return None, "beta = inf (the mean does not depend on the measure)"
+    if att.d != 3:
+        return None, f"d = {att.d}: the point path is for S² (d = 3)"
+    c = orthogonal_scale(att.B)
+    if c is None:
+        return None, "B = QᵀK is not a positive multiple of an orthogonal matrix"
+    kappa = att.beta * c
+    dev = float(np.max(np.abs(np.linalg.norm(y, axis=1) - 1.0), initial=0.0))
+    if kappa * dev > tol / 16.0:
+        return None, f"the sources are not unit vectors (max ||y| − 1| = {dev:.3g})"
+    key = (kappa, tol)
+    spec = _POINT_CACHE.get(key)
+    if spec is None:
+        if len(_POINT_CACHE) >= 16:
+            _POINT_CACHE.clear()
+        spec = _POINT_CACHE[key] = _SpectralPoints(kappa, tol)
+    return (spec, c), None
+
+
 class DensityAttention:
     """The attention velocity of a density on a grid, for the density solvers.
 
@@ -703,10 +965,11 @@ class DensityAttention:
           :data:`DENSITY_METHODS`): needs B = QᵀK = c·R with R orthogonal (singular values equal
           to 1e-12 relative), β finite and a GaussGrid or CircleGrid; every target whose
           spectral value cannot be certified to ``tol`` is evaluated exactly (split pass, then
-          :meth:`Attention.mean` "auto" with ``tol/8``).  ValueError where not applicable.
+          :meth:`Attention.mean` "direct" with ``tol/8``).  ValueError where not applicable.
         * ``"auto"`` (default) — "spectral" where it applies and the kernel series needed for
           ``tol`` fits on the grid (degree ≤ lmax on S², ≤ n/2 terms on S¹), else
-          :meth:`Attention.mean`'s own "auto" (culled/reference/float32) with ``tol``.
+          :meth:`Attention.mean`'s "direct" choice (culled/reference/float32, not its spectral
+          point path) with ``tol``.
         * the others — passed to :meth:`Attention.mean`.
     tol : float in (0, 1), default 1e-8
         Accuracy target for the attention mean m_β: on the spectral path the relative error
@@ -782,7 +1045,7 @@ class DensityAttention:
         x = x.reshape(-1, shape[-1])
         w = None if rho is None else np.asarray(rho).reshape(-1) * self._area
         if self._spec is None or w is None:
-            method = "auto" if self.method == "spectral" else self.method
+            method = "direct" if self.method in ("auto", "spectral") else self.method
             self.last_stats = {"method": method, "targets": x.shape[0]}
             return self.attention.velocity(x, self._y, w, method=method,
                                            tol=self.tol).reshape(shape)
@@ -797,56 +1060,30 @@ class DensityAttention:
             raise ValueError(f"x must have shape (..., {self.attention.d}), got {shape}")
         w = np.asarray(rho).reshape(-1) * self._area
         if self._spec is None:
-            method = "auto" if self.method == "spectral" else self.method
+            method = "direct" if self.method in ("auto", "spectral") else self.method
             self.last_stats = {"method": method, "targets": x.shape[0]}
             return self.attention.mean(x, self._y, w, method=method, tol=self.tol).reshape(shape)
         return self._spectral_mean(x, w).reshape(shape)
 
     # ------------------------------------------------------------------------------------
     def _spectral_mean(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
-        att, spec, c, tol = self.attention, self._spec, self._c, self.tol
-        d, beta = att.d, att.beta
-        if x.ndim != 2 or x.shape[1] != d:
-            raise ValueError(f"x must have shape (n, {d}), got {x.shape}")
+        att, spec, tol = self.attention, self._spec, self.tol
+        if x.ndim != 2 or x.shape[1] != att.d:
+            raise ValueError(f"x must have shape (n, {att.d}), got {x.shape}")
         w = nonnegative_weights(w, "w")
         total = float(w.sum())
         if not total > 0:
             raise ValueError("w must have positive total mass")
-        n = x.shape[0]
-        z = x @ att.B
-        nz = np.linalg.norm(z, axis=1)
-        # the series is in κ⟨û, y⟩ with û = z/|z|, the logit β⟨z, y⟩ = β|z|⟨û, y⟩: targets where
-        # β||z| − c| (non-unit x, B only nearly c·R) could move the mean by more than tol/8
-        # are left to the exact path
-        ok = np.flatnonzero(beta * np.abs(nz - c) <= tol / 16.0)
-        u = z[ok] / c
-        S = spec.sums(w.reshape(self.grid.shape), u)
-        num, den = S[:d].T, S[d]
-        eta = spec.err * total  # absolute error bound of each sum
-        nnum = np.linalg.norm(num, axis=1)
-        out = np.empty((n, d))
-        if att.kind == "softmax":
-            good = (eta <= tol / 8.0 * den) & (math.sqrt(d) * eta <= tol / 8.0 * nnum)
-            out[ok[good]] = num[good] / den[good, None]
-        else:
-            good = math.sqrt(d) * eta <= tol / 4.0 * nnum
-            with np.errstate(over="ignore"):
-                out[ok[good]] = num[good] * np.exp(beta * (c - 1.0))
-        todo = np.ones(n, bool)
-        todo[ok[good]] = False
-        nsplit = 0
-        bad = np.flatnonzero(~good)
-        if bad.size:
-            lower = np.maximum(den[bad] - eta, spec.near_terms(w.reshape(self.grid.shape), u[bad]))
-            done, m_split = self._split_pass(ok[bad], u[bad], z[ok[bad]], w, lower)
-            out[ok[bad][done]] = m_split
-            todo[ok[bad][done]] = False
-            nsplit = int(done.sum())
-        rest = np.flatnonzero(todo)
-        if rest.size:
-            out[rest] = att.mean(x[rest], self._y, w, method="auto", tol=tol / 8.0)
-        self.last_stats = {"method": "spectral", "targets": n, "degree": spec.L,
-                           "spectral": int(good.sum()), "split": nsplit, "exact": int(rest.size)}
+        wg = w.reshape(self.grid.shape)
+
+        def split(idx, u, z, den, eta):
+            lower = np.maximum(den - eta, spec.near_terms(wg, u))
+            return self._split_pass(idx, u, z, w, lower)
+
+        out, stats = _certified_mean(
+            att, self._c, tol, x, spec.err * total, lambda u: spec.sums(wg, u),
+            lambda idx: att.mean(x[idx], self._y, w, method="direct", tol=tol / 8.0), split)
+        self.last_stats = {"method": "spectral", "targets": x.shape[0], "degree": spec.L, **stats}
         return out
 
     def _split_pass(self, idx, u, z, w, lower):

@@ -33,6 +33,10 @@ def test_gaussian_transformer_converges_to_the_limit_sde_on_the_same_path():
     fits = dw.depth_fits(SMALL.depths, d["errors"])
     assert fits["slope_vs_L"] < -0.5
     assert err[-1] < err[0] / 4
+    # Thm 1.1's sup over t contains the layer times and falls too (measured slopes for seeds
+    # 0..3: −0.64, −0.90, −0.74, −0.74; p against log L/L: 1.06, 1.46, 1.22, 1.21)
+    assert np.all(d["errors_sup_t"] >= d["errors"])
+    assert dw.depth_fits(SMALL.depths, d["errors_sup_t"])["slope_vs_L"] < -0.5
     # the reference is converged well below the error of the deepest transformer
     assert d["ref_check"].mean() < 0.1 * err[-1]
     # control: against the reference of a *different* path the error does not fall (it is
@@ -94,6 +98,17 @@ def test_width_differences_fit_and_resolution_on_synthetic_samples():
     entry = dw.width_differences(widths, none)["energy"]
     assert "q" not in entry and "below the Monte Carlo resolution" in entry["statement"]
     assert entry["resolution"] == pytest.approx(3 * math.sqrt(2 / R), rel=0.05)
+    # the pooled comparison sees an m-independent offset that no single width resolves:
+    # standardised samples (mean 0, sd 1 exactly) shifted by 0.025 are 2.5 se per width
+    # (se = sqrt(2/R) = 0.01) and 3.2 se pooled (se = sqrt(1/(4R) + 1/R) = 0.0079)
+    def std_normal():
+        z = rng.normal(size=R)
+        return (z - z.mean()) / z.std(ddof=1)
+    offset = {"inf": {n: std_normal() for n in dw.OBSERVABLES},
+              **{m: {n: std_normal() + 0.025 for n in dw.OBSERVABLES} for m in widths}}
+    entry = dw.width_differences(widths, offset)["first_moment"]
+    assert not any(r["resolved"] for r in entry["rows"]) and entry["pooled"]["resolved"]
+    assert entry["pooled"]["diff"] == pytest.approx(0.025, abs=1e-12)
 
 
 def test_mlp_excess_kurtosis_matches_sampled_mlp():
@@ -122,16 +137,18 @@ def test_quick_experiment_writes_its_files(tmp_path):
     for key in ("experiment", "config", "version", "runs", "depth", "width", "kernel", "plot", "file"):
         assert key in s
     dep = s["depth"]
-    for key in ("slope_vs_L", "slope_vs_L_stderr", "p_vs_logL_over_L", "p_vs_logL_over_L_stderr",
-                "slope_vs_L_stderr_bootstrap", "reference"):
-        assert math.isfinite(dep[key]) if key != "reference" else math.isfinite(dep[key]["difference"])
-    assert len(dep["error"]) == 3 and all(e > 0 for e in dep["error"])
+    assert math.isfinite(dep["reference"]["difference"])
+    for part in ("layer_times", "sup_t"):
+        for key in ("slope_vs_L", "slope_vs_L_stderr", "p_vs_logL_over_L", "p_vs_logL_over_L_stderr",
+                    "slope_vs_L_stderr_bootstrap", "p_vs_logL_over_L_stderr_bootstrap"):
+            assert math.isfinite(dep[part][key])
+        assert len(dep[part]["error"]) == 3 and all(e > 0 for e in dep[part]["error"])
     js = json.loads((tmp_path / "summary.json").read_text())
     assert js["experiment"] == "depth-width" and js["config"]["depths"] == [4, 8, 16]
     assert set(js["width"]["differences"]) == set(dw.OBSERVABLES)
     ds = xr.open_dataset(tmp_path / "depth_width.nc")
     assert ds["position_transformer"].shape == (17, 8, 3) == ds["position_reference"].shape
-    assert ds["sup_error"].shape == (3, 3) and ds["width_diff"].shape == (2, 3)
+    assert ds["sup_error"].shape == (3, 3) == ds["sup_t_error"].shape and ds["width_diff"].shape == (2, 3)
     np.testing.assert_allclose(np.linalg.norm(ds["position_reference"].values, axis=-1), 1.0, atol=1e-12)
     assert json.loads(ds.attrs["config_json"])["experiment"] == "depth-width"
     ds.close()

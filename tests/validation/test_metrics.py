@@ -74,6 +74,95 @@ def test_w2_uniform_to_poles_second_order():
     assert fitted_order(nl, errs) >= 1.9, errs
 
 
+# ---- W₂ with a bound beyond the dense limit ----------------------------------------------------
+def _clouds(rng, na, nb, d=3):
+    """A diffuse and a concentrated cloud with random positive weights (some zero)."""
+    xa = unit(rng.normal(size=(na, d)))
+    c = unit(rng.normal(size=d))
+    xb = unit(c + 0.6 * rng.normal(size=(nb, d)))
+    wa = rng.random(na) * (rng.random(na) < 0.95)
+    return xa, wa, xb, rng.random(nb)
+
+
+@pytest.mark.parametrize("na,nb,max_entries", [(300, 400, 2000), (800, 900, 10**4),
+                                                (1500, 1500, 10**5), (2500, 1200, 4 * 10**5)])
+def test_w2_with_bound_holds_against_exact_emd(na, nb, max_entries):
+    pytest.importorskip("ot")
+    rng = np.random.default_rng(na + nb)
+    xa, wa, xb, wb = _clouds(rng, na, nb)
+    exact = M.w2(xa, wa, xb, wb)
+    est = M.w2_with_bound(xa, wa, xb, wb, max_entries=max_entries)
+    assert est.method == "coarsened" and est.grid.startswith("GaussGrid(")
+    assert est.atoms[0] * est.atoms[1] <= max_entries
+    # the bound is rigorous (1e-12: the solvers' own round-off) and the radius bound cruder
+    assert abs(est.value - exact) <= est.error_bound + 1e-12, (est, exact)
+    assert est.lower - 1e-12 <= exact <= est.upper + 1e-12
+    assert est.error_bound <= est.radius_bound + 1e-15
+    # and it is not vacuous: it shrinks as the budget grows
+    finer = M.w2_with_bound(xa, wa, xb, wb, max_entries=4 * max_entries)
+    assert finer.error_bound < est.error_bound and abs(finer.value - exact) <= finer.error_bound + 1e-12
+
+
+def test_w2_with_bound_exact_when_it_fits_and_on_the_circle():
+    pytest.importorskip("ot")
+    rng = np.random.default_rng(3)
+    xa, wa, xb, wb = _clouds(rng, 200, 150)
+    est = M.w2_with_bound(xa, wa, xb, wb)
+    assert est.method == "exact" and est.error_bound == 0.0 and est.grid is None
+    assert est.value == pytest.approx(M.w2(xa, wa, xb, wb), abs=1e-12)
+    xa, wa, xb, wb = _clouds(rng, 700, 600, d=2)  # S¹: equal arcs
+    exact = M.w2(xa, wa, xb, wb)
+    est = M.w2_with_bound(xa, wa, xb, wb, max_entries=5000)
+    assert est.method == "coarsened" and est.grid.startswith("CircleGrid(")
+    assert abs(est.value - exact) <= est.error_bound + 1e-12
+
+
+def test_w2_with_bound_large_problems():
+    """Problems above the dense limit run, state the method, and the bound holds where the
+    answer is known: W₂²(μ, δ_p) = Σ w_j (2 − 2⟨x_j, p⟩) (all mass goes to p)."""
+    pytest.importorskip("ot")
+    rng = np.random.default_rng(5)
+    x = unit(rng.normal(size=(200_000, 3)))
+    w = rng.random(200_000)
+    p = unit(np.array([0.2, -0.3, 0.9]))
+    want = np.sqrt(np.sum(w / w.sum() * (2 - 2 * x @ p)))
+    est = M.w2_with_bound(x, w, p[None, :], [1.0], max_entries=10**4)
+    assert est.method == "coarsened" and est.atoms[1] == 1 and est.atoms[0] <= 10**4
+    assert abs(est.value - want) <= est.error_bound and est.error_bound < 0.05
+    xa, wa, xb, wb = _clouds(rng, 30_000, 30_000)  # 9e8 entries
+    with pytest.raises(ValueError, match="exceeds max_entries"):
+        M.w2(xa, wa, xb, wb)
+    est = M.w2_with_bound(xa, wa, xb, wb, max_entries=10**6)
+    assert est.method == "coarsened" and est.atoms[0] * est.atoms[1] <= 10**6
+    assert np.isfinite(est.value) and 0 < est.error_bound < 0.2 and 0 <= est.lower <= est.upper
+
+
+def test_w2_with_bound_bad_input():
+    x = unit(np.random.default_rng(0).normal(size=(50, 3)))
+    with pytest.raises(ValueError, match="coarsest level"):
+        M.w2_with_bound(x, np.ones(50), x, np.ones(50), max_entries=100)
+    with pytest.raises(ValueError, match="dimensions"):
+        M.w2_with_bound(x, np.ones(50), x[:, :2], np.ones(50))
+    with pytest.raises(ValueError, match="positive total mass"):
+        M.w2_with_bound(x, np.zeros(50), x, np.ones(50))
+    x4 = unit(np.random.default_rng(1).normal(size=(50, 4)))
+    with pytest.raises(ValueError, match="d = 2, 3"):
+        M.w2_with_bound(x4, np.ones(50), x4, np.ones(50), max_entries=100)
+
+
+def test_coarsen_measure_barycentres():
+    rng = np.random.default_rng(9)
+    x = unit(rng.normal(size=(5000, 3)))
+    w = rng.random(5000)
+    p, m, eps, r = M.coarsen_measure(x, w, 8)
+    assert p.shape[0] == m.size <= 2 * 8 * 8 and m.sum() == pytest.approx(1.0, rel=1e-14)
+    np.testing.assert_allclose(np.linalg.norm(p, axis=1), 1.0, atol=1e-15)
+    assert 0 < eps <= r < 0.8  # GaussGrid(8) cells are ~0.4 rad across
+    # ε is the cost of one coupling of μ and μ̃, so at least the optimal one
+    pytest.importorskip("ot")
+    assert M.w2(x, w, p, m) <= eps + 1e-12
+
+
 # ---- eigenspaces --------------------------------------------------------------------------------
 def test_top_eigenspace_simple_and_gap():
     rng = np.random.default_rng(1)

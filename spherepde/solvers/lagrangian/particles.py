@@ -42,8 +42,12 @@ Step sizes follow :mod:`spherepde.solvers.controller`: output times (and ``t_end
 exactly, and what is left before the next output time is split into the fewest equal steps
 of size ≤ dt (relative tolerance :data:`~spherepde.solvers.controller.SPLIT_RTOL`).
 
-Cost: one velocity evaluation is :math:`O(N^2 d)` (all pairs, in blocks of targets, float64);
-RK4 takes 4 of them per step, RK2 two.
+Cost: one velocity evaluation is :math:`O(N^2 d)` (all pairs, in blocks of targets, float64),
+except on S² (d = 3) with B = QᵀK = c·R (R orthogonal), where :meth:`Attention.mean`'s "auto"
+takes the spectral (Funk–Hecke) point sums when its cost model finds them cheaper:
+:math:`O(N L^2 + L^3)` with :math:`L \approx \sqrt{2\beta c \ln(1/\varepsilon)}` (L = 28 at β = 10,
+80 at β = 100), every particle certified to the tolerance or summed directly
+(``benchmarks/bench_particles.py``).  RK4 takes 4 evaluations per step, RK2 two.
 """
 from __future__ import annotations
 
