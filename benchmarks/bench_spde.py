@@ -6,7 +6,9 @@ noise's time goes, and how many ensemble realisations an hour this machine gives
     python benchmarks/bench_spde.py --quick     # nlat 32, 64, few repetitions, ensemble at 32 with
                                                 # w = 0, 1, 2 only; prints only (unless --out)
     python benchmarks/bench_spde.py --out PATH  # write the JSON somewhere else (also with --quick)
-    python benchmarks/bench_spde.py --skip-ensemble | --skip-steps   # one part only
+    python benchmarks/bench_spde.py --skip-ensemble | --skip-steps   # one part only (--merge: keep
+                                                # the other part of the existing JSON)
+    python benchmarks/bench_spde.py --ensemble-passes 2              # each worker count twice
     python benchmarks/bench_spde.py --blas-threads N                 # default 1, see below
 
 Part 1 — one step, per GaussGrid(nlat), all on the same density (the ensemble's initial vMF
@@ -53,11 +55,13 @@ summary (top functions by cumulative time) of a few steps is stored in the JSON.
 
 Part 2 — ensembles: ``run_ensemble(SPDEConfig(nlat, paper1 attention, noise on, dt = 0.02,
 t_end = n_steps·dt), R, file, workers=w)`` (a dask LocalCluster of w single-threaded processes;
-w = 0 runs serially in this process), w = 0, 1, 2, 3, 4 in a shuffled order.  n_steps is chosen
-from a calibration run so that one realisation takes ~``--target`` seconds.  Reported: wall time,
-realisations/hour, steps/hour, speed-up against w = 1 and against w = 0, parallel efficiency
-(speed-up vs w = 1, divided by w), the fixed cost of the cluster (wall(w = 1) − wall(w = 0), and
-LocalCluster + Client start and close timed alone).
+w = 0 runs serially in this process), w = 0, 1, 2, 3, 4, plus w = 1, 2 with the workers started
+without dask's default ``MALLOC_TRIM_THRESHOLD_=65536`` (``--ensemble-passes`` passes, each in a
+shuffled order; medians).  n_steps is chosen from a calibration run so that one realisation takes
+~``--target`` seconds.  Reported: wall time, realisations/hour, steps/hour, speed-up against w = 1
+and against w = 0, parallel efficiency (speed-up vs w = 1, divided by w), the fixed cost of the
+cluster (wall(w = 1) − wall(w = 0), and LocalCluster + Client start, first tiny task and close
+timed alone).
 
 BLAS threads: ``--blas-threads`` (default 1) sets OPENBLAS/OMP/MKL_NUM_THREADS before numpy is
 imported — the ensemble workers run single-threaded, and on the loaded 2-core machine OpenBLAS'
@@ -482,7 +486,29 @@ def cluster_startup(w: int) -> dict:
             "close_s": time.perf_counter() - t}
 
 
-def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng) -> dict:
+class _NoMallocTrim:
+    """Context: LocalCluster workers start WITHOUT dask's default MALLOC_TRIM_THRESHOLD_=65536
+    (``distributed.nanny.pre-spawn-environ``), which glibc reads at start-up: with it set, freed
+    memory above 64 kB goes back to the OS and numpy temporaries page-fault afresh every time."""
+
+    KEY = "MALLOC_TRIM_THRESHOLD_"
+
+    def __enter__(self):
+        import dask
+        import distributed  # noqa: F401  (registers the distributed config defaults)
+
+        self._env = os.environ.pop(self.KEY, None)  # the nanny copies it into os.environ
+        self._cfg = dask.config.set({f"distributed.nanny.pre-spawn-environ.{self.KEY}": None})
+        self._cfg.__enter__()
+
+    def __exit__(self, *exc):
+        self._cfg.__exit__(*exc)
+        if self._env is not None:
+            os.environ[self.KEY] = self._env
+
+
+def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng, passes: int,
+                   no_trim_workers: list) -> dict:
     att = paper1_attention()
     # calibrate: seconds per step of one realisation in this process
     cal = SPDEConfig(nlat=nlat, attention=att, t_end=ENSEMBLE_OUTPUTS * ENSEMBLE_DT, dt=ENSEMBLE_DT,
@@ -496,34 +522,49 @@ def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng) -> dict
     n_steps = ENSEMBLE_OUTPUTS * max(1, round(target / per_step / ENSEMBLE_OUTPUTS))
     config = SPDEConfig(nlat=nlat, attention=att, t_end=n_steps * ENSEMBLE_DT, dt=ENSEMBLE_DT,
                         n_outputs=ENSEMBLE_OUTPUTS)
+    variants = [(w, True) for w in workers] + [(w, False) for w in no_trim_workers]
     print(f"  ensemble nlat {nlat}: calibration {per_step:.3g} s/step (+ {setup:.2f} s set-up and "
-          f"outputs) -> {n_steps} steps "
-          f"(t_end {config.t_end:g}), R = {R}, workers {workers}", flush=True)
-    order = [int(w) for w in rng.permutation(workers)]
-    runs = {}
+          f"outputs) -> {n_steps} steps (t_end {config.t_end:g}), R = {R}, workers {workers}"
+          + (f", and {no_trim_workers} without MALLOC_TRIM_THRESHOLD_" if no_trim_workers else "")
+          + f"; {passes} pass(es)", flush=True)
+    walls = {v: [] for v in variants}
+    loads = {v: [] for v in variants}
+    orders = []
     with tempfile.TemporaryDirectory(prefix="bench_spde_") as tmp:
-        for w in order:
-            la = os.getloadavg()[0]
-            res = run_ensemble(config, R, Path(tmp) / f"ens_w{w}.nc", workers=w)
-            if sorted(res.realisations) != list(range(R)):
-                raise AssertionError(f"ensemble with {w} workers returned {res.realisations}")
-            runs[w] = {"workers": w, "wall_s": res.wall_time, "load_average_before": la,
-                       "realisations_per_hour": R / res.wall_time * 3600.0,
-                       "steps_per_hour": R * n_steps / res.wall_time * 3600.0,
-                       "seconds_per_realisation": res.wall_time / R}
-            print(f"    w = {w}: {res.wall_time:7.1f} s  {runs[w]['realisations_per_hour']:7.0f} "
-                  f"realisations/h  (load {la:.1f})", flush=True)
-    base1 = runs.get(1, {}).get("wall_s")
-    base0 = runs.get(0, {}).get("wall_s")
-    for w, r in runs.items():
-        r["speedup_vs_w1"] = base1 / r["wall_s"] if base1 else None
-        r["parallel_efficiency_vs_w1"] = (base1 / r["wall_s"] / w) if base1 and w else None
-        r["speedup_vs_serial"] = base0 / r["wall_s"] if base0 else None
+        for _ in range(passes):
+            order = [variants[i] for i in rng.permutation(len(variants))]
+            orders.append([[w, trim] for w, trim in order])
+            for w, trim in order:
+                la = os.getloadavg()[0]
+                f = Path(tmp) / f"ens_w{w}_{int(trim)}.nc"
+                if trim:
+                    res = run_ensemble(config, R, f, workers=w)
+                else:
+                    with _NoMallocTrim():
+                        res = run_ensemble(config, R, f, workers=w)
+                f.unlink()
+                if sorted(res.realisations) != list(range(R)):
+                    raise AssertionError(f"ensemble with {w} workers returned {res.realisations}")
+                walls[(w, trim)].append(res.wall_time)
+                loads[(w, trim)].append(la)
+                print(f"    w = {w}{'' if trim else ' (no malloc trim)'}: {res.wall_time:7.1f} s  "
+                      f"{R / res.wall_time * 3600:7.0f} realisations/h  (load {la:.1f})", flush=True)
+    med = {v: float(np.median(x)) for v, x in walls.items()}
+    base1, base0 = med.get((1, True)), med.get((0, True))
+    runs = []
+    for (w, trim), wall in sorted(med.items(), key=lambda kv: (not kv[0][1], kv[0][0])):
+        runs.append({
+            "workers": w, "dask_malloc_trim": trim if w else None, "wall_s": wall,
+            "wall_s_all": walls[(w, trim)], "load_average_before": loads[(w, trim)],
+            "realisations_per_hour": R / wall * 3600.0, "steps_per_hour": R * n_steps / wall * 3600.0,
+            "seconds_per_realisation": wall / R,
+            "speedup_vs_w1": base1 / wall if base1 else None,
+            "parallel_efficiency_vs_w1": base1 / wall / w if base1 and w else None,
+            "speedup_vs_serial": base0 / wall if base0 else None,
+        })
     return {"nlat": nlat, "R": R, "n_steps": n_steps, "dt": ENSEMBLE_DT, "t_end": config.t_end,
-            "calibration_s_per_step": per_step, "calibration_wall_s": cal_wall,
-            "calibration_setup_s": setup,
-            "config": config.to_dict(), "order": order,
-            "runs": [runs[w] for w in sorted(runs)],
+            "passes": passes, "calibration_s_per_step": per_step, "calibration_wall_s": cal_wall,
+            "calibration_setup_s": setup, "config": config.to_dict(), "orders": orders, "runs": runs,
             "fixed_cost_w1_minus_w0_s": (base1 - base0) if base0 and base1 else None}
 
 
@@ -541,6 +582,10 @@ def main(argv=None) -> int:
                    help="seconds per realisation in the ensembles (default 5; quick 2)")
     p.add_argument("--skip-steps", action="store_true")
     p.add_argument("--skip-ensemble", action="store_true")
+    p.add_argument("--ensemble-passes", type=int, default=1,
+                   help="run every worker count this many times (shuffled order per pass; medians)")
+    p.add_argument("--merge", action="store_true",
+                   help="keep the parts of the existing output JSON that this run skips")
     p.add_argument("--blas-threads", default="1",
                    help="OPENBLAS/OMP/MKL_NUM_THREADS of this process (set before numpy loads)")
     args = p.parse_args(argv)
@@ -572,7 +617,8 @@ def main(argv=None) -> int:
             print(f"  LocalCluster({w}) start {startup[-1]['start_s']:.2f} s, first tiny task "
                   f"{startup[-1]['first_tiny_task_s']:.2f} s, close {startup[-1]['close_s']:.2f} s", flush=True)
         for nlat in ens_sizes:
-            ensembles.append(bench_ensemble(nlat, R, workers, target, rng))
+            ensembles.append(bench_ensemble(nlat, R, workers, target, rng, args.ensemble_passes,
+                                            [1, 2]))
             e = ensembles[-1]
             print(f"    fixed cost wall(w=1) - wall(w=0) = {e['fixed_cost_w1_minus_w0_s']:.1f} s", flush=True)
 
@@ -610,6 +656,17 @@ def main(argv=None) -> int:
             },
             "steps": steps, "cluster_startup": startup, "ensembles": ensembles,
         }
+        if args.merge and out.exists():
+            old = json.loads(out.read_text())
+            kept = {"steps": args.skip_steps, "cluster_startup": args.skip_ensemble,
+                    "ensembles": args.skip_ensemble}
+            for k, skipped in kept.items():
+                if skipped and k in old:
+                    result[k] = old[k]
+            result["merged"] = {"parts_from_previous_run": [k for k, v in kept.items() if v],
+                                "previous_run": {k: old.get(k) for k in
+                                                 ("load_average_at_start", "load_average_at_end",
+                                                  "elapsed_s", "environment", "merged")}}
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_suffix(out.suffix + ".tmp")
         tmp.write_text(json.dumps(result, indent=1, default=float) + "\n")
