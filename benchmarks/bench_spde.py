@@ -61,7 +61,8 @@ shuffled order; medians).  n_steps is chosen from a calibration run so that one 
 ~``--target`` seconds.  Reported: wall time, realisations/hour, steps/hour, speed-up against w = 1
 and against w = 0, parallel efficiency (speed-up vs w = 1, divided by w), the fixed cost of the
 cluster (wall(w = 1) − wall(w = 0), and LocalCluster + Client start, first tiny task and close
-timed alone).
+timed alone), and the CPU seconds this process and its worker processes used (``cores_used`` =
+CPU / wall: how much of the shared machine a run actually got; ``realisations_per_core_hour``).
 
 BLAS threads: ``--blas-threads`` (default 1) sets OPENBLAS/OMP/MKL_NUM_THREADS before numpy is
 imported — the ensemble workers run single-threaded, and on the loaded 2-core machine OpenBLAS'
@@ -507,6 +508,18 @@ class _NoMallocTrim:
             os.environ[self.KEY] = self._env
 
 
+def _cpu_seconds() -> float:
+    """User + system CPU seconds of this process and of its finished children (the dask
+    workers, reaped when the cluster closes)."""
+    import resource
+
+    t = 0.0
+    for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+        r = resource.getrusage(who)
+        t += r.ru_utime + r.ru_stime
+    return t
+
+
 def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng, passes: int,
                    no_trim_workers: list) -> dict:
     att = paper1_attention()
@@ -529,6 +542,7 @@ def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng, passes:
           + f"; {passes} pass(es)", flush=True)
     walls = {v: [] for v in variants}
     loads = {v: [] for v in variants}
+    cpus = {v: [] for v in variants}
     orders = []
     with tempfile.TemporaryDirectory(prefix="bench_spde_") as tmp:
         for _ in range(passes):
@@ -537,19 +551,24 @@ def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng, passes:
             for w, trim in order:
                 la = os.getloadavg()[0]
                 f = Path(tmp) / f"ens_w{w}_{int(trim)}.nc"
+                c0 = _cpu_seconds()
                 if trim:
                     res = run_ensemble(config, R, f, workers=w)
                 else:
                     with _NoMallocTrim():
                         res = run_ensemble(config, R, f, workers=w)
+                cpu_s = _cpu_seconds() - c0
                 f.unlink()
                 if sorted(res.realisations) != list(range(R)):
                     raise AssertionError(f"ensemble with {w} workers returned {res.realisations}")
                 walls[(w, trim)].append(res.wall_time)
                 loads[(w, trim)].append(la)
+                cpus[(w, trim)].append(cpu_s)
                 print(f"    w = {w}{'' if trim else ' (no malloc trim)'}: {res.wall_time:7.1f} s  "
-                      f"{R / res.wall_time * 3600:7.0f} realisations/h  (load {la:.1f})", flush=True)
+                      f"{R / res.wall_time * 3600:7.0f} realisations/h  CPU {cpu_s:6.1f} s = "
+                      f"{cpu_s / res.wall_time:4.2f} cores  (load {la:.1f})", flush=True)
     med = {v: float(np.median(x)) for v, x in walls.items()}
+    cpu_med = {v: float(np.median(x)) for v, x in cpus.items()}
     base1, base0 = med.get((1, True)), med.get((0, True))
     runs = []
     for (w, trim), wall in sorted(med.items(), key=lambda kv: (not kv[0][1], kv[0][0])):
@@ -558,6 +577,10 @@ def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng, passes:
             "wall_s_all": walls[(w, trim)], "load_average_before": loads[(w, trim)],
             "realisations_per_hour": R / wall * 3600.0, "steps_per_hour": R * n_steps / wall * 3600.0,
             "seconds_per_realisation": wall / R,
+            "cpu_s": cpu_med[(w, trim)], "cpu_s_all": cpus[(w, trim)],
+            "cores_used": cpu_med[(w, trim)] / wall,
+            "cpu_s_per_realisation": cpu_med[(w, trim)] / R,
+            "realisations_per_core_hour": 3600.0 * R / cpu_med[(w, trim)],
             "speedup_vs_w1": base1 / wall if base1 else None,
             "parallel_efficiency_vs_w1": base1 / wall / w if base1 and w else None,
             "speedup_vs_serial": base0 / wall if base0 else None,

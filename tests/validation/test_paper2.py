@@ -22,7 +22,7 @@ from spherepde.validation.paper2 import (
 
 def test_heat_kernel_tiny(tmp_path):
     cfg = replace(HeatKernelConfig.quick(), pairs_circle=6, pairs_sphere=3, ito_pairs=4, ito_steps=5,
-                  n_outputs=3, workers=2)
+                  n_outputs=3, workers=0)  # the dask path is tested in test_ensemble.py
     s = run_heat_kernel(cfg, tmp_path)
     assert {r["grid"] for r in s["runs"]} == {"circle", "sphere"}
     for r in s["runs"]:
@@ -39,7 +39,8 @@ def test_heat_kernel_tiny(tmp_path):
 
 def test_synchronization_tiny(tmp_path):
     cfg = replace(SynchronizationConfig.quick(), cases=(("tanh", 0.0),), attention_scales=(0.0,),
-                  realisations=2, lyapunov_pairs=2, density_realisations=2, density_t_end=0.4, n_outputs=4)
+                  realisations=2, lyapunov_pairs=2, density_realisations=2, density_t_end=0.4, n_outputs=4,
+                  density_nlat=16, workers=0)
     s = run_synchronization(cfg, tmp_path)
     (row,) = s["runs"]
     assert row["odd"] and not row["thm_1_4_applies"]
