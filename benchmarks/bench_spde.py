@@ -1,7 +1,7 @@
 """Cost of the SPDE (common transport noise) against the deterministic mean-field step, where the
 noise's time goes, and how many ensemble realisations an hour this machine gives with w workers.
 
-    python benchmarks/bench_spde.py             # nlat 32, 64, 128 + ensembles at 32, 64 (≈ 25 min
+    python benchmarks/bench_spde.py             # nlat 32, 64, 128 + ensembles at 32, 64 (≈ 45 min
                                                 # on the shared 2-core box); writes results/spde.json
     python benchmarks/bench_spde.py --quick     # nlat 32, 64, few repetitions, ensemble at 32 with
                                                 # w = 0, 1, 2 only; prints only (unless --out)

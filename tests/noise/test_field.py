@@ -71,3 +71,20 @@ def test_bad_input():
     f = NoiseField(k, nmax=2)
     with pytest.raises(ValueError, match="coefficients"):
         f.values(np.zeros((3, 3)), _points(3, 2))
+
+
+def test_repeated_points_use_a_basis_table_with_the_same_values():
+    # the second call with the same points builds a table of basis values; results must agree
+    # with the direct evaluation (a fresh field) to round-off
+    k = NoiseKernel("relu", d=3, sigma_u=0.4, sigma_w=0.2)
+    x = _points(3, 50, seed=3)
+    xi = np.random.default_rng(2).standard_normal(NoiseField(k, nmax=6).shape)
+    cached = NoiseField(k, nmax=6)
+    first = cached.values(xi, x)
+    second = cached.values(xi, x)
+    third = cached.values(2 * xi, x)
+    np.testing.assert_allclose(second, first, rtol=0, atol=1e-14 * np.abs(first).max())
+    np.testing.assert_allclose(third, 2 * first, rtol=0, atol=1e-14 * np.abs(first).max())
+    other = _points(3, 50, seed=4)  # new points: not the table of the old ones
+    np.testing.assert_allclose(cached.values(xi, other), NoiseField(k, nmax=6).values(xi, other),
+                               rtol=0, atol=1e-14 * np.abs(first).max())
