@@ -9,6 +9,7 @@ import pytest
 
 from spherepde.io.netcdf import open_dataset
 from spherepde.noise import NoiseKernel
+from spherepde.validation.depth_width import DepthWidthConfig, run_depth_width
 from spherepde.validation.paper2 import (
     ChaosConfig,
     HeatKernelConfig,
@@ -75,7 +76,8 @@ def test_pathwise_contraction_rate_is_lambda_1():
 @pytest.mark.slow
 @pytest.mark.parametrize("name, runner, cls", [("heat-kernel", run_heat_kernel, HeatKernelConfig),
                                                ("synchronization", run_synchronization, SynchronizationConfig),
-                                               ("chaos", run_chaos, ChaosConfig)])
+                                               ("chaos", run_chaos, ChaosConfig),
+                                               ("depth-width", run_depth_width, DepthWidthConfig)])
 def test_full_studies(name, runner, cls, tmp_path):
     s = runner(cls(), tmp_path)
     assert s["experiment"] == name
