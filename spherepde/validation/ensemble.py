@@ -254,7 +254,9 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
         raise ValueError(f"workers must be an int ≥ 0, got {workers!r}")
     path = Path(path)
     grid = config.make_grid()
-    config.make_noise()  # validate before any work
+    noise = config.make_noise()  # validate before any work, including the step size
+    if noise is not None:
+        SPDEFFSL(grid, noise=noise, path=config.make_path(noise, 0), scheme=config.scheme).check_dt(config.dt)
     diag = _Diagnostics(config, grid)
     done: list[int] = []
     t0 = time.perf_counter()

@@ -82,3 +82,11 @@ def test_bad_ensemble_arguments(tmp_path):
         run_ensemble(replace(SMALL, antithetic=True), 3, tmp_path / "x.nc")
     with pytest.raises(ValueError, match="workers"):
         run_ensemble(SMALL, 2, tmp_path / "x.nc", workers=-1)
+
+
+def test_too_large_step_refused_before_any_work(tmp_path):
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="too large for the noise"):
+        run_ensemble(replace(SMALL, dt=0.8, t_end=1.6), 2, tmp_path / "x.nc", workers=0)
+    assert not (tmp_path / "x.nc").exists()

@@ -93,7 +93,6 @@ class SPDEFFSL:
         self._points = self.transport.points
         self._zero = np.zeros_like(self._points)
         self._noise_cache = None  # (t, dt, noise velocity at the face points)
-        self._drift_cache = None
 
     # ---- parameters --------------------------------------------------------------------
     @property
