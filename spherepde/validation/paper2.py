@@ -34,8 +34,12 @@ from spherepde.validation.ensemble import SPDEConfig, local_client, run_ensemble
 from spherepde.validation.transport_runs import fit_order
 
 
-def _json(path: Path, summary: dict) -> None:
-    path.write_text(json.dumps(summary, indent=1, default=float))
+def _finish(summary: dict, plot, png: Path, t0: float) -> dict:
+    """Plot to ``png``, add the plot path and the run time, write ``summary.json`` beside it."""
+    summary["plot"] = str(plot(summary, png))
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    (png.parent / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    return summary
 
 
 def _degree_ratios(ds, grid: str, degrees: int, antithetic: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -181,10 +185,7 @@ def run_heat_kernel(config: HeatKernelConfig, outdir: str | Path, *, progress: b
     runs = [_heat_grid(config, g, outdir, progress) for g in ("circle", "sphere")]
     summary = {"experiment": "heat-kernel", "config": config.to_dict(), "version": __version__,
                "runs": runs, "ito_check": _ito_check(config)}
-    summary["plot"] = str(plot_heat_kernel(summary, outdir / "heat_kernel.png"))
-    summary["seconds"] = round(time.perf_counter() - t0, 1)
-    _json(outdir / "summary.json", summary)
-    return summary
+    return _finish(summary, plot_heat_kernel, outdir / "heat_kernel.png", t0)
 
 
 def plot_heat_kernel(summary: dict, path: Path) -> Path:
@@ -381,10 +382,7 @@ def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, pr
     density = _sync_density(config, outdir, progress)
     summary = {"experiment": "synchronization", "config": config.to_dict(), "version": __version__,
                "runs": rows, "density": density}
-    summary["plot"] = str(plot_synchronization(summary, outdir / "synchronization.png"))
-    summary["seconds"] = round(time.perf_counter() - t0, 1)
-    _json(outdir / "summary.json", summary)
-    return summary
+    return _finish(summary, plot_synchronization, outdir / "synchronization.png", t0)
 
 
 def _sync_density(config: SynchronizationConfig, outdir: Path, progress: bool) -> dict:
@@ -553,10 +551,7 @@ def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False
                                  "prop_1_2_bound": "W2² ≤ c N^(-1/2) for d = 3, i.e. W2 ≤ c N^(-1/4)"}})
     summary = {"experiment": "chaos", "config": config.to_dict(), "version": __version__,
                "kappa_truncated": noise.variance, "nmax": noise.nmax, "runs": rows}
-    summary["plot"] = str(plot_chaos(summary, outdir / "chaos.png"))
-    summary["seconds"] = round(time.perf_counter() - t0, 1)
-    _json(outdir / "summary.json", summary)
-    return summary
+    return _finish(summary, plot_chaos, outdir / "chaos.png", t0)
 
 
 def plot_chaos(summary: dict, path: Path) -> Path:
