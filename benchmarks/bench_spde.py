@@ -92,7 +92,6 @@ if __name__ == "__main__":  # before numpy is imported (dask workers re-import t
 
 import argparse  # noqa: E402
 import cProfile  # noqa: E402
-import gc  # noqa: E402
 import io  # noqa: E402
 import json  # noqa: E402
 import math  # noqa: E402
@@ -115,6 +114,8 @@ from spherepde.noise.brownian import CHUNK  # noqa: E402
 from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL  # noqa: E402
 from spherepde.solvers.eulerian.spde import SPDEFFSL  # noqa: E402
 from spherepde.validation.ensemble import SPDEConfig, initial_density, run_ensemble, run_realisation  # noqa: E402
+
+from bench_transport import _batch  # noqa: E402  (same folder: one timing loop for every benchmark)
 
 AIM = 1.5  # issue target: SPDE step <= AIM x the deterministic step on the same grid
 BETA = 10.0
@@ -217,23 +218,6 @@ def step_variant(stepper, rho, dt) -> Counted:
     return Counted(lambda: stepper.step(rho, clock(), dt), stepper)
 
 
-def _batch(fn, n: int, cpu: list | None = None) -> float:
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        c = time.process_time()
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        dt = (time.perf_counter() - t) / n
-        if cpu is not None:
-            cpu.append((time.process_time() - c) / n)
-        return dt
-    finally:
-        if gc_was:
-            gc.enable()
-
-
 def measure(fns: dict, reps: int, min_sample: float, rng, slow: float = 5.0):
     """Interleaved, shuffled repetitions; batches >= min_sample.  The first call of each variant
     is a warm-up, except that a call longer than ``slow`` seconds counts as a sample (the caller
@@ -241,7 +225,7 @@ def measure(fns: dict, reps: int, min_sample: float, rng, slow: float = 5.0):
     inner, samples, cpu = {}, {k: [] for k in fns}, {k: [] for k in fns}
     for k, fn in fns.items():
         c = []
-        one = _batch(fn, 1, c)  # warm-up (caches, basis tables, numba kernels)
+        one = _batch(fn, 1, cpu=c)  # warm-up (caches, basis tables, numba kernels)
         if one > slow:
             inner[k] = 1
             samples[k].append(one)
@@ -253,7 +237,7 @@ def measure(fns: dict, reps: int, min_sample: float, rng, slow: float = 5.0):
     names = list(fns)
     for _ in range(reps):
         for k in rng.permutation(names):
-            samples[k].append(_batch(fns[k], inner[k], cpu[k]))
+            samples[k].append(_batch(fns[k], inner[k], cpu=cpu[k]))
     return ({k: np.array(v) for k, v in samples.items()}, inner,
             {k: np.array(v) for k, v in cpu.items()})
 

@@ -47,13 +47,16 @@ class EnsembleWriter:
     config, seed, title : as :class:`~spherepde.io.netcdf.NetCDFWriter`.
     field_dtype : "f4" or "f8"
         Storage of the gridded fields (default float32: ensembles are large).
+    static : dict, optional
+        ``name -> (dim, values)``: integer labels along an extra dimension (e.g. the degree and
+        order of each harmonic moment), written once.
     """
 
     def __init__(self, path: str | os.PathLike, grid, *, times: Sequence[float],
                  fields: Mapping[str, Mapping[str, Any]], series: Mapping[str, Mapping[str, Any]],
                  extra_dims: Mapping[str, int] | None = None, config: Mapping[str, Any],
                  seed: int | None = None, title: str = "spherepde ensemble",
-                 field_dtype: str = "f4") -> None:
+                 field_dtype: str = "f4", static: Mapping[str, tuple] | None = None) -> None:
         if not isinstance(grid, (GaussGrid, CircleGrid)):
             raise TypeError(f"grid must be a GaussGrid or CircleGrid, got {type(grid).__name__}")
         path = Path(path)
@@ -107,6 +110,8 @@ class EnsembleWriter:
                 v = ds.createVariable(name, "f8", ("realisation", "time", *dims), fill_value=False)
                 v.setncatts({k: _check_attr_value(name, k, x) for k, x in
                              {"long_name": name, **attrs, "dims": " ".join(dims)}.items() if x != ""})
+            for name, (dim, values) in (static or {}).items():
+                ds.createVariable(name, "i4", (dim,), fill_value=False)[:] = np.asarray(values)
             ds.sync()
         except BaseException:
             ds.close()

@@ -209,13 +209,13 @@ def run_realisation(config: SPDEConfig, realisation: int) -> dict:
 
 @dataclass(frozen=True)
 class EnsembleResult:
-    """Outcome of :func:`run_ensemble`: the file, which realisations it holds, the wall time."""
+    """Outcome of :func:`run_ensemble`: the file, which realisations it holds, the wall time, and
+    the worker processes started (−1: the caller's client was used)."""
 
     path: Path
     realisations: list
     wall_time: float
     workers: int
-    interrupted: bool = False
 
 
 def _writer(config: SPDEConfig, path: Path, grid, n_moments: int, lm):
@@ -231,9 +231,7 @@ def _writer(config: SPDEConfig, path: Path, grid, n_moments: int, lm):
     w = EnsembleWriter(path, grid, times=config.output_times(), fields=fields, series=series,
                        extra_dims={"moment": n_moments}, config={"experiment": "spde-ensemble",
                                                                    **config.to_dict()},
-                       seed=config.seed)
-    w._ds.createVariable("moment_l", "i4", ("moment",))[:] = lm[0]
-    w._ds.createVariable("moment_m", "i4", ("moment",))[:] = lm[1]
+                       seed=config.seed, static={"moment_l": ("moment", lm[0]), "moment_m": ("moment", lm[1])})
     return w
 
 
@@ -266,7 +264,7 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
         bar = tqdm(total=realisations, desc="realisations", unit="path")
     writer = _writer(config, path, grid, diag.n_moments, (diag.l, diag.m))
     own_cluster = None
-    interrupted = False
+    workers_used = -1 if client is not None else workers
     try:
         if workers == 0 and client is None:
             results = ((r, run_realisation(config, r)) for r in range(realisations))
@@ -283,10 +281,7 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
             done.append(r)
             if bar is not None:
                 bar.update(1)
-    except KeyboardInterrupt:
-        interrupted = True
-        raise
-    finally:
+    finally:  # also on KeyboardInterrupt: the file keeps every finished realisation
         writer.close()
         if bar is not None:
             bar.close()
@@ -294,8 +289,7 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
             client.close()
             own_cluster.close()
     return EnsembleResult(path=path, realisations=done, wall_time=time.perf_counter() - t0,
-                          workers=workers if client is None or own_cluster is not None else -1,
-                          interrupted=interrupted)
+                          workers=workers_used)
 
 
 def local_client(workers: int):
