@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install spherepde and everything it needs, on a fresh Debian/Ubuntu machine or an existing one.
 #   bash scripts/install.sh          # the package and its runtime dependencies
-#   bash scripts/install.sh --test   # ... plus the test dependencies
+#   bash scripts/install.sh --test   # ... plus the test dependencies (incl. a CPU PyTorch)
 # Idempotent: a second run changes nothing.  System package: FFTW (libfftw3-dev), needed to
 # build shtns.  If shtns cannot be built, spherepde is installed without it and runs through
 # pyshtools (slower; it says so once at run time).
@@ -39,5 +39,14 @@ PYEOF
 )
   # shellcheck disable=SC2086
   "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore $deps
+fi
+if [[ -n "$extras" ]] && ! "$PY" -c "import torch" >/dev/null 2>&1; then
+  # PyTorch (and Triton, whose CPU interpreter runs the fused GPU kernel in a test) for the
+  # tests of the optional torch attention backend; spherepde itself runs without them.
+  # torch 2.13.0 is the CPU build (~200 MB) this project's CI machines hold locally; elsewhere
+  # pip takes it from PyPI.  If it cannot be installed, those tests are skipped.
+  "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
+      "torch==2.13.0" "triton>=3.0" \
+    || echo "install: torch/triton not installed; the torch-backend tests will be skipped" >&2
 fi
 "$PY" -c "import spherepde, sys; print('spherepde', spherepde.__version__, 'installed for', sys.executable)"

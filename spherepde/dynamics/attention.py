@@ -28,11 +28,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spherepde.dynamics import attention_torch
 from spherepde.grids.geometry import project_tangent
 from spherepde.grids.sht import _powers  # e^{ikx} by doubling, shared with the SHT evaluation
 
 KINDS = ("softmax", "usa")
-METHODS = ("auto", "direct", "reference", "culled", "float32", "spectral")
+METHODS = ("auto", "direct", "reference", "culled", "float32", "spectral", "torch", "torch-float32")
+#: with a GPU present (:func:`attention_torch.gpu_present`), "auto"/"direct" use the torch methods
+#: for problems of at least this many target–source pairs (below it the launch overheads win)
+TORCH_MIN_PAIRS = 2**18
 
 
 def _as_matrix(a, name: str, d: int | None) -> np.ndarray:
@@ -133,8 +137,14 @@ class Attention:
           finite, B = c·R (R orthogonal) and unit sources; every target is certified,
           |m − m_ref| < (tol/2)|m_ref|, or evaluated by "direct" with tol/8.  ValueError where
           it does not apply;
-        * ``"auto"``      — "spectral" where it applies and its cost model (:func:`spectral_cost`)
-          says it is cheaper than the "direct" choice, else the "direct" choice.
+        * ``"torch"``, ``"torch-float32"`` — the same log-domain sums through PyTorch
+          (:mod:`spherepde.dynamics.attention_torch`) on its device: a GPU when present (a fused
+          Triton kernel where Triton is installed), else the CPU; float64 agrees with "reference"
+          to round-off, float32 has the error model of "float32".  ImportError without torch;
+        * ``"auto"``      — with a GPU present and n·m ≥ :data:`TORCH_MIN_PAIRS`: "torch", or
+          "torch-float32" where ``tol`` allows float32 (as for "direct"); otherwise "spectral"
+          where it applies and its cost model (:func:`spectral_cost`) says it is cheaper than the
+          "direct" choice, else the "direct" choice.  ("direct" likewise prefers the GPU.)
 
         After each call ``last_stats`` holds the method used and, for "spectral", the series
         degree and how many targets were settled spectrally / exactly.
@@ -164,6 +174,10 @@ class Attention:
             method = self.choose_method(z, y, logw, tol, spectral=False)
         if method == "culled":
             return _mean_culled(z, y, logw, self.beta, self.kind, tol, block)
+        if method in ("torch", "torch-float32"):
+            return attention_torch.mean_direct(
+                z, y, logw, self.beta, self.kind,
+                precision="float32" if method == "torch-float32" else "float64")
         dtype = np.float32 if method == "float32" else np.float64
         return _mean_direct(z, y, logw, self.beta, self.kind, block, dtype)
 
@@ -184,11 +198,14 @@ class Attention:
         """The method "auto" (``spectral=True``) or "direct" picks for Bᵀx rows z and sources
         (y, log w); see :meth:`mean`."""
         n, m = z.shape[0], len(logw)
+        float32_ok = tol >= 1e-6 * max(1.0, self.beta * float(np.linalg.norm(self.B, 2)))
+        if n * m >= TORCH_MIN_PAIRS and attention_torch.gpu_present():
+            return "torch-float32" if float32_ok else "torch"
         cut = math.log(max(m, 1) / tol)
         spread = 2.0 * self.beta * float(np.max(np.linalg.norm(z, axis=1))) + float(np.ptp(logw))
         if self.d == 3 and m >= 2048 and spread > cut:
             direct = "culled"
-        elif tol >= 1e-6 * max(1.0, self.beta * float(np.linalg.norm(self.B, 2))):
+        elif float32_ok:
             direct = "float32"
         else:
             direct = "reference"
@@ -426,7 +443,7 @@ _SPLIT_QUANTILE = 0.02
 #: ... and is skipped when more than this fraction of the cells would lie above τ
 _SPLIT_MAX_FRACTION = 0.5
 #: methods of :class:`DensityAttention`
-DENSITY_METHODS = ("auto", "spectral", "reference", "culled", "float32")
+DENSITY_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32")
 #: B counts as c·R (R orthogonal) when its singular values agree to this relative spread
 ORTHOGONAL_RTOL = 1e-12
 #: series are truncated where the kernel tail (sup-norm, kernel peak = 1) drops below this
@@ -960,14 +977,16 @@ class DensityAttention:
     ----------
     attention : Attention
     grid : GaussGrid (d = 3) or CircleGrid (d = 2)
-    method : {"auto", "spectral", "reference", "culled", "float32"}
+    method : {"auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32"}
         * ``"spectral"`` — the Funk–Hecke fast path (see the comment block above
           :data:`DENSITY_METHODS`): needs B = QᵀK = c·R with R orthogonal (singular values equal
           to 1e-12 relative), β finite and a GaussGrid or CircleGrid; every target whose
           spectral value cannot be certified to ``tol`` is evaluated exactly (split pass, then
           :meth:`Attention.mean` "direct" with ``tol/8``).  ValueError where not applicable.
-        * ``"auto"`` (default) — "spectral" where it applies and the kernel series needed for
-          ``tol`` fits on the grid (degree ≤ lmax on S², ≤ n/2 terms on S¹), else
+        * ``"auto"`` (default) — with a GPU present, :meth:`Attention.mean`'s "direct" choice (the
+          torch methods on the GPU; measured faster than the spectral path on the CPU,
+          ``benchmarks/bench_gpu.py``); otherwise "spectral" where it applies and the kernel series
+          needed for ``tol`` fits on the grid (degree ≤ lmax on S², ≤ n/2 terms on S¹), else
           :meth:`Attention.mean`'s "direct" choice (culled/reference/float32, not its spectral
           point path) with ``tol``.
         * the others — passed to :meth:`Attention.mean`.
@@ -1005,7 +1024,9 @@ class DensityAttention:
         self.method, self.tol = method, tol
         self._spec, self._c = None, None
         self.spectral_reason = None  #: why the spectral path is not used (None when it is)
-        if method in ("auto", "spectral"):
+        if method == "auto" and attention_torch.gpu_present():
+            self.spectral_reason = "a GPU is present: the direct sums run there"
+        elif method in ("auto", "spectral"):
             plan, reason = _spectral_plan(attention, grid)
             if plan is not None and not plan[0].applicable(tol):
                 need = plan[0].degree_needed(tol)

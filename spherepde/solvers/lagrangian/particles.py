@@ -58,6 +58,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from spherepde.dynamics import attention_torch
+from spherepde.dynamics.attention import METHODS as ATTENTION_METHODS
 from spherepde.dynamics.attention import Attention
 from spherepde.solvers.controller import _check_time, check_time_span, next_step
 
@@ -141,6 +143,12 @@ class ParticleODE:
         ~16 MiB, e.g. ``2**21 // N``) can be 2–3× faster at N = 10⁴ when BLAS runs
         single-threaded (``OPENBLAS_NUM_THREADS=1``) and the allocator keeps the freed
         blocks, but not in every environment, so it is not the default.
+    attention_method : str, default "auto"
+        The ``method`` of :meth:`Attention.mean` (e.g. "torch" or "torch-float32" for PyTorch
+        on a GPU; "auto" picks them itself when a GPU is present).
+    tol : float in (0, 1), default 1e-8
+        The accuracy ``tol`` passed to :meth:`Attention.mean` ("auto" honours it; with a GPU
+        and tol ≥ 1e-6·max(1, β‖B‖) it takes float32).
 
     Examples
     --------
@@ -150,7 +158,9 @@ class ParticleODE:
     """
 
     def __init__(self, attention: Attention, *, method: str = "rk4", weights=None,
-                 block: int | None = None) -> None:
+                 block: int | None = None, attention_method: str = "auto",
+                 tol: float = 1e-8) -> None:
+
         if not isinstance(attention, Attention):
             raise TypeError(f"attention must be an Attention, got {type(attention).__name__}")
         if method not in METHODS:
@@ -162,6 +172,14 @@ class ParticleODE:
                                   or block < 1):
             raise ValueError(f"block must be a positive int or None, got {block!r}")
         self.block = None if block is None else int(block)
+        if attention_method not in ATTENTION_METHODS:
+            raise ValueError(f"attention_method must be one of {ATTENTION_METHODS}, "
+                             f"got {attention_method!r}")
+        if attention_method.startswith("torch"):
+            attention_torch.require()
+        if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0.0 < tol < 1.0:
+            raise ValueError(f"tol must be a number in (0, 1), got {tol!r}")
+        self.attention_method, self.tol = attention_method, float(tol)
         self.result: ParticleResult | None = None
 
     @staticmethod
@@ -223,7 +241,9 @@ class ParticleODE:
         ``x`` (N, d) are the particle positions (unit vectors); μ^N is built from them.
         """
         x = np.asarray(x, dtype=np.float64)
-        kw = {} if self.block is None else {"block": self.block}
+        kw = {"method": self.attention_method, "tol": self.tol}
+        if self.block is not None:
+            kw["block"] = self.block
         return self.attention.velocity(x, x, self._weights_for(x.shape[0]), **kw)
 
     def _f(self, x: np.ndarray) -> np.ndarray:

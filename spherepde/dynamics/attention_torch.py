@@ -1,0 +1,279 @@
+"""PyTorch backend for the direct attention sums — on a GPU when one is present (optional).
+
+The sums are those of the log-domain reference (:func:`spherepde.dynamics.attention._mean_direct`):
+for targets z_i = Bᵀx_i (n, d), sources y_j (m, d) and log-weights log w_j (m,),
+
+    ℓ_ij = β⟨z_i, y_j⟩ + log w_j,   M_i = max_j ℓ_ij,
+    num_i = Σ_j e^{ℓ_ij − M_i} y_j,   den_i = Σ_j e^{ℓ_ij − M_i},
+    softmax: m_i = num_i / den_i;     usa: m_i = num_i · e^{M_i − β}.
+
+Two implementations, both exact log-domain sums in the requested precision (float64 or float32):
+
+* **fused** (CUDA with Triton): one kernel, flash-attention style — each program owns a block of
+  targets and sweeps the sources in tiles with an online maximum (num, den rescaled by
+  e^{M_old − M_new} when the maximum grows), so the n×m logit matrix is never stored and
+  memory traffic is O((n + m)·d) per call.  Plain FMA/exp arithmetic, no tensor cores, so no
+  TF32 rounding in float32.
+* **blocked** (any torch device, and the fallback): the numpy reference's algorithm on torch
+  tensors, ``rows × m`` logits at a time (:data:`BLOCK_BYTES` on CPU, up to
+  :data:`GPU_BLOCK_BYTES` on a GPU), float32 products at "highest" precision (no TF32).
+
+The device is ``$SPHEREPDE_TORCH_DEVICE`` when set (e.g. ``cpu``, ``cuda:1``), else ``cuda`` when
+torch sees a GPU, else ``cpu``.  Inputs and outputs are numpy float64 arrays; only (n + m)·d
+numbers cross to the device and back per call.
+
+Accuracy: float64 agrees with the numpy reference to round-off (≈ 1e-15 relative; the order of
+the sums differs).  float32: the logits carry an absolute error ≈ 6e-8·|ℓ| ≲ 1e-7·β‖B‖, which
+is the relative error of the weights and so of the mean — the same model as the numpy
+"float32" method (:meth:`Attention.choose_method` uses it to honour ``tol``).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import warnings
+from contextlib import contextmanager
+
+import numpy as np
+
+#: environment variable naming the torch device ("cpu", "cuda", "cuda:1", ...)
+DEVICE_ENV = "SPHEREPDE_TORCH_DEVICE"
+#: bytes of one logit block of the blocked path on a CPU (as the numpy reference)
+BLOCK_BYTES = 2**24
+#: ... and at most this much on a GPU (a quarter of the free memory if that is less)
+GPU_BLOCK_BYTES = 2**31
+
+
+def available() -> bool:
+    """Whether torch can be imported."""
+    try:
+        import torch  # noqa: F401, PLC0415
+    except ImportError:
+        return False
+    return True
+
+
+def device():
+    """The torch device the backend uses (see the module docstring)."""
+    import torch  # noqa: PLC0415
+
+    name = os.environ.get(DEVICE_ENV)
+    if name:
+        try:
+            dev = torch.device(name)
+        except (RuntimeError, ValueError) as exc:
+            raise ValueError(f"{DEVICE_ENV}={name!r} is not a torch device ({exc})") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"{DEVICE_ENV}={name!r} but torch sees no CUDA device")
+        return dev
+    return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def gpu_present() -> bool:
+    """Whether torch is installed and its device (:func:`device`) is not the CPU (cached per
+    value of ``$SPHEREPDE_TORCH_DEVICE``; importing torch takes a second or two)."""
+    return _gpu_present(os.environ.get(DEVICE_ENV))
+
+
+@functools.lru_cache(maxsize=8)
+def _gpu_present(env: str | None) -> bool:
+    if not available():
+        return False
+    try:
+        return device().type != "cpu"
+    except ValueError:
+        return False
+
+
+def require() -> None:
+    """Raise ImportError naming the fix when torch is missing."""
+    if not available():
+        raise ImportError("the torch attention methods need PyTorch: pip install torch "
+                          "(a CPU build works; a CUDA build uses the GPU)")
+
+
+@contextmanager
+def _highest_precision():
+    """float32 matrix products in full float32 (no TF32), whatever the caller set."""
+    import torch  # noqa: PLC0415
+
+    old = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("highest")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(old)
+
+
+def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, *,
+         precision: str = "float64", fused: bool | None = None):
+    """(num (n, d), den (n,), M (n,)) of the module docstring, as numpy float64.
+
+    ``precision`` is "float64" or "float32"; ``fused`` None picks the fused kernel where it
+    runs (CUDA device and Triton importable), False forces the blocked path, True requires the
+    fused kernel (ValueError where it cannot run).
+    """
+    require()
+    import torch  # noqa: PLC0415
+
+    if precision not in ("float64", "float32"):
+        raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}")
+    dt = torch.float64 if precision == "float64" else torch.float32
+    dev = device()
+    n, d = z.shape
+    m = y.shape[0]
+    if n == 0 or m == 0:
+        raise ValueError(f"need at least one target and one source, got n = {n}, m = {m}")
+    if fused is None:
+        use_fused = fused_available()
+    else:
+        use_fused = bool(fused)
+        if use_fused and (_triton() is None or (dev.type != "cuda" and not _interpreting())):
+            raise ValueError("fused=True needs Triton and a CUDA device (or TRITON_INTERPRET=1 "
+                             "for Triton's CPU interpreter)")
+    zt = torch.as_tensor(np.ascontiguousarray(beta * z), dtype=dt, device=dev)
+    yt = torch.as_tensor(np.ascontiguousarray(y), dtype=dt, device=dev)
+    lw = torch.as_tensor(np.ascontiguousarray(logw), dtype=dt, device=dev)
+    with torch.no_grad(), _highest_precision():
+        num = None
+        if use_fused:
+            try:
+                num, den, mx = _fused_sums(zt, yt, lw)
+            except Exception as exc:  # noqa: BLE001  (a Triton that cannot compile it here)
+                if fused:
+                    raise
+                _disable_fused(exc)
+        if num is None:
+            num, den, mx = _blocked_sums(zt, yt, lw)
+    return (num.double().cpu().numpy(), den.double().cpu().numpy(), mx.double().cpu().numpy())
+
+
+def mean_direct(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, kind: str, *,
+                precision: str = "float64", fused: bool | None = None) -> np.ndarray:
+    """The attention mean (softmax or usa) from :func:`sums`; (n, d) float64."""
+    num, den, mx = sums(z, y, logw, beta, precision=precision, fused=fused)
+    if kind == "softmax":
+        return num / den[:, None]
+    with np.errstate(over="ignore"):
+        return num * np.exp(mx - beta)[:, None]
+
+
+def _blocked_sums(zt, yt, lw):
+    import torch  # noqa: PLC0415
+
+    n, m = zt.shape[0], yt.shape[0]
+    budget = BLOCK_BYTES
+    if zt.device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(zt.device)
+        budget = max(BLOCK_BYTES, min(GPU_BLOCK_BYTES, free // 4))
+    rows = max(1, min(n, budget // (zt.element_size() * m)))
+    yT = yt.T.contiguous()
+    num = torch.empty_like(zt)
+    den = torch.empty(n, dtype=zt.dtype, device=zt.device)
+    mx = torch.empty_like(den)
+    for s in range(0, n, rows):
+        k = min(rows, n - s)
+        b = torch.addmm(lw, zt[s:s + k], yT)
+        mk = b.amax(dim=1)
+        b.sub_(mk[:, None]).exp_()
+        num[s:s + k] = b @ yt
+        den[s:s + k] = b.sum(dim=1)
+        mx[s:s + k] = mk
+    return num, den, mx
+
+
+# ---- fused Triton kernel -------------------------------------------------------------------------
+_KERNEL = None
+
+
+def fused_available() -> bool:
+    """Whether the fused kernel runs here: Triton importable and the device is a CUDA GPU."""
+    return _triton() is not None and device().type == "cuda"
+
+
+def _disable_fused(exc: Exception) -> None:
+    """Fall back to the blocked path for the rest of the process, saying why once."""
+    global _KERNEL
+    _KERNEL = False
+    warnings.warn(f"spherepde: the fused Triton attention kernel failed ({exc!r:.300}); "
+                  "using the blocked torch path", RuntimeWarning, stacklevel=3)
+
+
+def _interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def _triton():
+    """The compiled fused kernel (built on first use), or None without Triton."""
+    global _KERNEL
+    if _KERNEL is None:
+        try:
+            _KERNEL = _build_kernel()
+        except ImportError:
+            _KERNEL = False
+    return _KERNEL or None
+
+
+def _build_kernel():
+    import triton  # noqa: PLC0415
+    import triton.language as tl  # noqa: PLC0415
+
+    @triton.jit
+    def attention_sums(zT_ptr, yT_ptr, lw_ptr, num_ptr, den_ptr, mx_ptr, n, m,
+                       D: tl.constexpr, DP: tl.constexpr,
+                       BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
+        # zT (D, n): targets × β, transposed; yT (D, m): sources, transposed; lw (m,);
+        # num (n, D), den (n,), mx (n,).  All contiguous.
+        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rmask = rows < n
+        dims = tl.arange(0, DP)
+        lw0 = tl.load(lw_ptr + tl.arange(0, BLOCK_M), mask=tl.arange(0, BLOCK_M) < m, other=0.0)
+        run_max = tl.zeros((BLOCK_N,), dtype=lw0.dtype) - float("inf")
+        den = tl.zeros((BLOCK_N,), dtype=lw0.dtype)
+        acc = tl.zeros((BLOCK_N, DP), dtype=lw0.dtype)
+        for start in range(0, m, BLOCK_M):
+            cols = start + tl.arange(0, BLOCK_M)
+            cmask = cols < m
+            logit = tl.zeros((BLOCK_N, BLOCK_M), dtype=lw0.dtype) + tl.load(
+                lw_ptr + cols, mask=cmask, other=-float("inf"))[None, :]
+            for c in tl.static_range(D):
+                zc = tl.load(zT_ptr + c * n + rows, mask=rmask, other=0.0)
+                yc = tl.load(yT_ptr + c * m + cols, mask=cmask, other=0.0)
+                logit += zc[:, None] * yc[None, :]
+            new_max = tl.maximum(run_max, tl.max(logit, axis=1))
+            alpha = tl.exp(run_max - new_max)
+            p = tl.exp(logit - new_max[:, None])
+            den = den * alpha + tl.sum(p, axis=1)
+            upd = tl.zeros((BLOCK_N, DP), dtype=lw0.dtype)
+            for c in tl.static_range(D):
+                yc = tl.load(yT_ptr + c * m + cols, mask=cmask, other=0.0)
+                upd = tl.where(dims[None, :] == c, tl.sum(p * yc[None, :], axis=1)[:, None], upd)
+            acc = acc * alpha[:, None] + upd
+            run_max = new_max
+        tl.store(num_ptr + rows[:, None] * D + dims[None, :], acc,
+                 mask=rmask[:, None] & (dims[None, :] < D))
+        tl.store(den_ptr + rows, den, mask=rmask)
+        tl.store(mx_ptr + rows, run_max, mask=rmask)
+
+    return attention_sums
+
+
+#: (targets per program, sources per tile, warps) of the fused kernel, by precision
+FUSED_BLOCKS = {"float32": (128, 64, 4), "float64": (64, 64, 4)}
+
+
+def _fused_sums(zt, yt, lw):
+    import torch  # noqa: PLC0415
+
+    kernel = _triton()
+    n, d = zt.shape
+    m = yt.shape[0]
+    num = torch.empty_like(zt)
+    den = torch.empty(n, dtype=zt.dtype, device=zt.device)
+    mx = torch.empty_like(den)
+    bn, bm, warps = FUSED_BLOCKS["float64" if zt.dtype == torch.float64 else "float32"]
+    kernel[(math.ceil(n / bn),)](zt.T.contiguous(), yt.T.contiguous(), lw, num, den, mx, n, m,
+                                 D=d, DP=max(2, 1 << (d - 1).bit_length()), BLOCK_N=bn,
+                                 BLOCK_M=bm, num_warps=warps)
+    return num, den, mx
