@@ -150,26 +150,42 @@ def tune(rep: Report, quick: bool) -> None:
         rep.save("tune", {"note": "no fused kernel here (no CUDA/Triton): blocked path only"})
         return
     rng = np.random.default_rng(0)
-    n = 2**12 if quick else 2**16
+    n = 2**8 if quick else 2**16
     z, y = 10.0 * unit(rng, n), unit(rng, n)
     lw = np.full(n, -math.log(n))
-    candidates = {"float32": [(128, 64, 4), (64, 64, 4), (128, 128, 8), (64, 32, 4), (128, 32, 4)],
-                  "float64": [(64, 64, 4), (32, 64, 4), (64, 32, 4), (128, 64, 8), (32, 32, 4)]}
-    out = {}
-    for prec, cands in candidates.items():
-        rows = []
-        for c in cands:
-            attention_torch.FUSED_BLOCKS[prec] = c
+    cands = {("tile", "float32"): [(64, 32, 4)], ("tile", "float64"): [(32, 32, 4)],
+             ("rows", "float32"): [(64, 32, 4), (128, 32, 4), (128, 16, 4), (256, 16, 8),
+                                   (128, 64, 8), (64, 16, 2)],
+             ("rows", "float64"): [(32, 32, 4), (64, 32, 4), (64, 16, 4), (128, 16, 8),
+                                   (32, 16, 2), (64, 64, 8)]}
+    out = {"n": n, "configs": []}
+    best = {}
+    for (kernel, prec), cs in cands.items():
+        attention_torch.FUSED_KERNEL = kernel
+        for c in cs:
+            attention_torch.FUSED_BLOCKS[kernel, prec] = c
+            row = {"kernel": kernel, "precision": prec, "blocks": c}
             try:
-                sec, _ = timed(lambda: attention_torch.sums(z, y, lw, 1.0, precision=prec), reps=3)
-                rows.append({"blocks": c, "seconds": sec, "pairs_per_s": n * n / sec})
+                sec, _ = timed(lambda: attention_torch.sums(z, y, lw, 1.0, precision=prec,
+                                                            fused=True), reps=3)
+                row.update(seconds=sec, pairs_per_s=n * n / sec)
+                if sec < best.get(prec, (math.inf,))[0]:
+                    best[prec] = (sec, kernel, c)
             except Exception as exc:  # noqa: BLE001  (a config the compiler refuses)
-                rows.append({"blocks": c, "error": repr(exc)[:300]})
-        ok = [r for r in rows if "seconds" in r]
-        best = min(ok, key=lambda r: r["seconds"])["blocks"] if ok else cands[0]
-        attention_torch.FUSED_BLOCKS[prec] = tuple(best)
-        out[prec] = {"n": n, "configs": rows, "best": best}
-        print(f"tune {prec}: best {best}", flush=True)
+                row["error"] = repr(exc)[:300]
+            out["configs"].append(row)
+            print("tune", row, flush=True)
+        rep.save("tune", out)
+    # one kernel for both precisions: the one that is faster in float32 (the big runs)
+    kernel = best["float32"][1]
+    attention_torch.FUSED_KERNEL = kernel
+    for prec in ("float32", "float64"):
+        ks = [r for r in out["configs"] if r["kernel"] == kernel and r["precision"] == prec
+              and "seconds" in r]
+        attention_torch.FUSED_BLOCKS[kernel, prec] = tuple(min(ks, key=lambda r: r["seconds"])["blocks"])
+    out["chosen"] = {"kernel": kernel, "blocks": {p: attention_torch.FUSED_BLOCKS[kernel, p]
+                                                  for p in ("float32", "float64")}}
+    print("tune chosen:", out["chosen"], flush=True)
     rep.save("tune", out)
 
 
@@ -263,11 +279,11 @@ def velocity(rep: Report, quick: bool) -> None:
             rep.save("velocity", rows)
 
 
-def particles(rep: Report, quick: bool) -> dict:
+def particles(rep: Report, quick: bool, sizes=None) -> dict:
     """RK4 step times; returns measured pair rates (pairs per second per evaluation)."""
     att = paper1_attention()
     rng = np.random.default_rng(2)
-    sizes = (1000, 4000, 16000) if quick else (10**4, 10**5, 10**6)
+    sizes = sizes or ((1000, 4000, 16000) if quick else (10**4, 10**5, 10**6))
     rows, rates = [], {}
     for n in sizes:
         x = unit(rng, n)
@@ -299,7 +315,7 @@ def particles(rep: Report, quick: bool) -> dict:
     return rates
 
 
-def convergence(rep: Report, quick: bool, rates: dict) -> None:
+def convergence(rep: Report, quick: bool, rates: dict, plan_arg=None) -> None:
     if not REFERENCE.exists():
         rep.save("convergence", {"error": f"{REFERENCE} missing: run `bench_gpu.py reference` first"})
         return
@@ -314,6 +330,8 @@ def convergence(rep: Report, quick: bool, rates: dict) -> None:
     plan = ([(1000, "torch", 3), (4000, "torch", 1), (4000, "torch-float32", 1)] if quick else
             [(1000, "torch", 3), (10**4, "torch", 3), (10**5, "torch", 2), (10**5, "torch-float32", 1),
              (10**6, "torch-float32", 1), (3 * 10**5, "torch-float32", 2), (10**6, "torch-float32", 2)])
+    if plan_arg:
+        plan = [(int(float(a)), b, int(c)) for a, b, c in (item.split(":") for item in plan_arg)]
     rows, first = [], {}
     for n, method, nseeds in plan:
         rate = rates.get(method) or rates.get("torch") or 1e9
@@ -363,12 +381,14 @@ def run(args) -> None:
         print(f"[{name}: {time.perf_counter() - t:.0f} s, {rep.left():.0f} s left]", flush=True)
     rates = {}
     try:
-        rates = particles(rep, args.quick)
+        if "particles" not in args.skip:
+            rates = particles(rep, args.quick, [int(float(v)) for v in args.particle_sizes or []])
     except Exception as exc:  # noqa: BLE001
         rep.save("particles_error", repr(exc)[:2000])
         print(f"particles failed: {exc!r}", flush=True)
     try:
-        convergence(rep, args.quick, rates)
+        if "convergence" not in args.skip:
+            convergence(rep, args.quick, rates, args.plan)
     except Exception as exc:  # noqa: BLE001
         rep.save("convergence_error", repr(exc)[:2000])
         print(f"convergence failed: {exc!r}", flush=True)
@@ -383,7 +403,12 @@ def main() -> None:
     r = sub.add_parser("run", help="the GPU benchmark")
     r.add_argument("--quick", action="store_true", help="small sizes (a CPU check of the script)")
     r.add_argument("--budget", type=float, default=420.0, help="seconds; later items are skipped")
-    r.add_argument("--skip", nargs="*", default=[], choices=["tune", "accuracy", "velocity"])
+    r.add_argument("--skip", nargs="*", default=[],
+                   choices=["tune", "accuracy", "velocity", "particles", "convergence"])
+    r.add_argument("--particle-sizes", nargs="*", help="N for the RK4 step timings (first one "
+                   "also timed with numpy)")
+    r.add_argument("--plan", nargs="*", help="convergence runs as N:method:seeds, e.g. "
+                   "1e6:torch-float32:1")
     r.add_argument("--out")
     args = p.parse_args()
     if args.cmd == "reference":

@@ -188,8 +188,9 @@ _KERNEL = None
 
 
 def fused_available() -> bool:
-    """Whether the fused kernel runs here: Triton importable and the device is a CUDA GPU."""
-    return _triton() is not None and device().type == "cuda"
+    """Whether the fused kernel runs here: Triton importable and the device a CUDA GPU (or
+    Triton's CPU interpreter switched on, TRITON_INTERPRET=1: slow, for tests)."""
+    return _triton() is not None and (device().type == "cuda" or _interpreting())
 
 
 def _disable_fused(exc: Exception) -> None:
@@ -205,11 +206,11 @@ def _interpreting() -> bool:
 
 
 def _triton():
-    """The compiled fused kernel (built on first use), or None without Triton."""
+    """The fused kernels {"tile": ..., "rows": ...} (built on first use), or None without Triton."""
     global _KERNEL
     if _KERNEL is None:
         try:
-            _KERNEL = _build_kernel()
+            _KERNEL = {"tile": _build_kernel(), "rows": _build_rows_kernel()}
         except ImportError:
             _KERNEL = False
     return _KERNEL or None
@@ -259,21 +260,109 @@ def _build_kernel():
     return attention_sums
 
 
-#: (targets per program, sources per tile, warps) of the fused kernel, by precision
-FUSED_BLOCKS = {"float32": (128, 64, 4), "float64": (64, 64, 4)}
+def _build_rows_kernel():
+    import triton  # noqa: PLC0415
+    import triton.language as tl  # noqa: PLC0415
+
+    @triton.jit
+    def attention_sums_rows(zT_ptr, yT_ptr, lw_ptr, num_ptr, den_ptr, mx_ptr, n, m,
+                            D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
+        # one accumulator per coordinate (D ≤ 6), all in the row layout: no layout changes
+        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rmask = rows < n
+        z0 = tl.load(zT_ptr + 0 * n + rows, mask=rmask, other=0.0)
+        z1 = tl.load(zT_ptr + 1 * n + rows, mask=rmask, other=0.0)
+        if D > 2:
+            z2 = tl.load(zT_ptr + 2 * n + rows, mask=rmask, other=0.0)
+        if D > 3:
+            z3 = tl.load(zT_ptr + 3 * n + rows, mask=rmask, other=0.0)
+        if D > 4:
+            z4 = tl.load(zT_ptr + 4 * n + rows, mask=rmask, other=0.0)
+        if D > 5:
+            z5 = tl.load(zT_ptr + 5 * n + rows, mask=rmask, other=0.0)
+        run_max = z0 * 0.0 - float("inf")
+        den = z0 * 0.0
+        a0 = z0 * 0.0
+        a1 = z0 * 0.0
+        if D > 2:
+            a2 = z0 * 0.0
+        if D > 3:
+            a3 = z0 * 0.0
+        if D > 4:
+            a4 = z0 * 0.0
+        if D > 5:
+            a5 = z0 * 0.0
+        for start in range(0, m, BLOCK_M):
+            cols = start + tl.arange(0, BLOCK_M)
+            cmask = cols < m
+            logit = tl.load(lw_ptr + cols, mask=cmask, other=-float("inf"))[None, :]
+            y0 = tl.load(yT_ptr + 0 * m + cols, mask=cmask, other=0.0)
+            logit = logit + z0[:, None] * y0[None, :]
+            y1 = tl.load(yT_ptr + 1 * m + cols, mask=cmask, other=0.0)
+            logit = logit + z1[:, None] * y1[None, :]
+            if D > 2:
+                y2 = tl.load(yT_ptr + 2 * m + cols, mask=cmask, other=0.0)
+                logit = logit + z2[:, None] * y2[None, :]
+            if D > 3:
+                y3 = tl.load(yT_ptr + 3 * m + cols, mask=cmask, other=0.0)
+                logit = logit + z3[:, None] * y3[None, :]
+            if D > 4:
+                y4 = tl.load(yT_ptr + 4 * m + cols, mask=cmask, other=0.0)
+                logit = logit + z4[:, None] * y4[None, :]
+            if D > 5:
+                y5 = tl.load(yT_ptr + 5 * m + cols, mask=cmask, other=0.0)
+                logit = logit + z5[:, None] * y5[None, :]
+            new_max = tl.maximum(run_max, tl.max(logit, axis=1))
+            alpha = tl.exp(run_max - new_max)
+            p = tl.exp(logit - new_max[:, None])
+            den = den * alpha + tl.sum(p, axis=1)
+            a0 = a0 * alpha + tl.sum(p * y0[None, :], axis=1)
+            a1 = a1 * alpha + tl.sum(p * y1[None, :], axis=1)
+            if D > 2:
+                a2 = a2 * alpha + tl.sum(p * y2[None, :], axis=1)
+            if D > 3:
+                a3 = a3 * alpha + tl.sum(p * y3[None, :], axis=1)
+            if D > 4:
+                a4 = a4 * alpha + tl.sum(p * y4[None, :], axis=1)
+            if D > 5:
+                a5 = a5 * alpha + tl.sum(p * y5[None, :], axis=1)
+            run_max = new_max
+        tl.store(num_ptr + rows * D + 0, a0, mask=rmask)
+        tl.store(num_ptr + rows * D + 1, a1, mask=rmask)
+        if D > 2:
+            tl.store(num_ptr + rows * D + 2, a2, mask=rmask)
+        if D > 3:
+            tl.store(num_ptr + rows * D + 3, a3, mask=rmask)
+        if D > 4:
+            tl.store(num_ptr + rows * D + 4, a4, mask=rmask)
+        if D > 5:
+            tl.store(num_ptr + rows * D + 5, a5, mask=rmask)
+        tl.store(den_ptr + rows, den, mask=rmask)
+        tl.store(mx_ptr + rows, run_max, mask=rmask)
+
+    return attention_sums_rows
+
+
+#: which fused kernel runs ("rows": one accumulator per coordinate, d ≤ ROWS_MAX_D; "tile")
+FUSED_KERNEL = "rows"
+ROWS_MAX_D = 6
+#: (targets per program, sources per tile, warps) of the fused kernels, by kernel and precision
+FUSED_BLOCKS = {("tile", "float32"): (64, 32, 4), ("tile", "float64"): (32, 32, 4),
+                ("rows", "float32"): (64, 32, 4), ("rows", "float64"): (32, 32, 4)}
 
 
 def _fused_sums(zt, yt, lw):
     import torch  # noqa: PLC0415
 
-    kernel = _triton()
     n, d = zt.shape
     m = yt.shape[0]
     num = torch.empty_like(zt)
     den = torch.empty(n, dtype=zt.dtype, device=zt.device)
     mx = torch.empty_like(den)
-    bn, bm, warps = FUSED_BLOCKS["float64" if zt.dtype == torch.float64 else "float32"]
-    kernel[(math.ceil(n / bn),)](zt.T.contiguous(), yt.T.contiguous(), lw, num, den, mx, n, m,
-                                 D=d, DP=max(2, 1 << (d - 1).bit_length()), BLOCK_N=bn,
-                                 BLOCK_M=bm, num_warps=warps)
+    which = FUSED_KERNEL if d <= ROWS_MAX_D else "tile"
+    bn, bm, warps = FUSED_BLOCKS[which, "float64" if zt.dtype == torch.float64 else "float32"]
+    extra = {} if which == "rows" else {"DP": max(2, 1 << (d - 1).bit_length())}
+    _triton()[which][(math.ceil(n / bn),)](
+        zt.T.contiguous(), yt.T.contiguous(), lw, num, den, mx, n, m, D=d, BLOCK_N=bn,
+        BLOCK_M=bm, num_warps=warps, **extra)
     return num, den, mx
