@@ -210,7 +210,8 @@ def _triton():
     global _KERNEL
     if _KERNEL is None:
         try:
-            _KERNEL = {"tile": _build_kernel(), "rows": _build_rows_kernel()}
+            _KERNEL = {"tile": _build_kernel(), "rows": _build_rows_kernel(),
+                       "twopass": _build_twopass_kernel()}
         except ImportError:
             _KERNEL = False
     return _KERNEL or None
@@ -343,12 +344,116 @@ def _build_rows_kernel():
     return attention_sums_rows
 
 
+def _build_twopass_kernel():
+    import triton  # noqa: PLC0415
+    import triton.language as tl  # noqa: PLC0415
+
+    @triton.jit
+    def attention_sums_twopass(zT_ptr, yT_ptr, lw_ptr, num_ptr, den_ptr, mx_ptr, n, m,
+                               D: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_M: tl.constexpr):
+        # logits in log2 units (z and lw pre-scaled by log2 e).  Pass 1: the row maximum M;
+        # pass 2: Σ 2^{ℓ − M}·(1, y).  Both passes accumulate elementwise in (BLOCK_N, BLOCK_M)
+        # registers and reduce across the tile only once, at the end.
+        rows = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        rmask = rows < n
+        z0 = tl.load(zT_ptr + 0 * n + rows, mask=rmask, other=0.0)
+        z1 = tl.load(zT_ptr + 1 * n + rows, mask=rmask, other=0.0)
+        if D > 2:
+            z2 = tl.load(zT_ptr + 2 * n + rows, mask=rmask, other=0.0)
+        if D > 3:
+            z3 = tl.load(zT_ptr + 3 * n + rows, mask=rmask, other=0.0)
+        if D > 4:
+            z4 = tl.load(zT_ptr + 4 * n + rows, mask=rmask, other=0.0)
+        if D > 5:
+            z5 = tl.load(zT_ptr + 5 * n + rows, mask=rmask, other=0.0)
+        zero = z0[:, None] * tl.zeros((BLOCK_M,), dtype=z0.dtype)[None, :]
+        mx2 = zero - float("inf")
+        for start in range(0, m, BLOCK_M):
+            cols = start + tl.arange(0, BLOCK_M)
+            cmask = cols < m
+            logit = tl.load(lw_ptr + cols, mask=cmask, other=-float("inf"))[None, :]
+            logit = logit + z0[:, None] * tl.load(yT_ptr + 0 * m + cols, mask=cmask, other=0.0)[None, :]
+            logit = logit + z1[:, None] * tl.load(yT_ptr + 1 * m + cols, mask=cmask, other=0.0)[None, :]
+            if D > 2:
+                logit = logit + z2[:, None] * tl.load(yT_ptr + 2 * m + cols, mask=cmask, other=0.0)[None, :]
+            if D > 3:
+                logit = logit + z3[:, None] * tl.load(yT_ptr + 3 * m + cols, mask=cmask, other=0.0)[None, :]
+            if D > 4:
+                logit = logit + z4[:, None] * tl.load(yT_ptr + 4 * m + cols, mask=cmask, other=0.0)[None, :]
+            if D > 5:
+                logit = logit + z5[:, None] * tl.load(yT_ptr + 5 * m + cols, mask=cmask, other=0.0)[None, :]
+            mx2 = tl.maximum(mx2, logit)
+        row_max = tl.max(mx2, axis=1)
+        den2 = zero
+        a0 = zero
+        a1 = zero
+        if D > 2:
+            a2 = zero
+        if D > 3:
+            a3 = zero
+        if D > 4:
+            a4 = zero
+        if D > 5:
+            a5 = zero
+        for start in range(0, m, BLOCK_M):
+            cols = start + tl.arange(0, BLOCK_M)
+            cmask = cols < m
+            logit = tl.load(lw_ptr + cols, mask=cmask, other=-float("inf"))[None, :]
+            y0 = tl.load(yT_ptr + 0 * m + cols, mask=cmask, other=0.0)[None, :]
+            logit = logit + z0[:, None] * y0
+            y1 = tl.load(yT_ptr + 1 * m + cols, mask=cmask, other=0.0)[None, :]
+            logit = logit + z1[:, None] * y1
+            if D > 2:
+                y2 = tl.load(yT_ptr + 2 * m + cols, mask=cmask, other=0.0)[None, :]
+            if D > 2:
+                logit = logit + z2[:, None] * y2
+            if D > 3:
+                y3 = tl.load(yT_ptr + 3 * m + cols, mask=cmask, other=0.0)[None, :]
+            if D > 3:
+                logit = logit + z3[:, None] * y3
+            if D > 4:
+                y4 = tl.load(yT_ptr + 4 * m + cols, mask=cmask, other=0.0)[None, :]
+            if D > 4:
+                logit = logit + z4[:, None] * y4
+            if D > 5:
+                y5 = tl.load(yT_ptr + 5 * m + cols, mask=cmask, other=0.0)[None, :]
+            if D > 5:
+                logit = logit + z5[:, None] * y5
+            p = tl.exp2(logit - row_max[:, None])
+            den2 += p
+            a0 += p * y0
+            a1 += p * y1
+            if D > 2:
+                a2 += p * y2
+            if D > 3:
+                a3 += p * y3
+            if D > 4:
+                a4 += p * y4
+            if D > 5:
+                a5 += p * y5
+        tl.store(num_ptr + rows * D + 0, tl.sum(a0, axis=1), mask=rmask)
+        tl.store(num_ptr + rows * D + 1, tl.sum(a1, axis=1), mask=rmask)
+        if D > 2:
+            tl.store(num_ptr + rows * D + 2, tl.sum(a2, axis=1), mask=rmask)
+        if D > 3:
+            tl.store(num_ptr + rows * D + 3, tl.sum(a3, axis=1), mask=rmask)
+        if D > 4:
+            tl.store(num_ptr + rows * D + 4, tl.sum(a4, axis=1), mask=rmask)
+        if D > 5:
+            tl.store(num_ptr + rows * D + 5, tl.sum(a5, axis=1), mask=rmask)
+        tl.store(den_ptr + rows, tl.sum(den2, axis=1), mask=rmask)
+        tl.store(mx_ptr + rows, row_max, mask=rmask)
+
+    return attention_sums_twopass
+
+
 #: which fused kernel runs ("rows": one accumulator per coordinate, d ≤ ROWS_MAX_D; "tile")
 FUSED_KERNEL = "rows"
 ROWS_MAX_D = 6
 #: (targets per program, sources per tile, warps) of the fused kernels, by kernel and precision
 FUSED_BLOCKS = {("tile", "float32"): (64, 32, 4), ("tile", "float64"): (32, 32, 4),
-                ("rows", "float32"): (64, 32, 4), ("rows", "float64"): (32, 32, 4)}
+                ("rows", "float32"): (64, 32, 4), ("rows", "float64"): (32, 32, 4),
+                ("twopass", "float32"): (64, 32, 4), ("twopass", "float64"): (32, 32, 4)}
 
 
 def _fused_sums(zt, yt, lw):
@@ -361,8 +466,16 @@ def _fused_sums(zt, yt, lw):
     mx = torch.empty_like(den)
     which = FUSED_KERNEL if d <= ROWS_MAX_D else "tile"
     bn, bm, warps = FUSED_BLOCKS[which, "float64" if zt.dtype == torch.float64 else "float32"]
-    extra = {} if which == "rows" else {"DP": max(2, 1 << (d - 1).bit_length())}
+    extra = {"DP": max(2, 1 << (d - 1).bit_length())} if which == "tile" else {}
+    zT, scale_lw = zt.T.contiguous(), lw
+    if which == "twopass":  # log2 units
+        zT, scale_lw = zT * LOG2E, lw * LOG2E
     _triton()[which][(math.ceil(n / bn),)](
-        zt.T.contiguous(), yt.T.contiguous(), lw, num, den, mx, n, m, D=d, BLOCK_N=bn,
+        zT, yt.T.contiguous(), scale_lw, num, den, mx, n, m, D=d, BLOCK_N=bn,
         BLOCK_M=bm, num_warps=warps, **extra)
+    if which == "twopass":
+        mx /= LOG2E
     return num, den, mx
+
+
+LOG2E = 1.0 / math.log(2.0)
