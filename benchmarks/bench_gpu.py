@@ -4,6 +4,7 @@ density-versus-particles comparison measured (not extrapolated) down to error �
 
     python benchmarks/bench_gpu.py reference          # CPU, here: the density reference (≈ 1–2 min)
     python benchmarks/bench_gpu.py run [--budget S]   # on the GPU machine (or --quick on a CPU)
+    python benchmarks/bench_gpu.py summary results/gpu_run*.json [--out F]   # merge convergence runs
 
 ``reference`` runs the density solver on GaussGrid(64) for the `bench_density_vs_particles.py`
 set-up (Paper-1 metastability Q, K, V, β = 10, t = 2) and writes its harmonic moments (l ≤ 4)
@@ -21,8 +22,8 @@ so an interrupted or timed-out run keeps what it measured:
    FFSL face points as targets, β ∈ {1, 10, 100, 1000}, B = diag(0.1, 1, 1) and I: the numpy
    reference on a 4096-target subset (scaled to all targets, as there) against "auto" (fused
    float64 at tol 1e-8, float32 at 1e-4), medians of interleaved repetitions.
-4. ``particles`` — one RK4 step of ParticleODE (B = diag(0.1, 1, 1), β = 10) at N = 10⁴ (numpy
-   reference timed too), 10⁵, 10⁶: float64 and float32.
+4. ``particles`` — one RK4 step of ParticleODE (Paper-1 set-up, β = 10) at N = 10⁴ (numpy
+   reference timed too, up to NUMPY_MAX_N), 10⁵, 10⁶: float64 and float32.
 5. ``convergence`` — particles sampled from the initial density, run to t = 2 (dt = 0.05, RK4) on
    the GPU, harmonic-moment error against the density reference: N = 10³ … 10⁶ (float64 up to
    10⁵, float32 from 10⁵ on: its error ~1e-6 is far below the sampling error), seeds as the
@@ -58,6 +59,8 @@ from spherepde.validation.paper1 import MetastabilityConfig, initial_density  # 
 RESULTS = Path(__file__).with_name("results")
 REFERENCE = RESULTS / "gpu_reference.json"
 BETA, T_END, LMAX, DT, NREF = 10.0, 2.0, 4, 0.05, 64
+#: the numpy reference RK4 step is timed only up to this N (231 s at N = 10⁵ on 16 cores)
+NUMPY_MAX_N = 20_000
 
 
 def paper1_attention(beta: float = BETA) -> Attention:
@@ -146,6 +149,7 @@ def timed(fn, reps=3):
 
 
 def tune(rep: Report, quick: bool) -> None:
+    """Time the fused kernel's block configurations at n = m = 2¹⁶ and keep the fastest."""
     if not attention_torch.fused_available():
         rep.save("tune", {"note": "no fused kernel here (no CUDA/Triton): blocked path only"})
         return
@@ -153,41 +157,26 @@ def tune(rep: Report, quick: bool) -> None:
     n = 2**8 if quick else 2**16
     z, y = 10.0 * unit(rng, n), unit(rng, n)
     lw = np.full(n, -math.log(n))
-    # measured before (results/gpu.json, gpu2.json): "tile" ≤ 2.1e11 / 1.0e11 pairs/s and "rows"
-    # ≤ 2.5e11 / 1.2e11 (float32 / float64); their best configurations are timed again here
-    cands = {("rows", "float32"): [(256, 16, 8)], ("rows", "float64"): [(64, 16, 4)],
-             ("twopass", "float32"): [(64, 32, 4), (128, 32, 8), (64, 64, 8), (128, 16, 4),
-                                      (256, 16, 8)],
-             ("twopass", "float64"): [(32, 32, 4), (64, 16, 4), (32, 16, 2), (64, 32, 8)]}
-    out = {"n": n, "configs": []}
-    best = {}
-    for (kernel, prec), cs in cands.items():
-        attention_torch.FUSED_KERNEL = kernel
+    cands = {"float32": [(64, 32, 4), (128, 32, 8), (64, 64, 8), (128, 16, 4), (256, 16, 8)],
+             "float64": [(32, 32, 4), (64, 16, 4), (32, 16, 2), (64, 32, 8)]}
+    out = {"n": n, "configs": [], "chosen": {}}
+    for prec, cs in cands.items():
+        best = (math.inf, cs[0])
         for c in cs:
-            attention_torch.FUSED_BLOCKS[kernel, prec] = c
-            row = {"kernel": kernel, "precision": prec, "blocks": c}
+            attention_torch.FUSED_BLOCKS[prec] = c
+            row = {"precision": prec, "blocks": c}
             try:
                 sec, _ = timed(lambda: attention_torch.sums(z, y, lw, 1.0, precision=prec,
                                                             fused=True), reps=3)
                 row.update(seconds=sec, pairs_per_s=n * n / sec)
-                if sec < best.get(prec, (math.inf,))[0]:
-                    best[prec] = (sec, kernel, c)
-            except Exception as exc:  # noqa: BLE001  (a config the compiler refuses)
+                best = min(best, (sec, c))
+            except Exception as exc:  # noqa: BLE001  (a configuration the compiler refuses)
                 row["error"] = repr(exc)[:300]
             out["configs"].append(row)
             print("tune", row, flush=True)
+        attention_torch.FUSED_BLOCKS[prec] = out["chosen"][prec] = best[1]
         rep.save("tune", out)
-    # one kernel for both precisions: the one that is faster in float32 (the big runs)
-    kernel = best["float32"][1]
-    attention_torch.FUSED_KERNEL = kernel
-    for prec in ("float32", "float64"):
-        ks = [r for r in out["configs"] if r["kernel"] == kernel and r["precision"] == prec
-              and "seconds" in r]
-        attention_torch.FUSED_BLOCKS[kernel, prec] = tuple(min(ks, key=lambda r: r["seconds"])["blocks"])
-    out["chosen"] = {"kernel": kernel, "blocks": {p: attention_torch.FUSED_BLOCKS[kernel, p]
-                                                  for p in ("float32", "float64")}}
     print("tune chosen:", out["chosen"], flush=True)
-    rep.save("tune", out)
 
 
 def accuracy(rep: Report, quick: bool) -> None:
@@ -289,7 +278,7 @@ def particles(rep: Report, quick: bool, sizes=None) -> dict:
     for n in sizes:
         x = unit(rng, n)
         plans = [("torch", "float64"), ("torch-float32", "float32")]
-        if n == sizes[0]:
+        if n <= NUMPY_MAX_N:
             plans.insert(0, ("reference", "numpy float64"))
         for method, label in plans:
             pairs = 4.0 * n * n
@@ -397,23 +386,61 @@ def run(args) -> None:
     print(f"wrote {out} ({rep.data['elapsed_s']} s)")
 
 
+def summary(paths) -> dict:
+    """Merge the convergence runs of several result files (same seeds give the same paths, so
+    repeated (N, method, seed) runs are counted once) and fit error ∝ N^p over the float64 and
+    float32 runs together (float32 changes the observable by ≈ 1e-10 at N = 10⁵, far below the
+    sampling error)."""
+    from spherepde.validation.transport_runs import fit_order  # noqa: PLC0415
+
+    per = {}
+    for path in paths:
+        d = json.loads(Path(path).read_text())
+        for r in (d.get("convergence") or {}).get("runs", []):
+            for seed, (e, sec) in enumerate(zip(r["errors"], r["seconds"])):
+                per.setdefault(r["N"], {}).setdefault(seed, (e, sec, r["method"], Path(path).name))
+    rows = []
+    for n in sorted(per):
+        errs = [v[0] for v in per[n].values()]
+        rows.append({"N": n, "seeds": len(errs), "rms_error": float(np.sqrt(np.mean(np.square(errs)))),
+                     "errors": errs, "seconds_per_run": [v[1] for v in per[n].values()],
+                     "methods": sorted({v[2] for v in per[n].values()}),
+                     "files": sorted({v[3] for v in per[n].values()})})
+    p, se = fit_order([r["N"] for r in rows], [r["rms_error"] for r in rows])
+    out = {"what": "particle harmonic-moment error (l <= 4, t = 2, beta = 10) against the nlat-64 "
+                   "density, GPU particle runs merged from " + ", ".join(Path(x).name for x in paths),
+           "runs": rows, "rate": {"exponent": p, "stderr": se, "monte_carlo": -0.5}}
+    for r in rows:
+        print(f"N = {r['N']:>7}: rms error {r['rms_error']:.3e} over {r['seeds']} seeds "
+              f"({', '.join(r['methods'])}); {np.mean(r['seconds_per_run']):.1f} s per run")
+    print(f"error ∝ N^({p:.3f} ± {se:.3f})")
+    return out
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
-    sub.add_parser("reference", help="density reference moments (CPU, needs shtns-free solver only)")
+    sub.add_parser("reference", help="density reference moments (CPU)")
+    sm = sub.add_parser("summary", help="merge the convergence runs of result files")
+    sm.add_argument("files", nargs="+")
+    sm.add_argument("--out", help="write the merged JSON here")
     r = sub.add_parser("run", help="the GPU benchmark")
     r.add_argument("--quick", action="store_true", help="small sizes (a CPU check of the script)")
     r.add_argument("--budget", type=float, default=420.0, help="seconds; later items are skipped")
     r.add_argument("--skip", nargs="*", default=[],
                    choices=["tune", "accuracy", "velocity", "particles", "convergence"])
-    r.add_argument("--particle-sizes", nargs="*", help="N for the RK4 step timings (first one "
-                   "also timed with numpy)")
+    r.add_argument("--particle-sizes", nargs="*", help="N for the RK4 step timings (those up "
+                   "to NUMPY_MAX_N also timed with numpy)")
     r.add_argument("--plan", nargs="*", help="convergence runs as N:method:seeds, e.g. "
                    "1e6:torch-float32:1")
     r.add_argument("--out")
     args = p.parse_args()
     if args.cmd == "reference":
         make_reference()
+    elif args.cmd == "summary":
+        out = summary(args.files)
+        if args.out:
+            Path(args.out).write_text(json.dumps(out, indent=1))
     else:
         run(args)
 

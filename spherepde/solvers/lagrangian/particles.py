@@ -172,6 +172,10 @@ class ParticleODE:
                                   or block < 1):
             raise ValueError(f"block must be a positive int or None, got {block!r}")
         self.block = None if block is None else int(block)
+        self._set_attention_options(attention_method, tol)
+        self.result: ParticleResult | None = None
+
+    def _set_attention_options(self, attention_method: str, tol: float) -> None:
         if attention_method not in ATTENTION_METHODS:
             raise ValueError(f"attention_method must be one of {ATTENTION_METHODS}, "
                              f"got {attention_method!r}")
@@ -180,7 +184,6 @@ class ParticleODE:
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0.0 < tol < 1.0:
             raise ValueError(f"tol must be a number in (0, 1), got {tol!r}")
         self.attention_method, self.tol = attention_method, float(tol)
-        self.result: ParticleResult | None = None
 
     @staticmethod
     def _check_weights(weights) -> np.ndarray:

@@ -115,11 +115,13 @@ class ParticleSDE(ParticleODE):
         s multiplying the attention velocity.
     d : int, optional
         Needed only when there is neither attention nor a noise that fixes it.
+    attention_method, tol : as for :class:`ParticleODE` (the drift's :meth:`Attention.mean`).
     """
 
     def __init__(self, attention: Attention | None = None, *, noise=None, path=None, kernel=None,
                  seed: int | None = None, method: str = "heun", attention_scale: float = 1.0,
-                 weights=None, d: int | None = None) -> None:
+                 weights=None, d: int | None = None, attention_method: str = "auto",
+                 tol: float = 1e-8) -> None:
         if attention is not None and not isinstance(attention, Attention):
             raise TypeError(f"attention must be an Attention or None, got {type(attention).__name__}")
         if method not in SDE_METHODS:
@@ -143,6 +145,7 @@ class ParticleSDE(ParticleODE):
         self.method = method
         self.weights = None if weights is None else self._check_weights(weights)
         self.block = None
+        self._set_attention_options(attention_method, tol)
         self.result = None
         self._d = dims.pop()
         self.noise, self.path = noise, path
