@@ -85,11 +85,15 @@ def build_parser() -> argparse.ArgumentParser:
             e.add_argument("--nlat", type=int, default=None, help="override the grid size")
         e.add_argument("--t-end", type=float, default=None, help="override the final time")
         e.add_argument("--betas", type=float, nargs="+", default=None, help="override β values ('inf' allowed on S²)")
+        if name == "particles-vs-density":
+            _particle_counts_option(e)
         e.add_argument("--output", default=f"out/{name}", help="output folder")
         e.add_argument("--json", action="store_true")
     for name, text in PAPER2_EXPERIMENTS:
         e = esub.add_parser(name, help=text)
         e.add_argument("--quick", action="store_true", help="small sizes (under a minute)")
+        if name == "chaos":
+            _particle_counts_option(e)
         if name in ("heat-kernel", "chaos"):
             e.add_argument("--nlat", type=int, default=None, help="override the S² grid size")
         e.add_argument("--t-end", type=float, default=None, help="override the final time")
@@ -228,6 +232,12 @@ def _cmd_ensemble(args) -> int:
     return 0
 
 
+def _particle_counts_option(e) -> None:
+    e.add_argument("--particle-counts", type=int, nargs="+", default=None,
+                   help="override the particle numbers N (≥ 2 values, each ≥ 2; e.g. up to 10⁵ "
+                        "on a GPU)")
+
+
 def _cmd_experiment(args) -> int:
     import dataclasses
 
@@ -257,6 +267,12 @@ def _cmd_experiment(args) -> int:
         if args.name == "circle-clusters" and any(math.isinf(b) for b in args.betas):
             raise ValueError("--betas: β = inf is not used on the circle (the flow is then trivial)")
         over["betas"] = tuple(args.betas)
+    if getattr(args, "particle_counts", None) is not None:
+        counts = args.particle_counts
+        if len(counts) < 2 or any(n < 2 for n in counts):
+            raise ValueError(f"--particle-counts needs at least 2 values, each >= 2 (a rate is "
+                             f"fitted), got {counts}")
+        over["particle_counts"] = tuple(sorted(set(counts)))
     config = dataclasses.replace(config, **over)
     summary = runner(config, args.output, progress=not args.json)
     short = {k: v for k, v in summary.items() if k not in ("runs", "times")}

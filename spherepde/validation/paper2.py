@@ -500,7 +500,7 @@ def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False
     from spherepde.io.particles import write_particles_netcdf
     from spherepde.solvers.lagrangian.sde import ParticleSDE
     from spherepde.validation.ensemble import initial_density, run_realisation
-    from spherepde.validation.metrics import as_measure, harmonic_moments, w2
+    from spherepde.validation.metrics import as_measure, harmonic_moments, w2_with_bound
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -520,7 +520,7 @@ def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False
         path = spde.make_path(noise, p)
         per_n = []
         for n in config.particle_counts:
-            errs, dists = [], []
+            errs, dists, bounds = [], [], []
             for seed in config.seeds:
                 x0 = sample_density(grid, rho0, n, seed=seed)
                 sde = ParticleSDE(att, noise=noise, path=path, method="heun")
@@ -528,13 +528,16 @@ def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False
                 xe = res.positions[-1]
                 wn = np.full(n, 1.0 / n)
                 errs.append(float(np.linalg.norm(harmonic_moments(xe, wn, config.lmax_moments) - q_ref)))
-                dists.append(w2(xe, wn, x, w_end))
+                est = w2_with_bound(xe, wn, x, w_end)
+                dists.append(est.value)
+                bounds.append(est.error_bound)
                 if seed == config.seeds[0] and p == config.paths[0]:
                     write_particles_netcdf(outdir / f"particles_path{p}_N{n}.nc", res,
                                            config={**config.to_dict(), "N": n, "path": p}, seed=seed,
                                            attention=att)
             per_n.append({"N": n, "moment_error": float(np.mean(errs)), "moment_error_std": float(np.std(errs)),
-                          "w2": float(np.mean(dists)), "w2_std": float(np.std(dists))})
+                          "w2": float(np.mean(dists)), "w2_std": float(np.std(dists)),
+                          "w2_error_bound": float(max(bounds))})
         # control: the largest N driven by a different path
         other = spde.make_path(noise, 10_000 + p)
         n = config.particle_counts[-1]

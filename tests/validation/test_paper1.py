@@ -93,6 +93,28 @@ def test_cli_refuses_bad_overrides(name, capsys, tmp_path):
     assert "betas" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("counts", [["100"], ["1", "100"]])
+def test_cli_refuses_bad_particle_counts(counts, capsys, tmp_path):
+    assert main(["experiment", "particles-vs-density", "--particle-counts", *counts,
+                 "--output", str(tmp_path)]) == 2
+    assert "--particle-counts" in capsys.readouterr().err
+
+
+def test_particles_vs_density_w2_beyond_the_exact_limit(tmp_path, monkeypatch):
+    """Above the exact-EMD size the experiment reports W₂ with its bound instead of refusing."""
+    from spherepde.validation import metrics
+
+    real = metrics.w2_with_bound
+    monkeypatch.setattr(metrics, "w2_with_bound",
+                        lambda *a, **k: real(*a, **{**k, "max_entries": 20_000}))
+    cfg = dataclasses.replace(paper1.ParticlesVsDensityConfig.quick(), nlat=12, t_end=0.5,
+                              particle_counts=(64, 400), seeds=(0,))
+    s = paper1.run_particles_vs_density(cfg, tmp_path)
+    small, large = s["runs"][0]["particles"]
+    assert small["w2_error_bound"] == 0.0  # 64 × 288 entries: exact
+    assert 0.0 < large["w2_error_bound"] < 1.0 and large["w2"] > 0  # 400 × 288: coarsened
+
+
 def test_cli_circle_clusters_json(tmp_path, capsys):
     rc = main(["experiment", "circle-clusters", "--quick", "--betas", "3", "--t-end", "4",
                "--output", str(tmp_path), "--json"])
