@@ -15,9 +15,22 @@ from pathlib import Path
 from spherepde import __version__
 
 
+def _strict_json(obj):
+    """``obj`` with NaN as null and ±inf as the strings "inf"/"-inf" (β = ∞ is a valid input), so
+    that ``--json`` output is standard JSON (jq, JavaScript) rather than Python's NaN/Infinity."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: _strict_json(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_strict_json(v) for v in obj]
+    return obj
+
+
 def _emit(result: dict, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(result, indent=2, sort_keys=False))
+        print(json.dumps(_strict_json(json.loads(json.dumps(result, default=float))), indent=2,
+                         allow_nan=False))
     else:
         for k, v in result.items():
             print(f"{k:>16}: {v}")

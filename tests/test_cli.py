@@ -1,6 +1,7 @@
 """The command line: JSON keys, files written, and bad input refused before any work."""
 from __future__ import annotations
 
+import math
 import json
 import subprocess
 import sys
@@ -163,3 +164,21 @@ def test_ensemble_command(tmp_path):
     assert (tmp_path / "out" / "ensemble.nc").exists() and (tmp_path / "out" / "mean.png").exists()
     cfg.write_text(json.dumps({"grid": "sphere", "resolution": 3}))
     assert main(["ensemble", "--config", str(cfg), "--output", str(tmp_path / "o2")]) == 2
+
+
+def test_json_output_is_strict_json(tmp_path, capsys):
+    """--json prints standard JSON: a rate fitted on two points has stderr NaN → null, and
+    β = inf → "inf" (Python's NaN/Infinity tokens are not JSON)."""
+    from spherepde.cli import _strict_json
+
+    assert _strict_json({"a": [float("nan"), float("inf"), -math.inf, 1.5], "b": (2,)}) == {
+        "a": [None, "inf", "-inf", 1.5], "b": [2]}
+    rc = main(["experiment", "particles-vs-density", "--quick", "--particle-counts", "50", "100",
+               "--t-end", "0.5", "--output", str(tmp_path), "--json"])
+    assert rc == 0
+
+    def refuse(token):
+        raise ValueError(f"non-standard JSON token {token}")
+
+    out = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert out["runs"][0]["rate_moment_error"]["stderr"] is None

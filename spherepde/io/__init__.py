@@ -1,11 +1,13 @@
-"""Input/output: CF-1.8 NetCDF files (incremental writer, xarray readers).
+"""Input/output: CF-1.8 NetCDF files (incremental writer, the run loop's NetCDF tracker,
+xarray readers).
 
-Sits on top of the package: it may import grids (and anything below), nothing below imports
-it at module level.
+Sits on top of the package: it may import grids and solvers (the Tracker base); nothing below
+imports it.
 """
 from __future__ import annotations
 
 from spherepde.io.netcdf import (
+    NetCDFTracker,
     NetCDFWriter,
     config_to_json,
     open_dataset,
@@ -13,4 +15,4 @@ from spherepde.io.netcdf import (
     write_dataset,
 )
 
-__all__ = ["NetCDFWriter", "config_to_json", "open_dataset", "read_config", "write_dataset"]
+__all__ = ["NetCDFTracker", "NetCDFWriter", "config_to_json", "open_dataset", "read_config", "write_dataset"]

@@ -41,6 +41,7 @@ import numpy as np
 
 from spherepde import __version__
 from spherepde.grids import CircleGrid, GaussGrid
+from spherepde.solvers.trackers import Tracker, register_tracker
 
 if TYPE_CHECKING:  # xarray is imported lazily: writers (and the CLI start-up) do not need it
     import xarray as xr
@@ -463,3 +464,102 @@ def write_dataset(
         attrs["seed"] = _check_seed(seed)
     out.attrs = attrs
     out.to_netcdf(path, engine="netcdf4")
+
+
+# ---- the run loop's NetCDF tracker (io sits above solvers: it imports the Tracker base) -------
+@register_tracker
+class NetCDFTracker(Tracker):
+    """Write the state at every output time to a CF NetCDF file, flushed slice by slice.
+
+    The file is created when the run starts (:meth:`initialize`) and closed by
+    :meth:`finalize`, also after Ctrl-C or an error, so it always opens with the snapshots
+    written so far.  See :class:`spherepde.io.netcdf.NetCDFWriter` for the layout.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        Output file (its folder must exist).
+    grid : GaussGrid or CircleGrid
+        Must be the stepper's grid.
+    config : dict
+        The run configuration, stored as ``config_json``.
+    variable : str
+        Name of the field variable (default ``"density"``).
+    attrs : dict, optional
+        Its attributes; default ``units = "1"`` and a long_name for a probability density.
+    seed : int or None
+        Stored as the ``seed`` attribute.
+    title : str
+        ``title`` attribute.
+    static : dict, optional
+        ``name -> (array, dims, attrs)`` time-independent variables (e.g. Q, K, V), written
+        when the file is created.
+    compress : int
+        zlib level 0–9 (0 = none).
+    """
+
+    name = "netcdf"
+
+    DEFAULT_ATTRS = {
+        "units": "1",
+        "long_name": "probability density with respect to the area element of the unit sphere",
+    }
+
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        grid: Grid,
+        *,
+        config: Mapping[str, Any],
+        variable: str = "density",
+        attrs: Mapping[str, Any] | None = None,
+        seed: int | None = None,
+        title: str = "spherepde run",
+        static: Mapping[str, tuple] | None = None,
+        compress: int = 0,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(name=name)
+        if not isinstance(grid, (GaussGrid, CircleGrid)):
+            raise TypeError(f"grid must be a GaussGrid or CircleGrid, got {type(grid).__name__}")
+        self.path = Path(path)
+        if not self.path.parent.is_dir():
+            raise ValueError(f"path: folder {str(self.path.parent)!r} does not exist")
+        if not isinstance(config, Mapping):
+            raise TypeError(f"config must be a dict, got {type(config).__name__}")
+        self.grid = grid
+        self.config = dict(config)
+        self.variable = variable
+        self.attrs = dict(self.DEFAULT_ATTRS if attrs is None else attrs)
+        self.seed = seed
+        self.title = title
+        self.static = dict(static or {})
+        self.compress = compress
+        self.writer = None
+
+    def initialize(self, state, t, info) -> None:
+        if info["grid"] != self.grid:
+            raise ValueError(f"grid: tracker grid {self.grid} differs from the stepper's {info['grid']}")
+        self.writer = NetCDFWriter(
+            self.path, self.grid, variables={self.variable: self.attrs}, config=self.config,
+            seed=self.seed, title=self.title, compress=self.compress,
+            attrs={"stepper": str(info.get("stepper", "unknown"))},
+        )
+        try:
+            for key, (array, dims, *rest) in self.static.items():
+                self.writer.add_static(key, array, dims, rest[0] if rest else None)
+        except BaseException:
+            self.writer.close()
+            raise
+
+    def handle(self, state, t) -> None:
+        self.writer.append(t, **{self.variable: state})
+
+    def finalize(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+    @property
+    def result(self) -> Path:
+        """Path of the file."""
+        return self.path

@@ -31,7 +31,8 @@ from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import GaussGrid
 from spherepde.solvers import make_stepper
 from spherepde.solvers.controller import Controller
-from spherepde.solvers.trackers import MemoryTracker, NetCDFTracker, ProgressTracker
+from spherepde.io.netcdf import NetCDFTracker
+from spherepde.solvers.trackers import MemoryTracker, ProgressTracker
 from spherepde.validation.metrics import (
     as_measure,
     dist_to_subspace,

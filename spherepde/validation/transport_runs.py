@@ -12,7 +12,8 @@ from spherepde import __version__
 from spherepde.grids import GaussGrid
 from spherepde.solvers import make_stepper
 from spherepde.solvers.controller import Controller
-from spherepde.solvers.trackers import DiagnosticsTracker, NetCDFTracker, ProgressTracker
+from spherepde.io.netcdf import NetCDFTracker
+from spherepde.solvers.trackers import DiagnosticsTracker, ProgressTracker
 from spherepde.solvers.eulerian.ppm import LIMITERS
 from spherepde.validation.transport_cases import (
     CASES,

@@ -18,11 +18,11 @@ from spherepde import __version__
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.io import open_dataset, read_config
 from spherepde.solvers.controller import SPLIT_RTOL, Controller, RunResult
+from spherepde.io.netcdf import NetCDFTracker
 from spherepde.solvers.trackers import (
     TRACKERS,
     DiagnosticsTracker,
     MemoryTracker,
-    NetCDFTracker,
     ProgressTracker,
     Tracker,
 )
@@ -376,7 +376,8 @@ CHILD = textwrap.dedent(
     signal.signal(signal.SIGINT, signal.default_int_handler)  # even if SIGINT was ignored
     from spherepde.grids import CircleGrid
     from spherepde.solvers.controller import Controller
-    from spherepde.solvers.trackers import NetCDFTracker, Tracker
+    from spherepde.io.netcdf import NetCDFTracker
+    from spherepde.solvers.trackers import Tracker
 
     class Slow:
         name = "slow-roll"
