@@ -10,6 +10,9 @@ conservative and positive (each T is).  The velocity is evaluated at the face po
 transport scheme (two evaluations per step).  A velocity that does not depend on the density
 (``velocity.depends_on_density`` false, e.g. attention at β = ∞) is transported directly
 (one evaluation per step).
+
+:class:`~spherepde.solvers.eulerian.spde.SPDEFFSL` extends this stepper with a common noise
+velocity (the hooks :meth:`MeanFieldFFSL._velocity_values` and :meth:`MeanFieldFFSL._cache_key`).
 """
 from __future__ import annotations
 
@@ -41,15 +44,25 @@ class MeanFieldFFSL:
     def options(self) -> dict:
         return {**self.transport.options(), "stepper": self.name}
 
+    def _velocity_values(self, t: float, rho: np.ndarray | None) -> np.ndarray:
+        """The velocity (P, d) at the transport's face points for the density ``rho``."""
+        return self.velocity(t, self.transport.points, rho)
+
+    def _cache_key(self):
+        """What else the velocity depends on besides (t, ρ) (None here; the noise increment in
+        the SPDE stepper)."""
+        return None
+
     def _faces(self, t: float, rho: np.ndarray | None):
-        # reuse the last evaluation only for the same time and the same values (a copy is kept:
-        # the caller may change its array in place between stable_dt and step)
-        if (self._last is not None and self._last[0] == t
+        # reuse the last evaluation only for the same time, key and values (a copy is kept: the
+        # caller may change its array in place between stable_dt and step)
+        key = self._cache_key()
+        if (self._last is not None and self._last[0] == t and self._last[3] == key
                 and (rho is None) == (self._last[1] is None)
                 and (rho is None or np.array_equal(self._last[1], rho))):
             return self._last[2]
-        out = self.transport.face_velocities(self.velocity(t, self.transport.points, rho))
-        self._last = (t, None if rho is None else np.array(rho, copy=True), out)
+        out = self.transport.face_velocities(self._velocity_values(t, rho))
+        self._last = (t, None if rho is None else np.array(rho, copy=True), out, key)
         return out
 
     def _advance(self, rho, faces, dt):

@@ -39,7 +39,7 @@ import numpy as np
 
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.geometry import east_north_basis
-from spherepde.solvers.eulerian.transport import ffsl_ppm
+from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL
 from spherepde.solvers.registry import register_stepper
 
 SCHEMES = ("stratonovich", "ito-euler")
@@ -47,8 +47,17 @@ SCHEMES = ("stratonovich", "ito-euler")
 MAX_NOISE_DISPLACEMENT = 0.5
 
 
-class SPDEFFSL:
-    """Stratonovich stepper for attention drift (optional) plus common transport noise (optional).
+def _no_drift(t, x, rho):
+    return np.zeros_like(x)
+
+
+_no_drift.depends_on_density = False
+
+
+class SPDEFFSL(MeanFieldFFSL):
+    """Stratonovich stepper for attention drift (optional) plus common transport noise (optional):
+    :class:`~spherepde.solvers.eulerian.meanfield.MeanFieldFFSL` (the same midpoint rule and
+    transport) with the frozen noise velocity u_W added to the drift in every stage.
 
     Parameters
     ----------
@@ -83,25 +92,20 @@ class SPDEFFSL:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
         if scheme == "ito-euler" and (noise is None or drift is not None):
             raise ValueError("scheme='ito-euler' is a noise-only demonstration: give noise and no drift")
-        self.grid = grid
+        super().__init__(grid, _no_drift if drift is None else drift, **options)
         self.drift = drift
         self.noise = noise
         self.path = path
         self.scheme = scheme
         self.d = d
-        self.transport = ffsl_ppm(grid, lambda t, x: np.zeros_like(x), **options)
         self._points = self.transport.points
         self._zero = np.zeros_like(self._points)
         self._noise_cache = None  # (t, dt, noise velocity at the face points)
+        self._u, self._u_key = self._zero, None  # the current step's noise velocity and (t, dt)
 
     # ---- parameters --------------------------------------------------------------------
-    @property
-    def substeps(self) -> int:
-        return self.transport.substeps
-
     def options(self) -> dict:
-        out = {**self.transport.options(), "stepper": self.name, "scheme": self.scheme,
-               "drift": self.drift is not None}
+        out = {**super().options(), "scheme": self.scheme, "drift": self.drift is not None}
         if self.noise is not None:
             out.update(noise=self.noise.to_dict(), path=self.path.to_dict())
         return out
@@ -132,39 +136,36 @@ class SPDEFFSL:
         self._noise_cache = (t, dt, u)
         return u
 
-    def _velocity(self, t: float, rho, u: np.ndarray) -> np.ndarray:
-        """drift(t, ·, rho) + u at the face points (the drift alone when there is no noise)."""
+    def _velocity_values(self, t: float, rho) -> np.ndarray:
+        """drift(t, ·, rho) + u_W at the face points (either alone when the other is absent)."""
         if self.drift is None:
-            return u
-        v = self.drift(t, self._points, rho)
+            return self._u
+        v = super()._velocity_values(t, rho)
         if self.noise is None:
             return v  # the transport checks its shape
         v = np.asarray(v, dtype=float)
-        if v.shape != u.shape:
-            raise ValueError(f"velocity must return an array of shape {u.shape}, got {v.shape}")
-        return v + u
+        if v.shape != self._u.shape:
+            raise ValueError(f"velocity must return an array of shape {self._u.shape}, got {v.shape}")
+        return v + self._u
 
-    def _advance(self, rho, v, dt):
-        faces = self.transport.face_velocities(v)
-        return self.transport.advance(rho, *faces[:-1], dt)
+    def _cache_key(self):
+        return self._u_key
 
     def stable_dt(self, rho: np.ndarray, t: float) -> float:
         if self.noise is not None:
             raise ValueError("an adaptive time step cannot be combined with noise (the step would "
                              "depend on the path); give a fixed dt")
-        vmax = self.transport.face_velocities(self._velocity(t, rho, self._zero))[-1]
-        return np.inf if vmax == 0.0 else self.transport.courant * self.transport._dx / vmax
+        return super().stable_dt(rho, t)
 
     # ---- the step ----------------------------------------------------------------------
     def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
-        """One step from t to t + dt with the path increment over [t, t + dt]."""
+        """One step from t to t + dt with the path increment over [t, t + dt]: the mean-field
+        midpoint step with u_W (frozen over the step) added in both stages."""
         if self.scheme == "ito-euler":
             return self._ito_euler(rho, t, dt)
-        u = self._noise_velocity(t, dt)
-        if self.drift is None or not getattr(self.drift, "depends_on_density", True):
-            return self._advance(rho, self._velocity(t + 0.5 * dt, None, u), dt)
-        half = self._advance(rho, self._velocity(t, rho, u), 0.5 * dt)
-        return self._advance(rho, self._velocity(t + 0.5 * dt, half, u), dt)
+        if self.noise is not None:
+            self._u, self._u_key = self._noise_velocity(t, dt), (t, dt)
+        return super().step(rho, t, dt)
 
     def _ito_euler(self, rho, t, dt):
         """ρ − div_S(ρ P_x ΔW) at the cell centres (demonstration of the wrong calculus)."""
