@@ -19,10 +19,22 @@ larger n_max keeps the low modes: see :class:`~spherepde.noise.brownian.Brownian
 * S¹ (d = 2): degree 0 is 1/√(2π); degree n ≥ 1 holds cos(nθ)/√π, sin(nθ)/√π.
 
 Evaluating at the same points again (a grid stepper asks for the noise at its fixed face points
-every step): the second call in a row with equal points tabulates the basis Y_{n,i}(x_p) once
-(when it takes at most :data:`BASIS_CACHE_BYTES`), and later calls with those points are one
-matrix product — on S² the same values as the spectral evaluation to round-off, on S¹ the same
-bits.  Other points are evaluated afresh as before.
+every step): the second call in a row with equal points builds a table for those points, and
+later calls with them use it.  On S², points on few latitude rings (every point of a ring has the
+same z; the face points of :class:`~spherepde.solvers.eulerian.transport.FFSLSphere`, ~2 nlat
+rings of 2 nlat equispaced longitudes) are evaluated ring by ring (:class:`LatitudeRings`): per
+ring r the Fourier coefficients in longitude
+
+    F_{r,0} = Σ_n a_{n,0} y_n0(μ_r),   F_{r,m} = √2 Σ_n y_nm(μ_r) (a^c_{n,m} − i a^s_{n,m}),  m ≥ 1,
+
+(a = sqrt(C_n) ξ, a^c/a^s the cos/sin entries, y_nm the normalised associated Legendre functions
+of :class:`~spherepde.grids.sht.SphericalHarmonics`, μ_r = z_r), then G(x_p) = Re Σ_m F_{r,m}
+e^{i m φ_p}: an inverse real FFT on a ring of equispaced longitudes, a product with tabulated
+e^{i m φ_p} otherwise — O(rings · K + P log n_lon) per call instead of O(P · K),
+K = (n_max + 1)².  Other repeated points (scattered, on S¹) get the tabulated basis Y_{n,i}(x_p)
+(when it takes at most :data:`BASIS_CACHE_BYTES`): one matrix product per call.  Both agree with
+the spectral evaluation of new points (``SphericalHarmonics.evaluate``) to round-off (on S¹ the
+same bits).
 """
 from __future__ import annotations
 
@@ -33,8 +45,14 @@ import numpy as np
 from spherepde.grids.geometry import project_tangent
 
 _TWO_PI = 2.0 * math.pi
-#: largest tabulated basis (points × coefficients × 8 bytes) kept for repeated evaluation points
+#: largest table kept for repeated evaluation points (dense basis: points × coefficients × 8 bytes;
+#: latitude rings: :attr:`LatitudeRings.nbytes`); 0 evaluates afresh every call
 BASIS_CACHE_BYTES = 64 * 2**20
+#: a ring's longitudes within this (radians) of φ_0 + 2πj/n, j = 0..n−1, are synthesised by an FFT
+#: (the error this adds is ≤ n_max × this × Σ|F_m|; actual deviations on grids are ~1e-15)
+RING_LON_TOL = 1e-14
+#: points on at most this fraction × P distinct latitudes are evaluated ring by ring
+RING_FRACTION = 0.25
 
 
 class NoiseField:
@@ -82,6 +100,8 @@ class NoiseField:
         self._sht = None
         self._last_x = None  # the points of the last evaluation (a copy)
         self._basis = None   # basis tabulated at _last_x: (n_coefficients, P) on S², (P, n_coefficients) on S¹
+        self._rings = None   # LatitudeRings of _last_x (S²)
+        self._rings_checked = False  # whether _last_x was searched for latitude rings
         if d == 3:
             self._setup_sphere()
 
@@ -100,19 +120,22 @@ class NoiseField:
         from spherepde.grids.sht import SphericalHarmonics
 
         lmax = max(self.nmax, 1)
-        self._sht = SphericalHarmonics(GaussGrid(2 * (lmax // 2 + 1)), lmax=lmax, backend="pyshtools")
+        self._sht = SphericalHarmonics(GaussGrid(max(4, 2 * (lmax // 2 + 1))), lmax=lmax, backend="pyshtools")
         # real index k → (complex index, part): m = 0 real; m > 0: Re q = ξ_c/√2, Im q = −ξ_s/√2
         # (a real field is q_l0 Y_l0 + Σ_{m>0} 2 Re(q_lm Y_lm), see SphericalHarmonics.evaluate)
-        cidx, part = [], []
+        cidx, part, order = [], [], []
         for n in range(self.nmax + 1):
             cidx.append(int(self._sht.index(n, 0)))
             part.append(0)
+            order.append(0)
             for m in range(1, n + 1):
                 j = int(self._sht.index(n, m))
                 cidx += [j, j]
                 part += [1, 2]
+                order += [m, m]
         self._cidx = np.array(cidx)
-        self._part = np.array(part)
+        self._part = np.array(part)  # 0: m = 0, 1: cos (√2 Re Y_nm), 2: sin (√2 Im Y_nm)
+        self._order = np.array(order)  # m of each real index
 
     def _complex_coefficients(self, xi: np.ndarray) -> np.ndarray:
         """(…, n_coefficients, 3) real KL coefficients (already scaled) → (…, 3, nlm) complex."""
@@ -146,6 +169,8 @@ class NoiseField:
             raise ValueError(f"x must have shape (P, {self.d}), got {x.shape}")
         basis = self._cached_basis(x)
         if self.d == 3:
+            if isinstance(basis, LatitudeRings):
+                return basis.values(xi)
             if basis is not None:  # (…, 3, K) @ (K, P) → (…, 3, P)
                 return np.moveaxis(np.matmul(np.swapaxes(xi, -1, -2), basis), -2, -1)
             lon, lat = self._lonlat(x)
@@ -170,25 +195,34 @@ class NoiseField:
         return basis
 
     def _cached_basis(self, x: np.ndarray):
-        """The basis tabulated at x when x equals the points of the previous call (built on the
-        second call in a row, if it fits in BASIS_CACHE_BYTES); else None, remembering x."""
+        """The table for evaluating at x when x equals the points of the previous call, else None
+        (remembering x).  Built on the second call in a row: on S² the :class:`LatitudeRings` of x
+        when x lies on few latitude rings, else the dense basis (S²: (K, P), S¹: (P, K)) if it fits
+        in BASIS_CACHE_BYTES.  A table larger than BASIS_CACHE_BYTES (read at every call) is not
+        used."""
+        last = self._last_x
+        if last is None or last.shape != x.shape or not np.array_equal(last, x):
+            self._last_x = np.array(x, dtype=float, copy=True)
+            self._basis = self._rings = None
+            self._rings_checked = False
+            return None
+        if self.d == 3 and not self._rings_checked:
+            self._rings_checked = True
+            self._rings = LatitudeRings.build(self, x)
+        if self._rings is not None:
+            return self._rings if self._rings.nbytes <= BASIS_CACHE_BYTES else None
         if x.shape[0] * self.n_coefficients * 8 > BASIS_CACHE_BYTES:
             return None
-        last = self._last_x
-        if last is not None and last.shape == x.shape and np.array_equal(last, x):
-            if self._basis is None:
-                if self.d == 3:  # Y_k(x_p), k = real index: the evaluation of one-hot coefficients
-                    s = 1.0 / math.sqrt(2.0)
-                    q = np.zeros((self.n_coefficients, self._sht.nlm), dtype=complex)
-                    k = np.arange(self.n_coefficients)
-                    q[k, self._cidx] = np.where(self._part == 0, 1.0, np.where(self._part == 1, s, -1j * s))
-                    self._basis = self._sht.evaluate(q, *self._lonlat(x))  # (K, P)
-                else:
-                    self._basis = self._circle_basis(x)
-            return self._basis
-        self._last_x = np.array(x, dtype=float, copy=True)
-        self._basis = None
-        return None
+        if self._basis is None:
+            if self.d == 3:  # Y_k(x_p), k = real index: the evaluation of one-hot coefficients
+                s = 1.0 / math.sqrt(2.0)
+                q = np.zeros((self.n_coefficients, self._sht.nlm), dtype=complex)
+                k = np.arange(self.n_coefficients)
+                q[k, self._cidx] = np.where(self._part == 0, 1.0, np.where(self._part == 1, s, -1j * s))
+                self._basis = self._sht.evaluate(q, *self._lonlat(x))  # (K, P)
+            else:
+                self._basis = self._circle_basis(x)
+        return self._basis
 
     def tangent_values(self, xi, x) -> np.ndarray:
         """P_x Σ sqrt(C_n) Y_{n,i}(x) ξ_{n,i}, shape (…, P, d): the velocity the field gives a token."""
@@ -197,3 +231,132 @@ class NoiseField:
     def sample(self, rng: np.random.Generator, size: tuple = ()) -> np.ndarray:
         """Standard coefficients ξ ~ N(0, I) of ``size`` realisations: shape size + (n_coefficients, d)."""
         return rng.standard_normal(tuple(size) + self.shape)
+
+
+class LatitudeRings:
+    """Ring-wise evaluation of a :class:`NoiseField` on S² at fixed points on latitude rings.
+
+    The points x_p (P, 3) are grouped by exact z (a ring r: μ_r = z_r, colatitude
+    θ_r = π/2 − arcsin μ_r as in ``SphericalHarmonics.evaluate``; longitudes φ_p = atan2(y, x)).
+    Per call, with a = sqrt(C_n) ξ (…, K, 3) and y_nm the normalised associated Legendre functions
+    (no Condon–Shortley phase, ∫ |y_nm e^{imφ}|² dσ = 1) tabulated once per ring,
+
+        F_{r,0} = Σ_n a_{n,0} y_n0(μ_r),   F_{r,m} = √2 Σ_n y_nm(μ_r) (a^c_{n,m} − i a^s_{n,m}),
+        G(x_p)  = Re Σ_{m=0}^{n_max} F_{r(p),m} e^{i m φ_p}
+
+    (the real basis of :class:`NoiseField`: √2 y_nm cos mφ, √2 y_nm sin mφ).  Forming F costs
+    O(rings · n_max²) per component: one matrix product per order m, batched.  A ring whose n longitudes
+    are φ_0 + 2πj/n (any order, within :data:`RING_LON_TOL`) is synthesised by an inverse real FFT
+    of length n (orders m ≥ n aliased onto m mod n); any other ring by a product with the
+    tabulated e^{i m φ_p}, O(n · n_max).
+    """
+
+    def __init__(self, field: NoiseField, legendre, fft_groups, direct, npoints: int):
+        L = field.nmax
+        self.nmax = L
+        self.npoints = npoints
+        self._legendre = legendre  # (L+1 [m], R, L+1 [n]): y_nm(μ_r)
+        self._fft_groups = fft_groups  # [(n, rings (R_g,), e^{imφ_0} (R_g, L+1), points (R_g·n,))]
+        self._direct = direct  # [(ring, points (n_r,), e^{imφ_p} (n_r, L+1))]
+        # real index k → (m, n, re/im, factor) of its term in F_{r,m}
+        self._m = field._order
+        self._n = field.degree
+        self._reim = (field._part == 2).astype(int)
+        self._factor = np.choose(field._part, [1.0, math.sqrt(2.0), -math.sqrt(2.0)])
+        # the points are the rings of one FFT group in order (e.g. FFSLSphere.points): no scatter
+        self._in_order = (not direct and len(fft_groups) == 1
+                          and np.array_equal(fft_groups[0][3], np.arange(npoints)))
+        self.nbytes = int(legendre.nbytes + sum(g[2].nbytes + g[3].nbytes for g in fft_groups)
+                          + sum(d[1].nbytes + d[2].nbytes for d in direct))
+
+    @property
+    def n_rings(self) -> int:
+        return self._legendre.shape[1]
+
+    @classmethod
+    def build(cls, field: NoiseField, x: np.ndarray):
+        """The rings of the points x (P, 3), or None when they lie on more than
+        RING_FRACTION × P distinct latitudes."""
+        P = x.shape[0]
+        zs, ring = np.unique(x[:, 2], return_inverse=True)
+        R = zs.size
+        if P == 0 or R > RING_FRACTION * P:
+            return None
+        L = field.nmax
+        theta = 0.5 * math.pi - np.arcsin(np.clip(zs, -1.0, 1.0))
+        T = np.concatenate([b for _, b in field._sht._legendre_blocks(theta)], axis=2)  # [m, n, r]
+        legendre = np.ascontiguousarray(T[: L + 1, : L + 1].transpose(0, 2, 1))
+        phi = np.arctan2(x[:, 1], x[:, 0])
+        m = np.arange(L + 1)
+        by_ring = np.argsort(ring, kind="stable")
+        starts = np.searchsorted(ring[by_ring], np.arange(R + 1))
+        groups, direct = {}, []
+        for r in range(R):
+            idx = by_ring[starts[r]:starts[r + 1]]
+            p = phi[idx]
+            n = idx.size
+            t = np.mod(p - p[0], _TWO_PI) * (n / _TWO_PI)  # position in units of 2π/n
+            j = np.rint(t)
+            dev = (t - j) * (_TWO_PI / n)  # φ_p − (p[0] + 2π j_p / n)
+            j = j.astype(np.int64) % n
+            phi0 = p[0] + dev.mean()
+            equispaced = np.abs(dev - dev.mean()).max() <= RING_LON_TOL
+            if equispaced and np.array_equal(np.sort(j), np.arange(n)):
+                pts = np.empty(n, dtype=np.int64)
+                pts[j] = idx  # the point at φ_0 + 2π j / n
+                groups.setdefault(n, []).append((r, np.exp(1j * m * phi0), pts))
+            else:
+                direct.append((r, idx, np.exp(1j * np.outer(p, m))))
+        fft_groups = []
+        for n, gs in groups.items():
+            gs.sort(key=lambda g: g[2][0])  # by first point: ring-major points need no scatter
+            fft_groups.append((n, np.array([g[0] for g in gs]), np.array([g[1] for g in gs]),
+                               np.concatenate([g[2] for g in gs])))
+        return cls(field, legendre, fft_groups, direct, P)
+
+    def ring_coefficients(self, a: np.ndarray) -> np.ndarray:
+        """F (B, R, n_max + 1) complex from a (K, B) (the columns: real coefficient vectors)."""
+        L = self.nmax
+        B = a.shape[1]
+        Q = np.zeros((L + 1, L + 1, B, 2))  # [m, n, column, re/im]
+        Q[self._m, self._n, :, self._reim] = self._factor[:, None] * a
+        F = np.matmul(self._legendre, Q.reshape(L + 1, L + 1, 2 * B))  # [m, r, (column, re/im)]
+        return F.view(np.complex128).transpose(2, 1, 0)
+
+    def values(self, a: np.ndarray) -> np.ndarray:
+        """G at the points: a (…, K, 3) scaled coefficients sqrt(C_n) ξ → (…, P, 3)."""
+        lead, K = a.shape[:-2], a.shape[-2]
+        cols = np.moveaxis(a.reshape((-1, K, 3)), 0, 1).reshape(K, -1)  # column b·3 + c
+        F = self.ring_coefficients(cols)
+        if self._in_order:
+            n, rings, rot, _ = self._fft_groups[0]
+            out = _ring_synthesis(F[:, rings] * rot, n)  # (B·3, R, n): already in point order
+        else:
+            out = np.empty((cols.shape[1], self.npoints))
+            for n, rings, rot, pts in self._fft_groups:
+                out[:, pts] = _ring_synthesis(F[:, rings] * rot, n).reshape(out.shape[0], -1)
+            for r, idx, e in self._direct:
+                out[:, idx] = (F[:, r] @ e.T).real
+        return np.swapaxes(out.reshape(lead + (3, self.npoints)), -1, -2)
+
+
+def _ring_synthesis(X: np.ndarray, n: int) -> np.ndarray:
+    """Re Σ_{m=0}^{M} X_m e^{2πi m j / n} for j = 0..n−1: X (…, M + 1) complex → (…, n) real,
+    by an inverse real FFT (orders m > n/2 folded onto the bins m mod n, conjugated above n/2)."""
+    M = X.shape[-1] - 1
+    h = n // 2
+    Y = np.zeros(X.shape[:-1] + (h + 1,), dtype=complex)
+    if M <= h:
+        Y[..., : M + 1] = X
+    else:
+        for m in range(M + 1):
+            k = m % n
+            if k <= h:
+                Y[..., k] += X[..., m]
+            else:
+                Y[..., n - k] += np.conj(X[..., m])
+    w = np.full(h + 1, 0.5 * n)  # irfft(Z)_j = (Z_0 + 2 Σ_{0<k<n/2} Re Z_k ω^{kj} + Z_{n/2} (−1)^j) / n
+    w[0] = n
+    if n % 2 == 0:
+        w[h] = n
+    return np.fft.irfft(Y * w, n=n, axis=-1)
