@@ -23,6 +23,7 @@ same certification (comment block "Spectral fast summation for weighted points")
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass, field
 
@@ -555,13 +556,139 @@ class _SphereKernel:
         return float(ok[0]) if ok.size else math.inf
 
 
+#: keep the tables of the spectral synthesis that depend only on the targets from one call to the
+#: next while the targets stay the same (_TargetCache); False recomputes them on every call (the
+#: switch of benchmarks/bench_attention_cache.py; the results are bitwise the same either way)
+TARGET_CACHE = True
+#: the kept tables of one spectral object take at most this many bytes; beyond, they are
+#: recomputed on every call (only the copy of the targets and O(1) numbers per target are kept)
+TARGET_CACHE_BYTES = 64 * 2**20
+
+
+class _TargetCache:
+    """Tables that depend only on the targets u of a spectral evaluation, kept between calls.
+
+    The mean-field stepper evaluates the attention at the same points (the face points of its
+    transport) twice a step; the point synthesis needs tables that depend on those points only
+    (longitudes, e^{imλ}, the latitude rings and their Legendre table), and recomputing them was
+    ~40% of a drift evaluation at nlat 64–128.  As in ``NoiseField._cached_basis``, the targets of
+    each call are compared (np.array_equal) with a copy of the previous call's; the tables are
+    built on the second call in a row with the same targets (a one-off call costs only that copy)
+    and dropped when the targets change.  ``build(u, keep)`` makes the tables: with keep=False
+    only what a single call needs (computed as before, chunk by chunk), with keep=True everything
+    that fits in TARGET_CACHE_BYTES.  Both give bitwise the same results.
+    """
+
+    def __init__(self) -> None:
+        self.last = None  # copy of the previous call's targets
+        self.tables = None  # their tables, once built
+
+    def get(self, u: np.ndarray, build):
+        if not TARGET_CACHE:
+            return build(u, False)
+        last = self.last
+        if last is not None and last.shape == u.shape and np.array_equal(last, u):
+            if self.tables is None:
+                self.tables = build(u, True)
+            return self.tables
+        self.last, self.tables = np.array(u, dtype=float, copy=True), None
+        return build(u, False)
+
+    def rows(self, u: np.ndarray, rows) -> object | None:
+        """The kept tables if u are the rows ``rows`` of the kept targets (checked), else None:
+        the split pass evaluates at a subset of the targets of the call before it."""
+        if not TARGET_CACHE or self.tables is None or rows is None:
+            return None
+        rows = np.asarray(rows)
+        if rows.shape != u.shape[:1] or not np.array_equal(self.last[rows], u):
+            return None
+        return self.tables
+
+
+class _SphereTargets:
+    """What :meth:`_SpectralSphere._evaluate` needs to know about its targets u (n, 3).
+
+    Targets on few latitude rings (the face points of the FFSL transport when R = I: 2·nlat + 1
+    rings) take the ring synthesis: ``mu`` the distinct values of u_3 (sorted, clipped to
+    [−1, 1]), ``ring`` the ring of each target, ``lon`` the longitudes.  Other targets
+    (``scattered``) take SphericalHarmonics.evaluate at (``lon``, ``lat``).  With ``keep`` the
+    ring synthesis' tables are kept as well, each if it fits in what is left of TARGET_CACHE_BYTES:
+    e^{imλ} (sht._powers) at each distinct longitude (the face points have ≈ 3·nlon of them, to
+    rounding), gathered per target, then the Legendre table y_lm(μ_r) of every ring; what is not
+    kept :meth:`powers` and :meth:`legendre` compute as needed.  Every value is the one the direct
+    computation gives, bit for bit (the recursions are elementwise, and every product sees the
+    same operands).
+    """
+
+    def __init__(self, spec, u: np.ndarray, keep: bool) -> None:
+        n, L = u.shape[0], spec.L
+        self.L, self._rec = L, spec._rec  # (not spec itself: no reference cycle via its cache)
+        self.lon = np.arctan2(u[:, 1], u[:, 0])
+        mu, self.ring = np.unique(u[:, 2], return_inverse=True)
+        self.scattered = mu.size * 4 > n or n < 256
+        self.lat = self.mu = self._Y = self._E = self._lon_index = None
+        if self.scattered:
+            r = np.linalg.norm(u, axis=1)
+            self.lat = np.arcsin(np.clip(u[:, 2] / r, -1.0, 1.0))
+            return
+        self.mu = np.clip(mu, -1.0, 1.0)
+        if keep:  # the longitude table first: it saves the most (_powers at every target)
+            budget = TARGET_CACHE_BYTES
+            lon_u, lon_index = np.unique(self.lon, return_inverse=True)
+            size = 16 * (L + 1) * lon_u.size + 8 * n
+            if size <= budget:
+                self._E = _powers(lon_u, L)  # (distinct longitudes, L+1)
+                self._lon_index = lon_index
+                budget -= size
+            if 8 * (L + 1) ** 2 * mu.size <= budget:
+                self._Y = _ring_legendre(self.mu, self._rec)  # [m, ring, l]
+
+    def legendre(self, a: int, b: int) -> np.ndarray:
+        """The Legendre table of rings a..b−1, [m, ring, l] (see _ring_legendre)."""
+        if self._Y is None:
+            return _ring_legendre(self.mu[a:b], self._rec)
+        return np.ascontiguousarray(self._Y[:, a:b])
+
+    def powers(self, sl: slice) -> np.ndarray:
+        """e^{imλ}, m = 0..L, at the targets ``sl``: (targets, L+1) complex."""
+        if self._E is None:
+            return _powers(self.lon[sl], self.L)
+        return np.take(self._E, self._lon_index[sl], axis=0)
+
+    def subset(self, rows: np.ndarray) -> "_SphereTargets | None":
+        """The targets (these targets)[rows] (the split pass) with the kept tables, as
+        ``_SphereTargets(spec, (these targets)[rows], False)`` would describe them; None where
+        that would not take the ring synthesis."""
+        n = rows.size
+        if self.scattered or n < 256:
+            return None
+        rings = self.ring[rows]
+        present = np.flatnonzero(np.bincount(rings, minlength=self.mu.size))  # = np.unique(u[:, 2])
+        if present.size * 4 > n:
+            return None
+        sub = copy.copy(self)
+        sub.lon = self.lon[rows]
+        renumber = np.zeros(self.mu.size, dtype=np.intp)
+        renumber[present] = np.arange(present.size)
+        sub.ring, sub.mu = renumber[rings], self.mu[present]
+        if self._Y is not None and present.size < self.mu.size:
+            sub._Y = np.take(self._Y, present, axis=1)
+        if self._E is not None:
+            sub._lon_index = self._lon_index[rows]
+        return sub
+
+
 class _SpectralSphere(_SphereKernel):
-    """Zonal convolutions with e^{κ(t−1)} of cell weights on a GaussGrid, at arbitrary points."""
+    """Zonal convolutions with e^{κ(t−1)} of cell weights on a GaussGrid, at arbitrary points.
+
+    The tables that depend only on the targets are kept between calls with the same targets
+    (_TargetCache, _SphereTargets)."""
 
     d = 3
 
     def __init__(self, grid, kappa: float) -> None:
         self.grid, self.kappa = grid, float(kappa)
+        self._targets = _TargetCache()
         lmax = grid.lmax
         self.possible = lmax * lmax >= 2.0 * self.kappa  # else the tail at lmax is ≥ e^{−1}
         if not self.possible:
@@ -617,73 +744,83 @@ class _SpectralSphere(_SphereKernel):
                     self.kappa * (np.sum(u * g.xyz[jj, ii], axis=1) - 1.0)))
         return best
 
-    def sums(self, w: np.ndarray, u: np.ndarray) -> np.ndarray:
+    def sums(self, w: np.ndarray, u: np.ndarray, rows=None) -> np.ndarray:
         """S_f(u) for f = y_1, y_2, y_3, 1 (shape (4, n)); w cell weights (nlat, nlon), u (n, 3)
-        with |u| = 1 (to rounding)."""
+        with |u| = 1 (to rounding).  ``rows``: optional, u are these rows of the targets of the
+        previous call (the split pass), so that their kept tables serve (checked)."""
         sh = self._transform()
         dens = w * self._inv_area
         xyz = self.grid.xyz
         fields = np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens])
         q = sh.analyse(fields)
         q *= self.coef[sh.l]
-        return self._evaluate(q, u)
+        return self._evaluate(q, u, rows)
 
-    def _evaluate(self, q: np.ndarray, u: np.ndarray) -> np.ndarray:
+    def _evaluate(self, q: np.ndarray, u: np.ndarray, rows=None) -> np.ndarray:
         n = u.shape[0]
         out = np.empty((q.shape[0], n))
         if n == 0:
             return out
-        lon = np.arctan2(u[:, 1], u[:, 0])
-        mu, ring = np.unique(u[:, 2], return_inverse=True)
-        if mu.size * 4 > n or n < 256:  # scattered targets: the general point evaluation
-            r = np.linalg.norm(u, axis=1)
-            return self._sh.evaluate(q, lon, np.arcsin(np.clip(u[:, 2] / r, -1.0, 1.0)))
+        if rows is None:
+            t = self._targets.get(u, lambda v, keep: _SphereTargets(self, v, keep))
+        else:  # a subset of the last targets: their kept tables serve, else computed as needed
+            kept = self._targets.rows(u, rows)
+            t = None if kept is None else kept.subset(np.asarray(rows))
+            if t is None:
+                t = _SphereTargets(self, u, False)
+        if t.scattered:  # scattered targets: the general point evaluation
+            return self._sh.evaluate(q, t.lon, t.lat)
         # targets on few latitude rings (e.g. the face points of the FFSL transport when R = I):
         # Legendre sums once per ring, then a Fourier sum in longitude per point
-        P = self._ring_sums(q, np.clip(mu, -1.0, 1.0))  # (rings, nb, L+1), factor 2 for m > 0
+        P = self._ring_sums(q, t)  # (rings, nb, L+1), factor 2 for m > 0
         Pr, Pi = np.ascontiguousarray(P.real), np.ascontiguousarray(P.imag)
         # gathered per point and contracted with einsum: many tiny per-ring BLAS calls were
         # 5–20× slower (multithreaded OpenBLAS on a shared machine)
         step = max(64, (1 << 21) // (Pr.shape[1] * (self.L + 1)))
         for a in range(0, n, step):
             sl = slice(a, min(n, a + step))
-            e = _powers(lon[sl], self.L)
-            rr = ring[sl]
+            e = t.powers(sl)
+            rr = t.ring[sl]
             out[:, sl] = (np.einsum("pm,pbm->bp", e.real, Pr[rr])
                           - np.einsum("pm,pbm->bp", e.imag, Pi[rr]))
         return out
 
-    def _ring_sums(self, q: np.ndarray, mu: np.ndarray) -> np.ndarray:
-        """P[r, b, m] = c_m Σ_l q_b,lm y_lm(μ_r) (c_0 = 1 on the real part, c_m = 2)."""
+    def _ring_sums(self, q: np.ndarray, t: "_SphereTargets") -> np.ndarray:
+        """P[r, b, m] = c_m Σ_l q_b,lm y_lm(μ_r) at the rings μ_r = t.mu (c_0 = 1 on the real part,
+        c_m = 2)."""
         L, sh = self.L, self._sh
         nb = q.shape[0]
         Qd = np.zeros((nb, L + 1, L + 1), dtype=np.complex128)  # [b, l, m]
         Qd[:, sh.l, sh.m] = q
         Qm = Qd.transpose(2, 1, 0)  # [m, l, b]
         Qr, Qi = np.ascontiguousarray(Qm.real), np.ascontiguousarray(Qm.imag)
-        P = np.empty((mu.size, nb, L + 1), dtype=np.complex128)
+        nr = t.mu.size
+        P = np.empty((nr, nb, L + 1), dtype=np.complex128)
         chunk = max(1, (1 << 22) // (L + 1) ** 2)  # rings per Legendre table of ≤ 32 MB
-        for a in range(0, mu.size, chunk):
-            Ym = self._legendre(mu[a:a + chunk])  # [m, ring, l]
+        for a in range(0, nr, chunk):
+            Ym = t.legendre(a, min(nr, a + chunk))  # [m, ring, l]
             Pc = (Ym @ Qr) + 1j * (Ym @ Qi)  # [m, ring, b]
             Pc[0] = Pc[0].real
             Pc[1:] *= 2.0
             P[a:a + chunk] = Pc.transpose(1, 2, 0)
         return P
 
-    def _legendre(self, mu: np.ndarray) -> np.ndarray:
-        """Orthonormal y_lm(μ) without the Condon–Shortley phase, as [m, ring, l] (0 for m > l)."""
-        L = self.L
-        a, b = self._rec
-        s = np.sqrt(np.clip((1.0 - mu) * (1.0 + mu), 0.0, None))
-        Y = np.zeros((L + 1, L + 1, mu.size))  # [l, m, ring]
-        Y[0, 0] = 1.0 / math.sqrt(4.0 * math.pi)
-        with np.errstate(under="ignore"):
-            for l in range(1, L + 1):
-                Y[l, :l] = a[l, :l, None] * (mu * Y[l - 1, :l]
-                                             - (b[l, :l, None] * Y[l - 2, :l] if l > 1 else 0.0))
-                Y[l, l] = math.sqrt((2.0 * l + 1.0) / (2.0 * l)) * s * Y[l - 1, l - 1]
-        return np.ascontiguousarray(Y.transpose(1, 2, 0))
+
+def _ring_legendre(mu: np.ndarray, rec) -> np.ndarray:
+    """Orthonormal y_lm(μ) without the Condon–Shortley phase, as [m, ring, l] (0 for m > l), from
+    the recursion coefficients ``rec`` = (a, b) of _SpectralSphere._transform (degree L =
+    len(a) − 1).  Elementwise in the rings: a ring's values do not depend on the other rings."""
+    a, b = rec
+    L = a.shape[0] - 1
+    s = np.sqrt(np.clip((1.0 - mu) * (1.0 + mu), 0.0, None))
+    Y = np.zeros((L + 1, L + 1, mu.size))  # [l, m, ring]
+    Y[0, 0] = 1.0 / math.sqrt(4.0 * math.pi)
+    with np.errstate(under="ignore"):
+        for l in range(1, L + 1):
+            Y[l, :l] = a[l, :l, None] * (mu * Y[l - 1, :l]
+                                         - (b[l, :l, None] * Y[l - 2, :l] if l > 1 else 0.0))
+            Y[l, l] = math.sqrt((2.0 * l + 1.0) / (2.0 * l)) * s * Y[l - 1, l - 1]
+    return np.ascontiguousarray(Y.transpose(1, 2, 0))
 
 
 def _backend_gauss_weights(sh) -> np.ndarray:
@@ -706,13 +843,42 @@ def _backend_gauss_weights(sh) -> np.ndarray:
     return w
 
 
+class _CircleTargets:
+    """The angles φ of the targets u (n, 2) of :meth:`_SpectralCircle.sums` and, with ``keep``
+    (within TARGET_CACHE_BYTES), the table e^{ikφ}, k = 0..L (sht._powers) at every target, kept
+    between calls with the same targets (_TargetCache); without it, :meth:`powers` computes the
+    table chunk by chunk as needed (bitwise the same values: _powers is elementwise)."""
+
+    def __init__(self, L: int, u: np.ndarray, keep: bool) -> None:
+        self.L = L
+        self.phi = np.arctan2(u[:, 1], u[:, 0])
+        fits = 16 * (L + 1) * u.shape[0] <= TARGET_CACHE_BYTES
+        self._E = _powers(self.phi, L) if keep and fits else None
+
+    def powers(self, sl: slice) -> np.ndarray:
+        """e^{ikφ}, k = 0..L, at the targets ``sl``: (targets, L+1) complex."""
+        return _powers(self.phi[sl], self.L) if self._E is None else self._E[sl]
+
+    def subset(self, rows: np.ndarray) -> "_CircleTargets | None":
+        """The targets (these targets)[rows] with the kept table (None if none is kept)."""
+        if self._E is None:
+            return None
+        sub = copy.copy(self)
+        sub.phi, sub._E = self.phi[rows], np.take(self._E, rows, axis=0)
+        return sub
+
+
 class _SpectralCircle:
-    """Convolutions with e^{κ(cos φ − 1)} of cell weights on a CircleGrid, at arbitrary angles."""
+    """Convolutions with e^{κ(cos φ − 1)} of cell weights on a CircleGrid, at arbitrary angles.
+
+    The table e^{ikφ} at the targets is kept between calls with the same targets (_TargetCache,
+    _CircleTargets)."""
 
     d = 2
 
     def __init__(self, grid, kappa: float) -> None:
         self.grid, self.kappa = grid, float(kappa)
+        self._targets = _TargetCache()
         self.possible = True
         nv = 16 + int(math.sqrt(100.0 * self.kappa + 100.0))
         v = circular_ive(self.kappa, nv)
@@ -741,19 +907,26 @@ class _SpectralCircle:
             best = np.maximum(best, w[ii] * np.exp(self.kappa * (np.sum(u * g.xy[ii], axis=1) - 1.0)))
         return best
 
-    def sums(self, w: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """S_f(u) for f = y_1, y_2, 1 (shape (3, n)); w (n_cells,), u (n, 2) unit."""
+    def sums(self, w: np.ndarray, u: np.ndarray, rows=None) -> np.ndarray:
+        """S_f(u) for f = y_1, y_2, 1 (shape (3, n)); w (n_cells,), u (n, 2) unit.  ``rows``:
+        optional, u are these rows of the previous call's targets (see _SpectralSphere.sums)."""
         g = self.grid
         F = np.fft.fft(np.stack([w * g.xy[:, 0], w * g.xy[:, 1], w]), axis=1)
         k = np.arange(self.L + 1)
         G = F[:, k % g.n] * self.coef  # (3, K+1)
         G[:, 1:] *= 2.0
         G = np.ascontiguousarray(G.T)
-        phi = np.arctan2(u[:, 1], u[:, 0])
+        if rows is None:
+            t = self._targets.get(u, lambda v, keep: _CircleTargets(self.L, v, keep))
+        else:  # a subset of the last targets (the split pass)
+            kept = self._targets.rows(u, rows)
+            t = None if kept is None else kept.subset(np.asarray(rows))
+            if t is None:
+                t = _CircleTargets(self.L, u, False)
         out = np.empty((3, u.shape[0]))
         step = max(1, (1 << 20) // (self.L + 1))
         for a in range(0, u.shape[0], step):
-            out[:, a:a + step] = (_powers(phi[a:a + step], self.L) @ G).real.T
+            out[:, a:a + step] = (t.powers(slice(a, a + step)) @ G).real.T
         return out
 
 
@@ -781,8 +954,9 @@ def _certified_mean(att: Attention, c: float, tol: float, x: np.ndarray, eta: fl
     (row d) of the comment block "Spectral (Funk–Hecke) fast path", each off by at most ``eta``.
     A target is accepted when η ≤ (tol/8)·S_1 and √d·η ≤ (tol/8)·|S_y| (softmax; usa:
     √d·η ≤ (tol/4)·|S_y|), so |m − m_ref| < (tol/2)|m_ref|.  The others go to
-    ``second_pass(idx, u, z, den, eta) → (accepted mask, means)`` if given (densities: the split
-    pass), and what is left to ``exact(idx) → means (len(idx), d)`` (log-domain, tol/8), as do
+    ``second_pass(idx, u, z, den, eta, rows) → (accepted mask, means)`` if given (densities: the
+    split pass; ``rows``: the positions of its targets among the rows of the u given to ``sums``),
+    and what is left to ``exact(idx) → means (len(idx), d)`` (log-domain, tol/8), as do
     targets with β||Bᵀx| − c| > tol/16 (non-unit x, or B only nearly c·R), which could move the
     mean by more than tol/8.  Returns (means (n, d), counts of targets settled by each pass).
     """
@@ -808,7 +982,7 @@ def _certified_mean(att: Attention, c: float, tol: float, x: np.ndarray, eta: fl
     nsplit = 0
     bad = np.flatnonzero(~good)
     if bad.size and second_pass is not None:
-        done, m_split = second_pass(ok[bad], u[bad], z[ok[bad]], den[bad], eta)
+        done, m_split = second_pass(ok[bad], u[bad], z[ok[bad]], den[bad], eta, bad)
         out[ok[bad][done]] = m_split
         todo[ok[bad][done]] = False
         nsplit = int(done.sum())
@@ -1097,9 +1271,9 @@ class DensityAttention:
             raise ValueError("w must have positive total mass")
         wg = w.reshape(self.grid.shape)
 
-        def split(idx, u, z, den, eta):
+        def split(idx, u, z, den, eta, rows):
             lower = np.maximum(den - eta, spec.near_terms(wg, u))
-            return self._split_pass(idx, u, z, w, lower)
+            return self._split_pass(idx, u, z, w, lower, rows)
 
         out, stats = _certified_mean(
             att, self._c, tol, x, spec.err * total, lambda u: spec.sums(wg, u),
@@ -1107,7 +1281,7 @@ class DensityAttention:
         self.last_stats = {"method": "spectral", "targets": x.shape[0], "degree": spec.L, **stats}
         return out
 
-    def _split_pass(self, idx, u, z, w, lower):
+    def _split_pass(self, idx, u, z, w, lower, rows=None):
         """Second pass for targets the plain spectral sums cannot certify (far from the mass).
 
         The weights are split at a density level τ: w_lo = min(w, τ|cell|) goes through the
@@ -1116,7 +1290,8 @@ class DensityAttention:
         exactly in the log domain, culled against the known lower bound ``lower`` on S_1 (what is
         dropped weighs < tol_hi·S_1, tol_hi = tol/64).  τ is the largest level with
         η_lo ≤ (tol/16)·lower for all but the worst _SPLIT_QUANTILE of the targets.  Returns
-        (accepted mask over the targets, their means).
+        (accepted mask over the targets, their means).  ``rows``: the positions of u among the
+        targets of the first pass, whose kept point tables then serve the spectral sums here.
         """
         att, spec, c, tol = self.attention, self._spec, self._c, self.tol
         d, beta = att.d, att.beta
@@ -1142,7 +1317,7 @@ class DensityAttention:
         w_lo = np.minimum(w, tau * area)
         w_hi = (w - w_lo)[hi]
         eta = spec.err * float(w_lo.sum())
-        S = spec.sums(w_lo.reshape(self.grid.shape), u)
+        S = spec.sums(w_lo.reshape(self.grid.shape), u, rows)
         num, den = S[:d].T.copy(), S[d].copy()
         # exact part, in the same scaled units: terms e^{β⟨z, y⟩ + log w − βc}
         tol_hi = tol / 64.0

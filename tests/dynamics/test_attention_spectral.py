@@ -313,6 +313,186 @@ def test_circle_forced_spectral_beyond_half_the_cells():
     assert wrel <= TOL and mrel <= 10 * TOL
 
 
+# ---- the point-table cache (TARGET_CACHE) ------------------------------------------------------
+# The tables that depend only on the targets are kept between calls with the same targets; every
+# result must be bitwise the one computed without the cache.
+
+def uncached(monkeypatch, make, calls):
+    """Results of ``calls(obj)`` for a fresh ``make()`` with the cache switched off."""
+    monkeypatch.setattr(A, "TARGET_CACHE", False)
+    out = calls(make())
+    monkeypatch.setattr(A, "TARGET_CACHE", True)
+    return out
+
+
+def assert_bitwise(got, want):
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("rot, density", [(False, "smooth"), (False, "vmf100"), (True, "vmf100")])
+def test_cache_bitwise_for_repeated_calls(monkeypatch, rot, density):
+    """Repeated calls at the FFSL face points (the ring synthesis; with B = 2R, R ≠ I, the scattered
+    targets of SphericalHarmonics.evaluate): cached results equal the uncached ones bit for bit,
+    also in the split pass (vMF: concentrated), and the tables are really kept."""
+    g = GaussGrid(48)
+    pts = FFSLSphere(g, lambda t, x: 0 * x).points
+    K = 2.0 * rotation(np.random.default_rng(7)) if rot else np.eye(3)
+    att = Attention(np.eye(3), K, np.eye(3), 15.0)
+    rho = SPHERE_DENSITIES[density](g.xyz)
+    want = uncached(monkeypatch, lambda: DensityAttention(att, g),
+                    lambda da: [da(0.0, pts, rho) for _ in range(3)])
+    da = DensityAttention(att, g)
+    got = [da(0.0, pts, rho) for _ in range(3)]
+    assert_bitwise(got, want)
+    tables = da._spec._targets.tables
+    assert tables is not None and tables.scattered == rot
+    if not rot:
+        assert tables._Y is not None and tables._E is not None
+    if density == "vmf100":
+        assert da.last_stats["split"] > 0, da.last_stats
+
+
+def test_cache_invalidated_when_points_change(monkeypatch):
+    """New targets (another array, or the same array changed in place) are not served from the
+    tables of the old ones; going back to the old targets gives their results again."""
+    g = GaussGrid(32)
+    att = Attention(np.eye(3), np.eye(3), np.eye(3), 10.0)
+    rho = SPHERE_DENSITIES["vmf100"](g.xyz)
+    faces = FFSLSphere(g, lambda t, x: 0 * x).points
+    cells = g.xyz.reshape(-1, 3)
+    moved = faces.copy()
+
+    def calls(da):
+        out = [da(0.0, faces, rho), da(0.0, faces, rho), da(0.0, cells, rho), da(0.0, cells, rho)]
+        moved[:] = faces
+        out += [da(0.0, moved, rho), da(0.0, moved, rho)]
+        moved[::5] = faces[::-5][: moved[::5].shape[0]]  # in place, same shape
+        out += [da(0.0, moved, rho), da(0.0, moved, rho), da(0.0, faces, rho)]
+        return out
+
+    want = uncached(monkeypatch, lambda: DensityAttention(att, g), calls)
+    da = DensityAttention(att, g)
+    assert_bitwise(calls(da), want)
+    assert not np.array_equal(want[6], want[0])  # the in-place change did change the targets
+    # the same for the spectral sums given the caller's own array, changed in place
+    w = rho * g.cell_area
+    spec = A._SpectralSphere(g, 10.0)
+    u = faces.copy()
+    spec.sums(w, u)
+    spec.sums(w, u)
+    u[::5] = faces[::-5][: u[::5].shape[0]]
+    np.testing.assert_array_equal(spec.sums(w, u), A._SpectralSphere(g, 10.0).sums(w, u))
+
+
+def test_cache_with_a_new_density_at_the_same_points(monkeypatch):
+    """Same targets, new density (as in a time step): the kept tables serve, the results are those
+    of the new density (bitwise the uncached ones)."""
+    g = GaussGrid(32)
+    att = Attention(np.eye(3), np.eye(3), np.eye(3), 10.0)
+    pts = FFSLSphere(g, lambda t, x: 0 * x).points
+    rhos = [SPHERE_DENSITIES["vmf100"](g.xyz), SPHERE_DENSITIES["smooth"](g.xyz),
+            vmf(g.xyz, unit([1.0, 0.0, -1.0]), 30.0) + 1e-12]
+
+    def calls(da):
+        return [da(0.0, pts, r) for r in rhos for _ in range(2)]
+
+    want = uncached(monkeypatch, lambda: DensityAttention(att, g), calls)
+    da = DensityAttention(att, g)
+    da(0.0, pts, rhos[2])
+    da(0.0, pts, rhos[2])
+    kept = da._spec._targets.tables
+    assert kept is not None and kept._Y is not None
+    assert_bitwise(calls(da), want)
+    assert da._spec._targets.tables is kept  # never rebuilt
+    assert not np.array_equal(want[0], want[2])
+
+
+@pytest.mark.parametrize("legendre_kept", [True, False])
+def test_cache_serves_subsets_of_the_targets(monkeypatch, legendre_kept):
+    """The split pass evaluates at some rows of the targets of the call before: the sums at any
+    rows (sorted or not, some rings or all, few rows: then scattered) equal the uncached sums,
+    also when only the longitude table fits in TARGET_CACHE_BYTES."""
+    g = GaussGrid(40)
+    pts = FFSLSphere(g, lambda t, x: 0 * x).points
+    w = SPHERE_DENSITIES["vmf100"](g.xyz) * g.cell_area
+    w2 = SPHERE_DENSITIES["smooth"](g.xyz) * g.cell_area
+    rng = np.random.default_rng(2)
+    subsets = [np.arange(pts.shape[0]), rng.permutation(pts.shape[0])[:3000],
+               np.flatnonzero(pts[:, 2] > 0.5), rng.choice(pts.shape[0], 100, replace=False)]
+    spec = A._SpectralSphere(g, 12.0)
+    if not legendre_kept:
+        nlon = np.unique(np.arctan2(pts[:, 1], pts[:, 0])).size
+        monkeypatch.setattr(A, "TARGET_CACHE_BYTES", 16 * (spec.L + 1) * nlon + 8 * pts.shape[0])
+    spec.sums(w, pts)
+    spec.sums(w, pts)  # the second call in a row keeps the tables
+    kept = spec._targets.tables
+    assert kept._E is not None and (kept._Y is not None) == legendre_kept
+    fresh = A._SpectralSphere(g, 12.0)
+    monkeypatch.setattr(A, "TARGET_CACHE", False)
+    want = [fresh.sums(w2, pts[r]) for r in subsets]
+    monkeypatch.setattr(A, "TARGET_CACHE", True)
+    assert_bitwise([spec.sums(w2, pts[r], r) for r in subsets], want)
+    # rows that do not match the targets are not trusted
+    wrong = subsets[1] + 1
+    assert spec._targets.rows(pts[subsets[1]], wrong) is None
+    np.testing.assert_array_equal(spec.sums(w2, pts[subsets[1]], wrong), want[1])
+
+
+def test_cache_memory_bound(monkeypatch):
+    """Tables beyond TARGET_CACHE_BYTES are not kept (recomputed each call): same results."""
+    g = GaussGrid(32)
+    att = Attention(np.eye(3), np.eye(3), np.eye(3), 10.0)
+    pts = FFSLSphere(g, lambda t, x: 0 * x).points
+    rho = SPHERE_DENSITIES["vmf100"](g.xyz)
+    want = uncached(monkeypatch, lambda: DensityAttention(att, g),
+                    lambda da: [da(0.0, pts, rho) for _ in range(3)])
+    monkeypatch.setattr(A, "TARGET_CACHE_BYTES", 1000)
+    da = DensityAttention(att, g)
+    assert_bitwise([da(0.0, pts, rho) for _ in range(3)], want)
+    assert da._spec._targets.tables._Y is None and da._spec._targets.tables._E is None
+
+
+@pytest.mark.parametrize("density", ["smooth", "vmf"])
+def test_cache_bitwise_on_the_circle(monkeypatch, density):
+    g = CircleGrid(256)
+    pts = FFSLCircle(g, lambda t, x: 0 * x).points
+    rho = circle_density(density, g.xy)
+    rho2 = circle_density(density, g.xy[::-1])
+    att = Attention(np.eye(2), np.eye(2), np.eye(2), 100.0)
+
+    def calls(da):
+        return [da(0.0, pts, rho), da(0.0, pts, rho), da(0.0, pts, rho2), da(0.0, g.xy, rho2),
+                da(0.0, pts, rho), da(0.0, pts, rho)]
+
+    want = uncached(monkeypatch, lambda: DensityAttention(att, g, method="spectral"), calls)
+    da = DensityAttention(att, g, method="spectral")
+    assert_bitwise(calls(da), want)
+    assert da._spec._targets.tables._E is not None
+    if density == "vmf":
+        assert da.last_stats["split"] > 0, da.last_stats
+
+
+def test_cache_bitwise_in_meanfield_steps(monkeypatch):
+    """A few steps of the mean-field stepper (two evaluations per step at the face points, the
+    density changing) give bitwise the states computed without the cache."""
+    from spherepde.solvers import make_stepper  # noqa: PLC0415
+    from spherepde.solvers.controller import Controller  # noqa: PLC0415
+
+    g = GaussGrid(24)
+    att = Attention(np.eye(3), np.eye(3), np.eye(3), 10.0)
+    rho0 = vmf(g.xyz, MU, 20.0) + 1e-12
+    dt = 0.8 * g.dlon
+
+    def run(da):
+        st = make_stepper("meanfield-ffsl", g, da, courant=0.8)
+        return [Controller(st, dt=dt).run(rho0, (0.0, 4 * dt)).state]
+
+    want = uncached(monkeypatch, lambda: DensityAttention(att, g), run)
+    assert_bitwise(run(DensityAttention(att, g)), want)
+
+
 # ---- the automatic choice ---------------------------------------------------------------------------
 def test_auto_choice():
     rng = np.random.default_rng(1)
