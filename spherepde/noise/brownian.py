@@ -22,9 +22,12 @@ Consequences a user relies on:
   equal the path of size k (expansions ordered by degree keep their low modes when n_max grows);
 * **independent realisations**: realisation r uses the key (seed, r, …).
 
-Cost: one query draws ≤ DEPTH nodes (shared ancestors are cached), each ``size`` normals; the
-last queried B(t) is kept, so the increments of a time-stepping loop descend the tree once
-per step.
+Cost: a query visits DEPTH nodes.  The value B(c) of every visited node is cached (at most
+:data:`CACHE_BYTES`, least recently used dropped first; a node's value depends only on the tree,
+so caching changes no bit), so a query computes only the nodes below where its path leaves the
+previous one (≈ DEPTH − log2((t1 − t0)/Δt) of them in a stepping loop), each drawing ``size``
+normals.  The last queried B(t) is kept and :meth:`increment` asks for its start first, so the
+increments of a time-stepping loop descend the tree once per step.  Pickling drops the caches.
 """
 from __future__ import annotations
 
@@ -37,7 +40,8 @@ import numpy as np
 DEPTH = 48
 #: normals are drawn per node in chunks of this many (keeps lower components when size grows)
 CHUNK = 1024
-_CACHE_NODES = 4096
+#: node-value cache of a path: at most this many bytes (and 4096 nodes, at least 64)
+CACHE_BYTES = 16 * 2**20
 
 
 def _check_seed(seed) -> int:
@@ -79,9 +83,13 @@ class BrownianPath:
         self.t0, self.t1 = t0, t1
         self.antithetic = bool(antithetic)
         self._sign = -1.0 if self.antithetic else 1.0
-        self._nodes: OrderedDict = OrderedDict()
+        self._nodes: OrderedDict = OrderedDict()  # (level, index) -> B at the node's midpoint
         self._last: tuple | None = None  # (t, B(t)) of the last query: increments chain end to start
+        self._max_nodes = max(64, min(4096, CACHE_BYTES // (8 * self.size)))
         self._end = math.sqrt(t1 - t0) * self._normals(0, 0)
+
+    def __getstate__(self) -> dict:  # the caches are not pickled (e.g. to dask workers)
+        return {**self.__dict__, "_nodes": OrderedDict(), "_last": None}
 
     def __repr__(self) -> str:
         return (f"BrownianPath(shape={self.shape}, seed={self.seed}, t0={self.t0}, t1={self.t1}, "
@@ -104,17 +112,18 @@ class BrownianPath:
         return self._sign * out
 
     def _midpoint(self, level: int, index: int, left: np.ndarray, right: np.ndarray, h: float):
-        """B at the midpoint of node (level, index) with end values left, right, length h."""
+        """B at the midpoint of node (level, index) with end values left, right, length h
+        (cached: never write into the result)."""
         key = (level, index)
-        z = self._nodes.get(key)
-        if z is None:
-            z = self._normals(level, index)
-            self._nodes[key] = z
-            if len(self._nodes) > _CACHE_NODES:
+        value = self._nodes.get(key)
+        if value is None:
+            value = 0.5 * (left + right) + (0.5 * math.sqrt(h)) * self._normals(level, index)
+            self._nodes[key] = value
+            if len(self._nodes) > self._max_nodes:
                 self._nodes.popitem(last=False)
         else:
             self._nodes.move_to_end(key)
-        return 0.5 * (left + right) + (0.5 * math.sqrt(h)) * z
+        return value
 
     def __call__(self, t: float) -> np.ndarray:
         """B(t), shape ``shape`` (a new array)."""
@@ -151,5 +160,7 @@ class BrownianPath:
         return (1.0 - frac) * left + frac * right
 
     def increment(self, ta: float, tb: float) -> np.ndarray:
-        """B(tb) − B(ta), shape ``shape``."""
-        return self(tb) - self(ta)
+        """B(tb) − B(ta), shape ``shape``.  B(ta) is asked first: in a stepping loop it is the
+        previous step's B(tb), which is kept."""
+        a = self(ta)
+        return self(tb) - a

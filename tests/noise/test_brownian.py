@@ -1,9 +1,13 @@
-"""BrownianPath: law of the increments, refinement consistency, truncation prefix, seeding."""
+"""BrownianPath: law of the increments, refinement consistency, truncation prefix, seeding,
+frozen values, caching."""
+import hashlib
 import math
+import pickle
 
 import numpy as np
 import pytest
 
+import spherepde.noise.brownian as brownian
 from spherepde.noise.brownian import CHUNK, BrownianPath
 
 
@@ -69,3 +73,51 @@ def test_bad_input(kw, match):
 def test_query_outside_the_interval():
     with pytest.raises(ValueError, match="t must lie"):
         BrownianPath(3, seed=0, t1=1.0)(1.5)
+
+
+@pytest.mark.parametrize("shape, seed, realisation, antithetic, t0, t1, times, digest", [
+    ((1089, 3), 11, 0, False, 0.0, 6.0, (0.0123 * 37, 1.0 / 3.0, 6.0),
+     "e370505cdeaaf04f2111b6d7e46712427d79406d9a82dfa7dae53109347592ce"),
+    ((25, 3), 0, 2, True, 0.0, 1.0, (0.07, 0.5, 0.999),
+     "056b1520c1ee1ed16d4cab1349fd4015c3aeba44d65a68d1079e1e6a103614e3"),
+    ((2100,), 2**40 + 3, 2**33, False, -1.5, 2.5, (-1.0, 0.0, 2.4999),
+     "72b193d3bc44665a061a47d9dbddeeab1388ea83609b56917eea06d8a0e0ed85"),
+])
+def test_values_frozen(shape, seed, realisation, antithetic, t0, t1, times, digest):
+    """sha256 of B(t) at a few times and of one increment, as computed by the implementation that
+    every stored run used (before the node-value cache): a change to the code or to numpy's
+    PCG64 / standard_normal streams would break the reproducibility of stored runs."""
+    p = BrownianPath(shape, seed, t0=t0, t1=t1, realisation=realisation, antithetic=antithetic)
+    h = hashlib.sha256()
+    for t in times:
+        h.update(p(t).tobytes())
+    h.update(p.increment(times[0], times[1]).tobytes())
+    assert h.hexdigest() == digest
+
+
+def test_stepping_loop_descends_once_per_step_and_matches_a_fresh_path(monkeypatch):
+    path = BrownianPath((289, 3), seed=3, t1=6.0, realisation=1)
+    calls = []
+    real = path._descend
+    monkeypatch.setattr(path, "_descend", lambda t: calls.append(t) or real(t))
+    dt, t, incs = 0.0123, 0.0, []
+    for _ in range(200):
+        incs.append(path.increment(t, t + dt))
+        t += dt
+    assert len(calls) == 201  # B(0) once, then one new end per step
+    assert len(path._nodes) <= path._max_nodes
+    fresh = BrownianPath((289, 3), seed=3, t1=6.0, realisation=1)  # no cache history
+    for k in range(0, 200, 37):
+        ta = sum([dt] * k, 0.0)  # the same accumulated times as the loop
+        assert np.array_equal(fresh.increment(ta, ta + dt), incs[k])
+
+
+def test_cache_bounded_and_not_pickled():
+    path = BrownianPath((1089, 3), seed=0, t1=1.0)
+    assert path._max_nodes * 8 * path.size <= brownian.CACHE_BYTES
+    for t in np.linspace(0.0, 1.0, 400):
+        path(t)
+    assert len(path._nodes) <= path._max_nodes
+    copy = pickle.loads(pickle.dumps(path))
+    assert len(copy._nodes) == 0 and copy._last is None
+    assert np.array_equal(copy(0.3), path(0.3))
