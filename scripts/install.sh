@@ -43,10 +43,14 @@ fi
 if [[ -n "$extras" ]] && ! "$PY" -c "import torch" >/dev/null 2>&1; then
   # PyTorch (and Triton, whose CPU interpreter runs the fused GPU kernel in a test) for the
   # tests of the optional torch attention backend; spherepde itself runs without them.
-  # torch 2.13.0 is the CPU build (~200 MB) this project's CI machines hold locally; elsewhere
-  # pip takes it from PyPI.  If it cannot be installed, those tests are skipped.
-  "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore \
-      "torch==2.13.0" "triton>=3.0" \
-    || echo "install: torch/triton not installed; the torch-backend tests will be skipped" >&2
+  # First the CPU build this project's CI machines hold locally (torch 2.13.0 in pip's
+  # find-links, no index needed); elsewhere PyTorch's CPU index (~200 MB, not PyPI's multi-GB
+  # CUDA build).  If neither works, those tests are skipped.
+  pipq=("$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore)
+  "${pipq[@]}" --no-index "torch==2.13.0" 2>/dev/null \
+    || "${pipq[@]}" --index-url https://download.pytorch.org/whl/cpu torch \
+    || echo "install: torch not installed; the torch-backend tests will be skipped" >&2
+  "${pipq[@]}" "triton>=3.0" \
+    || echo "install: triton not installed; the fused-kernel interpreter test will be skipped" >&2
 fi
 "$PY" -c "import spherepde, sys; print('spherepde', spherepde.__version__, 'installed for', sys.executable)"

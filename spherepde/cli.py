@@ -27,10 +27,19 @@ def _strict_json(obj):
     return obj
 
 
+def _json_number(obj):
+    """numpy scalars as Python numbers (ints stay ints), for json.dumps."""
+    import numpy as np
+
+    if isinstance(obj, np.integer):
+        return int(obj)
+    return float(obj)
+
+
 def _emit(result: dict, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(_strict_json(json.loads(json.dumps(result, default=float))), indent=2,
-                         allow_nan=False))
+        print(json.dumps(_strict_json(json.loads(json.dumps(result, default=_json_number))),
+                         indent=2, allow_nan=False))
     else:
         for k, v in result.items():
             print(f"{k:>16}: {v}")
@@ -281,11 +290,11 @@ def _cmd_experiment(args) -> int:
             raise ValueError("--betas: β = inf is not used on the circle (the flow is then trivial)")
         over["betas"] = tuple(args.betas)
     if getattr(args, "particle_counts", None) is not None:
-        counts = args.particle_counts
+        counts = sorted(set(args.particle_counts))
         if len(counts) < 2 or any(n < 2 for n in counts):
-            raise ValueError(f"--particle-counts needs at least 2 values, each >= 2 (a rate is "
-                             f"fitted), got {counts}")
-        over["particle_counts"] = tuple(sorted(set(counts)))
+            raise ValueError(f"--particle-counts needs at least 2 different values, each >= 2 "
+                             f"(a rate is fitted), got {args.particle_counts}")
+        over["particle_counts"] = tuple(counts)
     config = dataclasses.replace(config, **over)
     summary = runner(config, args.output, progress=not args.json)
     short = {k: v for k, v in summary.items() if k not in ("runs", "times")}

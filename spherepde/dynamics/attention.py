@@ -132,7 +132,7 @@ class Attention:
           for tolerances that allow it);
         * ``"direct"``    — "culled" when the logit spread (2β max|Bᵀx| plus the spread of
           log w) can exceed the cut, else "reference"; "float32" when ``tol`` is loose enough
-          (tol ≥ 1e-6·max(1, β‖B‖)) and culling would not help;
+          (tol ≥ 1e-6·max(1, β‖B‖)·sqrt(max(1, m/2¹⁶))) and culling would not help;
         * ``"spectral"``  — Funk–Hecke fast summation, O((n + m) L² + L³) with L ≈ sqrt(2βc
           ln(1/ε)) (see "Spectral fast summation for weighted points" below): needs d = 3, β
           finite, B = c·R (R orthogonal) and unit sources; every target is certified,
@@ -199,7 +199,10 @@ class Attention:
         """The method "auto" (``spectral=True``) or "direct" picks for Bᵀx rows z and sources
         (y, log w); see :meth:`mean`."""
         n, m = z.shape[0], len(logw)
-        float32_ok = tol >= 1e-6 * max(1.0, self.beta * float(np.linalg.norm(self.B, 2)))
+        # float32: logit error ≈ 1e-7·β‖B‖, plus the fused GPU kernel's float32 sums over the
+        # sources, whose error grows like sqrt(m) (attention_torch module docstring)
+        float32_ok = tol >= (1e-6 * max(1.0, self.beta * float(np.linalg.norm(self.B, 2)))
+                             * math.sqrt(max(1.0, m / 2**16)))
         if n * m >= TORCH_MIN_PAIRS and attention_torch.gpu_present():
             return "torch-float32" if float32_ok else "torch"
         cut = math.log(max(m, 1) / tol)

@@ -15,8 +15,8 @@ Two implementations, both exact log-domain sums in the requested precision (floa
   elementwise in registers and reducing across the tile only at the end.  The n×m logit matrix
   is never stored (memory traffic O((n + m)·d) per call).  Plain FMA/exp2 arithmetic, no tensor
   cores, so no TF32 rounding in float32.  On an H200: 5.5e11 (float32) and 2.5e11 (float64)
-  target–source pairs per second at n = m = 65 536, 2.2× and 2.1× a one-pass online-softmax
-  version of the same kernel (``benchmarks/bench_gpu.py``).
+  target–source pairs per second at n = m = 65 536, 2.6× a one-pass online-softmax version of
+  the kernel in both precisions (``benchmarks/bench_gpu.py``, results/gpu_run1.json, gpu_run3.json).
 * **blocked** (any torch device, and the fallback): the numpy reference's algorithm on torch
   tensors, ``rows × m`` logits at a time (:data:`BLOCK_BYTES` on CPU, up to
   :data:`GPU_BLOCK_BYTES` on a GPU), float32 products at "highest" precision (no TF32).
@@ -27,14 +27,18 @@ numbers cross to the device and back per call.
 
 Accuracy: float64 agrees with the numpy reference to round-off (≈ 1e-15 relative; the order of
 the sums differs).  float32: the logits carry an absolute error ≈ 6e-8·|ℓ| ≲ 1e-7·β‖B‖, which
-is the relative error of the weights and so of the mean — the same model as the numpy
-"float32" method (:meth:`Attention.choose_method` uses it to honour ``tol``).
+is the relative error of the weights and so of the mean — the model of the numpy "float32"
+method.  The blocked path sums over the sources in float64; the fused kernel sums in float32,
+each of its BLOCK_M lanes adding m/BLOCK_M terms in turn, which adds ≈ sqrt(m/16)·6e-8 (2.7e-6
+at m = 2²⁰ in Triton's interpreter).  :meth:`Attention.choose_method` allows float32 only where
+``tol`` covers both (its factor sqrt(max(1, m/2¹⁶))).
 """
 from __future__ import annotations
 
 import functools
 import math
 import os
+import threading
 import warnings
 from contextlib import contextmanager
 
@@ -74,8 +78,8 @@ def device():
 
 
 def gpu_present() -> bool:
-    """Whether torch is installed and its device (:func:`device`) is not the CPU (cached per
-    value of ``$SPHEREPDE_TORCH_DEVICE``; importing torch takes a second or two)."""
+    """Whether torch is installed and its device (:func:`device`) is a CUDA GPU (cached per
+    value of ``$SPHEREPDE_TORCH_DEVICE``; importing torch takes about a second)."""
     return _gpu_present(os.environ.get(DEVICE_ENV))
 
 
@@ -84,7 +88,7 @@ def _gpu_present(env: str | None) -> bool:
     if not available():
         return False
     try:
-        return device().type != "cpu"
+        return device().type == "cuda"  # (an MPS device has no float64)
     except ValueError:
         return False
 
@@ -96,17 +100,22 @@ def require() -> None:
                           "(a CPU build works; a CUDA build uses the GPU)")
 
 
+_PRECISION_LOCK = threading.Lock()
+
+
 @contextmanager
 def _highest_precision():
-    """float32 matrix products in full float32 (no TF32), whatever the caller set."""
+    """float32 matrix products in full float32 (no TF32), whatever the caller set.  torch's
+    setting is process-wide: it is switched under a lock and restored on exit."""
     import torch  # noqa: PLC0415
 
-    old = torch.get_float32_matmul_precision()
-    torch.set_float32_matmul_precision("highest")
-    try:
-        yield
-    finally:
-        torch.set_float32_matmul_precision(old)
+    with _PRECISION_LOCK:
+        old = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("highest")
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(old)
 
 
 def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, *,
@@ -122,12 +131,21 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, *,
 
     if precision not in ("float64", "float32"):
         raise ValueError(f"precision must be 'float64' or 'float32', got {precision!r}")
-    dt = torch.float64 if precision == "float64" else torch.float32
-    dev = device()
+    z, y, logw = (np.asarray(a, dtype=float) for a in (z, y, logw))
+    if z.ndim != 2 or z.shape[1] < 2:
+        raise ValueError(f"z must have shape (n, d) with d ≥ 2, got {z.shape}")
     n, d = z.shape
+    if y.ndim != 2 or y.shape[1] != d:
+        raise ValueError(f"y must have shape (m, {d}) like z's columns, got {y.shape}")
     m = y.shape[0]
+    if logw.shape != (m,):
+        raise ValueError(f"logw must have shape ({m},), one per source, got {logw.shape}")
     if n == 0 or m == 0:
         raise ValueError(f"need at least one target and one source, got n = {n}, m = {m}")
+    if not (isinstance(beta, (int, float, np.floating)) and math.isfinite(beta) and beta > 0):
+        raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
+    dt = torch.float64 if precision == "float64" else torch.float32
+    dev = device()
     if fused is None:
         use_fused = d <= FUSED_MAX_D and fused_available()
     else:
@@ -140,11 +158,13 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, *,
     zt = torch.as_tensor(np.ascontiguousarray(beta * z), dtype=dt, device=dev)
     yt = torch.as_tensor(np.ascontiguousarray(y), dtype=dt, device=dev)
     lw = torch.as_tensor(np.ascontiguousarray(logw), dtype=dt, device=dev)
-    with torch.no_grad(), _highest_precision():
+    with torch.no_grad():
         num = None
         if use_fused:
             try:
                 num, den, mx = _fused_sums(zt, yt, lw)
+            except torch.cuda.OutOfMemoryError:
+                raise
             except Exception as exc:  # noqa: BLE001  (a Triton that cannot compile it here)
                 if fused:
                     raise
@@ -157,6 +177,8 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, *,
 def mean_direct(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, kind: str, *,
                 precision: str = "float64", fused: bool | None = None) -> np.ndarray:
     """The attention mean (softmax or usa) from :func:`sums`; (n, d) float64."""
+    if kind not in ("softmax", "usa"):
+        raise ValueError(f"kind must be 'softmax' or 'usa', got {kind!r}")
     num, den, mx = sums(z, y, logw, beta, precision=precision, fused=fused)
     if kind == "softmax":
         return num / den[:, None]
@@ -174,16 +196,25 @@ def _blocked_sums(zt, yt, lw):
         budget = max(BLOCK_BYTES, min(GPU_BLOCK_BYTES, free // 4))
     rows = max(1, min(n, budget // (zt.element_size() * m)))
     yT = yt.T.contiguous()
-    num = torch.empty_like(zt)
-    den = torch.empty(n, dtype=zt.dtype, device=zt.device)
-    mx = torch.empty_like(den)
+    single = zt.dtype == torch.float32
+    y64 = yt.double()
+    num = torch.empty(zt.shape, dtype=torch.float64, device=zt.device)
+    den = torch.empty(n, dtype=torch.float64, device=zt.device)
+    mx = torch.empty(n, dtype=zt.dtype, device=zt.device)
     for s in range(0, n, rows):
         k = min(rows, n - s)
-        b = torch.addmm(lw, zt[s:s + k], yT)
+        if single:  # logits in full float32 (no TF32)
+            with _highest_precision():
+                b = torch.addmm(lw, zt[s:s + k], yT)
+        else:
+            b = torch.addmm(lw, zt[s:s + k], yT)
         mk = b.amax(dim=1)
         b.sub_(mk[:, None]).exp_()
-        num[s:s + k] = b @ yt
-        den[s:s + k] = b.sum(dim=1)
+        # the sums over the m sources in float64: a float32 sum's error grows with m
+        # (1.6e-6 at m = 8192, 3.3e-6 at 32 768 for β = 1), above the float32 error model
+        b64 = b.double() if single else b
+        num[s:s + k] = b64 @ y64
+        den[s:s + k] = b64.sum(dim=1)
         mx[s:s + k] = mk
     return num, den, mx
 
@@ -216,7 +247,7 @@ def _triton():
     if _KERNEL is None:
         try:
             _KERNEL = _build_kernel()
-        except ImportError:
+        except Exception:  # noqa: BLE001  (no Triton, or one that cannot be imported here)
             _KERNEL = False
     return _KERNEL or None
 
@@ -231,7 +262,7 @@ def _build_kernel():
         # zT (D, n): β·Bᵀx × log2 e, transposed; yT (D, m): sources, transposed; lw (m,): log w ×
         # log2 e; out: num (n, D), den (n,), mx (n,) — logits in log2 units.  Pass 1: the row
         # maximum M; pass 2: Σ 2^{ℓ − M}·(1, y).  Both passes accumulate elementwise in
-        # (BLOCK_N, BLOCK_M) registers and reduce across the tile once, at the end (2.2× faster
+        # (BLOCK_N, BLOCK_M) registers and reduce across the tile once, at the end (2.6× faster
         # than a one-pass online softmax that reduces every tile).  One variable per coordinate,
         # written out for D ≤ 6 under compile-time `if D > c` (a Triton loop cannot carry a list
         # of tensors, and a (BLOCK_N, D) accumulator needed layout conversions every tile).

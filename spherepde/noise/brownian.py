@@ -23,7 +23,8 @@ Consequences a user relies on:
 * **independent realisations**: realisation r uses the key (seed, r, …).
 
 Cost: a query visits DEPTH nodes.  The value B(c) of every visited node is cached (at most
-:data:`CACHE_BYTES`, least recently used dropped first; a node's value depends only on the tree,
+:data:`CACHE_BYTES`, or 64 nodes for paths of more than 32 768 components; least recently used
+dropped first; a node's value depends only on the tree,
 so caching changes no bit), so a query computes only the nodes below where its path leaves the
 previous one (≈ DEPTH − log2((t1 − t0)/Δt) of them in a stepping loop), each drawing ``size``
 normals.  The last queried B(t) is kept and :meth:`increment` asks for its start first, so the

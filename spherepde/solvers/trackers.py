@@ -15,10 +15,8 @@ Trackers must not modify the state they are shown; those that keep it store a co
 """
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np

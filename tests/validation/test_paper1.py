@@ -93,7 +93,7 @@ def test_cli_refuses_bad_overrides(name, capsys, tmp_path):
     assert "betas" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("counts", [["100"], ["1", "100"]])
+@pytest.mark.parametrize("counts", [["100"], ["1", "100"], ["500", "500"]])
 def test_cli_refuses_bad_particle_counts(counts, capsys, tmp_path):
     assert main(["experiment", "particles-vs-density", "--particle-counts", *counts,
                  "--output", str(tmp_path)]) == 2

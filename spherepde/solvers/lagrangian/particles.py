@@ -148,7 +148,7 @@ class ParticleODE:
         on a GPU; "auto" picks them itself when a GPU is present).
     tol : float in (0, 1), default 1e-8
         The accuracy ``tol`` passed to :meth:`Attention.mean` ("auto" honours it; with a GPU
-        and tol ≥ 1e-6·max(1, β‖B‖) it takes float32).
+        and tol ≥ 1e-6·max(1, β‖B‖)·sqrt(max(1, N/2¹⁶)) it takes float32).
 
     Examples
     --------
@@ -179,7 +179,7 @@ class ParticleODE:
         if attention_method not in ATTENTION_METHODS:
             raise ValueError(f"attention_method must be one of {ATTENTION_METHODS}, "
                              f"got {attention_method!r}")
-        if attention_method.startswith("torch"):
+        if attention_method.startswith("torch") and self.attention is not None:
             attention_torch.require()
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0.0 < tol < 1.0:
             raise ValueError(f"tol must be a number in (0, 1), got {tol!r}")
