@@ -152,6 +152,10 @@ def test_auto_takes_torch_when_a_gpu_is_present(monkeypatch):
     rho = np.ones(grid.shape) / (4 * np.pi)
     v = da(0.0, grid.xyz, rho)
     assert da.last_stats["method"] == "direct" and v.shape == grid.xyz.shape
+    assert att.last_stats["method"] == "torch"  # what "direct" chose, on the (simulated) GPU
+    ref = att.velocity(grid.xyz.reshape(-1, 3), grid.xyz.reshape(-1, 3),
+                       (rho * grid.cell_area).reshape(-1), method="reference")
+    np.testing.assert_allclose(v.reshape(-1, 3), ref, rtol=0, atol=1e-14)
 
 
 def test_particles_on_torch_match_numpy():
