@@ -425,6 +425,33 @@ def summary(paths) -> dict:
     return out
 
 
+def plot_summary(out: dict, path: Path) -> Path:
+    """Error against N (log–log), each seed and the RMS, with the fitted power law."""
+    import matplotlib  # noqa: PLC0415
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    rows = out["runs"]
+    ns = np.array([r["N"] for r in rows], float)
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for r in rows:
+        ax.plot([r["N"]] * len(r["errors"]), r["errors"], "o", color="0.7", ms=4)
+    ax.plot(ns, [r["rms_error"] for r in rows], "o-", color="C0", label="RMS over seeds (GPU particles)")
+    rate = out["rate"]
+    errs = np.array([r["rms_error"] for r in rows])
+    c = math.exp(np.mean(np.log(errs) - rate["exponent"] * np.log(ns)))  # least-squares intercept
+    ax.plot(ns, c * ns ** rate["exponent"], "--", color="C1",
+            label=f"fit N^({rate['exponent']:.3f} ± {rate['stderr']:.3f})")
+    ax.axhline(1e-3, color="C3", lw=0.8, label="target 1e-3 (density: nlat 32 in 8.8 s)")
+    ax.set(xscale="log", yscale="log", xlabel="N particles", ylabel="harmonic-moment error (l ≤ 4)",
+           title="particles vs density, β = 10, t = 2")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -432,6 +459,7 @@ def main() -> None:
     sm = sub.add_parser("summary", help="merge the convergence runs of result files")
     sm.add_argument("files", nargs="+")
     sm.add_argument("--out", help="write the merged JSON here")
+    sm.add_argument("--plot", help="write a PNG of error against N here")
     r = sub.add_parser("run", help="the GPU benchmark")
     r.add_argument("--quick", action="store_true", help="small sizes (a CPU check of the script)")
     r.add_argument("--budget", type=float, default=420.0, help="seconds; later items are skipped")
@@ -451,6 +479,8 @@ def main() -> None:
         out = summary(args.files)
         if args.out:
             Path(args.out).write_text(json.dumps(out, indent=1))
+        if args.plot:
+            print("wrote", plot_summary(out, Path(args.plot)))
     else:
         run(args)
 
