@@ -275,7 +275,7 @@ def velocity(rep: Report, quick: bool) -> None:
             rep.save("velocity", rows)
 
 
-def particles(rep: Report, quick: bool, sizes=None) -> dict:
+def particles(rep: Report, quick: bool, sizes=None, numpy_max_n: int = NUMPY_MAX_N) -> dict:
     """RK4 step times; returns measured pair rates (pairs per second per evaluation)."""
     att = paper1_attention()
     rng = np.random.default_rng(2)
@@ -284,7 +284,7 @@ def particles(rep: Report, quick: bool, sizes=None) -> dict:
     for n in sizes:
         x = unit(rng, n)
         plans = [("torch", "float64"), ("torch-float32", "float32")]
-        if n <= NUMPY_MAX_N:
+        if n <= numpy_max_n:
             plans.insert(0, ("reference", "numpy float64"))
         for method, label in plans:
             pairs = 4.0 * n * n
@@ -361,8 +361,6 @@ def convergence(rep: Report, quick: bool, rates: dict, plan_arg=None) -> None:
 
 
 def run(args) -> None:
-    global NUMPY_MAX_N
-    NUMPY_MAX_N = args.numpy_max_n
     out = Path(args.out) if args.out else RESULTS / ("gpu_quick.json" if args.quick else "gpu.json")
     rep = Report(out, args.budget)
     print("env:", rep.data["env"], flush=True)
@@ -380,7 +378,8 @@ def run(args) -> None:
     rates = {}
     try:
         if "particles" not in args.skip:
-            rates = particles(rep, args.quick, [int(float(v)) for v in args.particle_sizes or []])
+            rates = particles(rep, args.quick, [int(float(v)) for v in args.particle_sizes or []],
+                              args.numpy_max_n)
     except Exception as exc:  # noqa: BLE001
         rep.save("particles_error", repr(exc)[:2000])
         print(f"particles failed: {exc!r}", flush=True)

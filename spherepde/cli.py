@@ -17,7 +17,12 @@ from spherepde import __version__
 
 def _strict_json(obj):
     """``obj`` with NaN as null and ±inf as the strings "inf"/"-inf" (β = ∞ is a valid input), so
-    that ``--json`` output is standard JSON (jq, JavaScript) rather than Python's NaN/Infinity."""
+    that ``--json`` output is standard JSON (jq, JavaScript) rather than Python's NaN/Infinity;
+    numpy scalars become Python numbers (ints stay ints)."""
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
         return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
     if isinstance(obj, dict):
@@ -27,19 +32,9 @@ def _strict_json(obj):
     return obj
 
 
-def _json_number(obj):
-    """numpy scalars as Python numbers (ints stay ints), for json.dumps."""
-    import numpy as np
-
-    if isinstance(obj, np.integer):
-        return int(obj)
-    return float(obj)
-
-
 def _emit(result: dict, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(_strict_json(json.loads(json.dumps(result, default=_json_number))),
-                         indent=2, allow_nan=False))
+        print(json.dumps(_strict_json(result), indent=2, allow_nan=False, default=float))
     else:
         for k, v in result.items():
             print(f"{k:>16}: {v}")

@@ -40,7 +40,7 @@ import math
 import os
 import threading
 import warnings
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 
@@ -203,10 +203,7 @@ def _blocked_sums(zt, yt, lw):
     mx = torch.empty(n, dtype=zt.dtype, device=zt.device)
     for s in range(0, n, rows):
         k = min(rows, n - s)
-        if single:  # logits in full float32 (no TF32)
-            with _highest_precision():
-                b = torch.addmm(lw, zt[s:s + k], yT)
-        else:
+        with _highest_precision() if single else nullcontext():  # float32 logits: no TF32
             b = torch.addmm(lw, zt[s:s + k], yT)
         mk = b.amax(dim=1)
         b.sub_(mk[:, None]).exp_()
