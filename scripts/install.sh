@@ -8,6 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-python3}"
+if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
+  echo "install: spherepde needs Python >= 3.11 (tomllib, BaseException.add_note);" \
+       "$PY is $("$PY" -V 2>&1 || echo 'not runnable'). Set PYTHON=/path/to/python3.11+" >&2
+  exit 2
+fi
 extras=""
 [[ "${1:-}" == "--test" ]] && extras="[test]"
 
@@ -40,17 +45,30 @@ PYEOF
   # shellcheck disable=SC2086
   "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore $deps
 fi
-if [[ -n "$extras" ]] && ! "$PY" -c "import torch" >/dev/null 2>&1; then
+if [[ -n "$extras" ]]; then
   # PyTorch (and Triton, whose CPU interpreter runs the fused GPU kernel in a test) for the
-  # tests of the optional torch attention backend; spherepde itself runs without them.
-  # First the CPU build this project's CI machines hold locally (torch 2.13.0 in pip's
-  # find-links, no index needed); elsewhere PyTorch's CPU index (~200 MB, not PyPI's multi-GB
-  # CUDA build).  If neither works, those tests are skipped.
+  # tests of the optional torch attention backend; spherepde itself runs without them, and so
+  # do the other tests.  Each is tried once, from a local file first, then from one index with
+  # no retries and a short timeout: an unreachable index costs seconds, not minutes.
   pipq=("$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore)
-  "${pipq[@]}" --no-index "torch==2.13.0" 2>/dev/null \
-    || "${pipq[@]}" --index-url https://download.pytorch.org/whl/cpu torch \
-    || echo "install: torch not installed; the torch-backend tests will be skipped" >&2
-  "${pipq[@]}" "triton>=3.0" \
-    || echo "install: triton not installed; the fused-kernel interpreter test will be skipped" >&2
+  fast=(--retries 0 --timeout 15)
+  skipped=()
+  if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+    # a CPU build lying in pip's find-links (this project's CI machines have torch 2.13.0 there;
+    # --no-deps --no-index looks only there), then its small pure-Python dependencies; else
+    # PyTorch's CPU index (~200 MB, not PyPI's multi-GB CUDA build)
+    { "${pipq[@]}" --no-deps --no-index "torch==2.13.0" >/dev/null 2>&1 \
+        && "${pipq[@]}" "${fast[@]}" "torch==2.13.0" >/dev/null 2>&1; } \
+      || "${pipq[@]}" "${fast[@]}" --index-url https://download.pytorch.org/whl/cpu torch \
+           >/dev/null 2>&1 \
+      || skipped+=("torch (its backend's tests are skipped)")
+    if ((${#skipped[@]} == 0)); then
+      "${pipq[@]}" "${fast[@]}" "triton>=3.0" >/dev/null 2>&1 \
+        || skipped+=("triton (the fused-kernel interpreter test is skipped)")
+    fi
+  fi
+  if ((${#skipped[@]})); then
+    echo "install: optional test packages not installed: ${skipped[*]}" >&2
+  fi
 fi
 "$PY" -c "import spherepde, sys; print('spherepde', spherepde.__version__, 'installed for', sys.executable)"

@@ -187,11 +187,18 @@ class Attention:
         if plan is None:
             raise ValueError(f"method='spectral' does not apply: {reason}")
         spec, c = plan
+        # unit total mass (log-sum-exp): the error bound η = err·Σw can then neither underflow
+        # to 0 nor overflow, whatever the scale of w; usa means are linear in w and rescaled
+        log_mass = float(np.logaddexp.reduce(logw))
+        logw = logw - log_mass
         w = np.exp(logw)
         out, stats = _certified_mean(
             self, c, tol, x, spec.err * float(w.sum()), lambda u: spec.sums(w, y, u),
             lambda idx: self._mean_direct(z[idx], y, logw, "direct", tol / 8.0, block))
         self.last_stats.update(degree=spec.L, **stats)
+        if self.kind == "usa":
+            with np.errstate(over="ignore"):
+                out *= np.exp(log_mass)
         return out
 
     def choose_method(self, z: np.ndarray, y: np.ndarray, logw: np.ndarray, tol: float,
@@ -973,11 +980,14 @@ def _certified_mean(att: Attention, c: float, tol: float, x: np.ndarray, eta: fl
     num, den = S[:d].T, S[d]
     nnum = np.linalg.norm(num, axis=1)
     out = np.empty((n, d))
+    if not eta > 0:  # the tests below then need den, |S_y| > 0 (callers pass unit mass)
+        raise ValueError(f"spectral error bound must be positive and finite, got {eta!r}")
+    finite = np.all(np.isfinite(num), axis=1) & np.isfinite(den)
     if att.kind == "softmax":
-        good = (eta <= tol / 8.0 * den) & (math.sqrt(d) * eta <= tol / 8.0 * nnum)
+        good = finite & (eta <= tol / 8.0 * den) & (math.sqrt(d) * eta <= tol / 8.0 * nnum)
         out[ok[good]] = num[good] / den[good, None]
     else:
-        good = math.sqrt(d) * eta <= tol / 4.0 * nnum
+        good = finite & (math.sqrt(d) * eta <= tol / 4.0 * nnum)
         with np.errstate(over="ignore"):
             out[ok[good]] = num[good] * np.exp(beta * (c - 1.0))
     todo = np.ones(n, bool)
@@ -1272,6 +1282,9 @@ class DensityAttention:
         total = float(w.sum())
         if not total > 0:
             raise ValueError("w must have positive total mass")
+        # unit total mass: the error bound η = err·Σw can neither underflow to 0 nor overflow,
+        # whatever the scale of ρ (softmax means do not depend on it; usa means are rescaled)
+        w = w / total
         wg = w.reshape(self.grid.shape)
 
         def split(idx, u, z, den, eta, rows):
@@ -1279,9 +1292,11 @@ class DensityAttention:
             return self._split_pass(idx, u, z, w, lower, rows)
 
         out, stats = _certified_mean(
-            att, self._c, tol, x, spec.err * total, lambda u: spec.sums(wg, u),
+            att, self._c, tol, x, spec.err, lambda u: spec.sums(wg, u),
             lambda idx: att.mean(x[idx], self._y, w, method="direct", tol=tol / 8.0), split)
         self.last_stats = {"method": "spectral", "targets": x.shape[0], "degree": spec.L, **stats}
+        if att.kind == "usa":
+            out *= total
         return out
 
     def _split_pass(self, idx, u, z, w, lower, rows=None):
@@ -1339,11 +1354,12 @@ class DensityAttention:
             num += nb
             den += db
         nnum = np.linalg.norm(num, axis=1)
-        err_hi = tol_hi * den + hi.size * math.exp(_FLUSH_LOGIT)
+        err_hi = tol_hi * den + hi.size * math.exp(_FLUSH_LOGIT)  # > 0: den = 0 never passes
+        finite = np.all(np.isfinite(num), axis=1) & np.isfinite(den)
         if att.kind == "softmax":
-            good = ((eta + err_hi <= tol / 8.0 * den)
-                    & (math.sqrt(d) * eta + err_hi <= tol / 8.0 * nnum))
+            good = finite & ((eta + err_hi <= tol / 8.0 * den)
+                             & (math.sqrt(d) * eta + err_hi <= tol / 8.0 * nnum))
             return good, num[good] / den[good, None]
-        good = math.sqrt(d) * eta + err_hi <= tol / 4.0 * nnum
+        good = finite & (math.sqrt(d) * eta + err_hi <= tol / 4.0 * nnum)
         with np.errstate(over="ignore"):
             return good, num[good] * np.exp(beta * (c - 1.0))

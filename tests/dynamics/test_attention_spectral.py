@@ -258,6 +258,28 @@ def test_sphere_usa_variant():
             assert rel[nr >= 1e-300].max() <= TOL, (density, c, rel.max(), da.last_stats)
 
 
+@pytest.mark.parametrize("kind,scale", [("softmax", 1e-312), ("softmax", 1e150),
+                                        ("usa", 1e-150), ("usa", 1e150)])
+def test_sphere_spectral_at_any_mass_scale(kind, scale):
+    """The error bound of the certification is formed for unit mass (a total mass of 1e-312
+    made η = err·Σw underflow to 0, so that targets with S_1 = 0 passed): at any scale of ρ the
+    means are finite and within tol of the reference, near and far from the mass."""
+    g = GaussGrid(64)
+    rng = np.random.default_rng(5)
+    x = sphere_targets(g, rng, 6)
+    rho = scale * SPHERE_DENSITIES["vmf100"](g.xyz)
+    att = Attention(np.eye(3), np.eye(3), np.eye(3), 50.0, kind=kind)
+    da = DensityAttention(att, g, method="spectral")
+    m = da.mean(x, rho)
+    assert np.all(np.isfinite(m)), da.last_stats
+    ref = reference(att, g, rho, x)
+    nr = np.linalg.norm(ref, axis=1)
+    dm = np.linalg.norm(m - ref, axis=1)
+    big = nr >= M_TINY * nr.max()
+    assert np.count_nonzero(big) >= 200, np.count_nonzero(big)  # (usa: only near the mass)
+    assert np.all(dm[big] <= 10 * TOL * nr[big]) and np.all(dm <= 10 * TOL * nr.max())
+
+
 def test_non_unit_targets_are_evaluated_exactly():
     """The kernel series assumes |Bᵀx| = c; points off the sphere take the exact path."""
     g = GaussGrid(32)
