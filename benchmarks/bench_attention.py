@@ -1,40 +1,36 @@
-"""Attention velocity of a density on GaussGrid(128): the "auto" path of DensityAttention
-(spectral Funk–Hecke sums where B ∝ orthogonal, else Attention's culled/reference/float32)
-against the float64 log-domain reference, side by side in one run.
+"""Attention velocity of a density on GaussGrid(128) for every class of B: the "auto" path of
+DensityAttention against the float64 log-domain reference, side by side in one run.
 
-    python benchmarks/bench_attention.py            # 5 repetitions; writes results/attention.json
-    python benchmarks/bench_attention.py --quick    # 1 repetition, 1024-target reference subset,
-                                                    # β ∈ {10, 100}; prints only (unless --out)
-    python benchmarks/bench_attention.py --out PATH # write the JSON somewhere else
+    python benchmarks/bench_attention.py --quick --out FILE.json   # 1 repetition (< 15 min)
+    python benchmarks/bench_attention.py                           # 3 repetitions; writes
+                                                                   # results/attention.json
+    options: --reps N, --subset K (reference targets), --out PATH, --skip-steps, --skip-kernel
 
 Set-up: density on GaussGrid(128) (32 768 cells = sources), targets the 65 792 face points of the
-FFSL transport (``FFSLSphere(grid, …).points``: what the mean-field stepper asks for, twice a
-step).  β ∈ {1, 10, 100, 1000}; Q = K = V = I (B = I: spectral where the kernel series fits,
-degree ≤ 127, i.e. β ≲ 200 at tol 1e-8) and B = diag(0.1, 1, 1) (not ∝ orthogonal: Attention's
-own culled/reference/float32 choice).  Densities: "diffuse" 1 + ½⟨x, a⟩ and "concentrated" a von
-Mises–Fisher density with κ = 50 plus a floor of 1e-12.  Tolerances 1e-8 (the default), 1e-6, 1e-4.
+FFSL transport (what the mean-field stepper asks for, twice a step), tol = 1e-8 (the default).
+B = QᵀK with Q = I: ``identity``; ``diag-0.1`` = diag(0.1, 1, 1) and ``diag-0.5`` (Paper 1's
+matrices in the package); ``spd-random`` (seeded, singular values 1.5, 0.8, 0.3, not
+axisymmetric); ``general-random`` (seeded, singular values 1.2, 0.7, 0.4, not symmetric).
+β ∈ {1, 10, 100, 1000}.  Densities: ``diffuse`` 1 + ½⟨x, a⟩ and ``concentrated`` a von
+Mises–Fisher density with κ = 50 plus a floor of 1e-12.
 
-What is timed, per (B, β, density), interleaved in a shuffled order within each repetition:
-* ``ref``  — ``Attention.velocity(..., method="reference")`` (float64, all 32 768 sources) on a
-  FIXED random subset of 4096 of the targets, scaled linearly to all 65 792 (the direct sum costs
-  the same per target; the full reference would take ~30 s per call here);
-* ``auto@tol`` — ``DensityAttention(att, grid, tol=tol)(t, points, rho)`` for each tolerance: on
-  ALL targets when it takes the spectral path; when it does not (Attention's per-target
-  culled/reference/float32 choice, whose cost is also ~linear in the targets) on the same 4096
-  subset, scaled likewise (flag ``auto_scaled`` in the JSON).
-The table gives medians over repetitions of the wall time and of the per-repetition ratio
-ref/auto (side by side); process CPU time is recorded in the JSON too (the machines are shared).
-The reference's (rows × 3) @ (3 × 32768) products go through OpenBLAS, whose threading made the
-same reference call 3–4× slower in some runs on the shared 2-core machine than in others (and
-than with OPENBLAS_NUM_THREADS=1): compare ratios within one run only, and note the load average
-and OPENBLAS_NUM_THREADS recorded in the JSON.
-Accuracy, on the 4096-target subset against the reference: the density-weighted relative error
-Σ ρ(x)|m − m_ref| / Σ ρ(x)|m_ref| of the attention mean m (what ``tol`` is about), the largest
-relative error of m, and the density-weighted relative error of the velocity P_x V m (for B = I
-and a diffuse density the velocity is ~1/β of |m|, so its relative error is larger).
-For the spectral path the JSON also records how many targets each pass settled (plain spectral,
-split pass, exact fallback) and the series degree.  Aim (issue): auto ≥ 20× faster than the
-reference at the default tolerance.
+One row per (B, β, density), the keys of the issue's contract: ``B``, ``beta``, ``density``,
+``nlat``, ``speedup`` (reference time / auto time, measured side by side in the same run; the
+reference on a FIXED random subset of ``ref_subset`` targets, scaled linearly to all targets —
+it costs the same per target — and auto on ALL targets), ``weighted_error`` (density-weighted
+relative error Σ ρ(x)|m − m_ref| / Σ ρ(x)|m_ref| of the attention mean on the subset),
+``max_error`` (largest relative error where |m_ref| > 1e-3·max), ``method`` (what auto did),
+plus times, CPU times and the path's statistics.  Repetitions interleave reference and auto;
+medians.  Also written:
+
+* ``kernel``: pairs/s of the compiled direct kernel (all pairs, no culling, GaussGrid(64) face
+  points, B = diag(0.1, 1, 1), β = 30) and of the numpy reference, against the rate of ``np.exp``
+  on float64 arrays of the same size as one logit block, all measured in this run;
+* ``steps``: one ``meanfield-ffsl`` step for B = diag(0.1, 1, 1), β = 30, V = diag(1, 0.8, 0.2),
+  a diffuse density, at nlat 32, 48, 64, 96, 128, with the least-squares exponent of
+  time ∝ nlat^p (aim: p ≤ 3).
+
+The machine is shared: compare ratios within one run only (load averages are in the JSON).
 """
 from __future__ import annotations
 
@@ -42,7 +38,6 @@ import argparse
 import json
 import os
 import platform
-import random
 import sys
 import time
 from pathlib import Path
@@ -53,16 +48,28 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spherepde import GaussGrid  # noqa: E402
+from spherepde.dynamics import attention_compiled  # noqa: E402
 from spherepde.dynamics.attention import Attention, DensityAttention  # noqa: E402
+from spherepde.solvers import make_stepper  # noqa: E402
 from spherepde.solvers.eulerian.transport import FFSLSphere  # noqa: E402
 
 NLAT = 128
 BETAS = (1.0, 10.0, 100.0, 1000.0)
-TOLS = (1e-8, 1e-6, 1e-4)
-AIM = 20.0
+TOL = 1e-8
+AIM, AIM_DIFFUSE = 20.0, 100.0
 A_DIR = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
-KAPPA = 50.0
-FLOOR = 1e-12
+KAPPA, FLOOR = 50.0, 1e-12
+STEP_NLATS = (32, 48, 64, 96, 128)
+
+
+def matrices() -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(2026)
+    q1 = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    q2 = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    return {"identity": np.eye(3), "diag-0.1": np.diag([0.1, 1.0, 1.0]),
+            "diag-0.5": np.diag([0.5, 1.0, 1.0]),
+            "spd-random": q1 @ np.diag([1.5, 0.8, 0.3]) @ q1.T,
+            "general-random": q1 @ np.diag([1.2, 0.7, 0.4]) @ q2}
 
 
 def density(name: str, p: np.ndarray) -> np.ndarray:
@@ -72,11 +79,11 @@ def density(name: str, p: np.ndarray) -> np.ndarray:
     return c * np.exp(KAPPA * (p @ A_DIR - 1.0)) + FLOOR
 
 
-def rel_errors(m, ref, weight):
+def errors(m, ref, weight) -> tuple[float, float]:
     dm = np.linalg.norm(m - ref, axis=1)
     nr = np.linalg.norm(ref, axis=1)
     big = nr > 1e-3 * nr.max()
-    return (float(np.sum(weight * dm) / np.sum(weight * nr)), float(np.max(dm[big] / nr[big])))
+    return float(np.sum(weight * dm) / np.sum(weight * nr)), float(np.max(dm[big] / nr[big]))
 
 
 def timed(fn):
@@ -85,140 +92,155 @@ def timed(fn):
     return time.perf_counter() - t0, time.process_time() - c0, out
 
 
-def run_case(grid, pts, sub, bname, B, beta, dname, reps, tols):
+def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
     rho = density(dname, grid.xyz)
     y, w = grid.xyz.reshape(-1, 3), (rho * grid.cell_area).reshape(-1)
     att = Attention(np.eye(3), B, np.eye(3), beta)
-    scale = pts.shape[0] / sub.size
+    da = DensityAttention(att, grid, tol=TOL)
     xs = pts[sub]
-    weight = density(dname, xs)
-    das = {tol: DensityAttention(att, grid, tol=tol) for tol in tols}
-
-    # untimed: reference values on the subset, auto means for the accuracy figures
+    scale = pts.shape[0] / sub.size
+    m_auto = da.mean(pts, rho)  # untimed first call: compiles/caches, and gives the errors
+    stats = dict(da.last_stats)
+    stats.update({k: v for k, v in att.last_stats.items() if k not in stats})
     m_ref = att.mean(xs, y, w, method="reference")
-    v_ref = m_ref - np.sum(m_ref * xs, axis=1, keepdims=True) * xs
-    rows = {}
-    for tol, da in das.items():
-        full = da.spectral
-        x_eval = pts if full else xs
-        m = da.mean(x_eval, rho)
-        stats = dict(da.last_stats)
-        if not full:
-            z = xs @ att.B
-            with np.errstate(divide="ignore"):
-                stats["attention_choice"] = att.choose_method(z, y, np.log(w[w > 0]), tol)
-        m_sub = m[sub] if full else m
-        v_sub = m_sub - np.sum(m_sub * xs, axis=1, keepdims=True) * xs
-        wrel, mrel = rel_errors(m_sub, m_ref, weight)
-        vrel = float(np.sum(weight * np.linalg.norm(v_sub - v_ref, axis=1))
-                     / np.sum(weight * np.linalg.norm(v_ref, axis=1)))
-        rows[tol] = {"B": bname, "beta": beta, "density": dname, "tol": tol,
-                     "path": "spectral" if full else "attention-auto", "auto_scaled": not full,
-                     "stats": stats, "wrel_m": wrel, "maxrel_m": mrel, "wrel_v": vrel,
-                     "t_auto": [], "cpu_auto": [], "t_ref": [], "cpu_ref": [], "ratio": []}
-
-    def ref_call():
-        return att.velocity(xs, y, w, method="reference")
-
-    calls = {("ref", None): ref_call}
-    for tol, da in das.items():
-        if da.spectral:
-            calls[("auto", tol)] = (lambda da=da: da(0.0, pts, rho))
-        else:
-            calls[("auto", tol)] = (lambda da=da: da(0.0, xs, rho))
-    for _ in range(reps):
-        keys = list(calls)
-        random.shuffle(keys)
+    wrel, mrel = errors(m_auto[sub], m_ref, density(dname, xs))
+    t_ref, c_ref, t_auto, c_auto, ratio = [], [], [], [], []
+    for r in range(reps):
+        order = [0, 1] if r % 2 == 0 else [1, 0]
         got = {}
-        for k in keys:
-            t, c, _ = timed(calls[k])
-            got[k] = (t, c)
-        t_ref, c_ref = got[("ref", None)][0] * scale, got[("ref", None)][1] * scale
-        for tol in tols:
-            t, c = got[("auto", tol)]
-            if not das[tol].spectral:
-                t, c = t * scale, c * scale
-            r = rows[tol]
-            r["t_auto"].append(t)
-            r["cpu_auto"].append(c)
-            r["t_ref"].append(t_ref)
-            r["cpu_ref"].append(c_ref)
-            r["ratio"].append(t_ref / t)
-    out = []
-    for tol in tols:
-        r = rows[tol]
-        for k in ("t_auto", "cpu_auto", "t_ref", "cpu_ref", "ratio"):
-            r[k + "_median"] = float(np.median(r[k]))
-        r["ratio_of_medians"] = r["t_ref_median"] / r["t_auto_median"]
-        out.append(r)
-    return out
+        for k in order:
+            if k == 0:
+                got[0] = timed(lambda: att.mean(xs, y, w, method="reference"))
+            else:
+                got[1] = timed(lambda: da.mean(pts, rho))
+        t_ref.append(got[0][0] * scale)
+        c_ref.append(got[0][1] * scale)
+        t_auto.append(got[1][0])
+        c_auto.append(got[1][1])
+        ratio.append(t_ref[-1] / t_auto[-1])
+    pairs = pts.shape[0] * y.shape[0]
+    return {"B": bname, "beta": beta, "density": dname, "nlat": grid.nlat, "tol": TOL,
+            "speedup": float(np.median(ratio)), "weighted_error": wrel, "max_error": mrel,
+            "method": stats.get("method"), "stats": stats,
+            "pairs_fraction": (stats["pairs"] / pairs if "pairs" in stats else None),
+            "ref_subset": int(sub.size), "t_ref": float(np.median(t_ref)),
+            "t_auto": float(np.median(t_auto)), "cpu_ref": float(np.median(c_ref)),
+            "cpu_auto": float(np.median(c_auto)), "ratios": ratio}
 
 
-def fmt_row(r):
-    st = r["stats"]
-    if r["path"] == "spectral":
-        how = (f"spectral L={st['degree']} ({st['spectral']}/{st['split']}/{st['exact']})")
-    else:
-        how = f"{st.get('attention_choice', '?')} (subset, scaled)"
-    flag = "" if r["ratio_median"] >= AIM or r["tol"] != 1e-8 else "  < aim"
-    return (f"{r['B']:>5} {r['beta']:7.0f} {r['density']:>12} {r['tol']:7.0e}  "
-            f"{r['t_ref_median']:8.2f} {r['t_auto_median']:8.3f} {r['ratio_median']:8.1f}  "
-            f"{r['wrel_m']:9.1e} {r['maxrel_m']:9.1e} {r['wrel_v']:9.1e}  {how}{flag}")
+def kernel_rates(reps: int) -> dict:
+    """pairs/s of the compiled kernel (no culling) and the reference, np.exp's rate."""
+    g = GaussGrid(64)
+    pts = FFSLSphere(g, lambda t, x: np.zeros_like(x)).points
+    y = g.xyz.reshape(-1, 3)
+    w = (density("diffuse", g.xyz) * g.cell_area).reshape(-1)
+    att = Attention(np.eye(3), np.diag([0.1, 1.0, 1.0]), np.eye(3), 30.0)
+    z, logw = pts @ att.B, np.log(w)
+    attention_compiled.sums(z[:8], y, logw, att.beta)  # compile / load
+    block = np.random.default_rng(0).uniform(-30.0, 0.0, size=(256, y.shape[0]))
+    out = np.empty_like(block)
+    sub = pts[:: 8]
+    rates = {"compiled": [], "reference": [], "np_exp": []}
+    for _ in range(reps):
+        t, _, _ = timed(lambda: attention_compiled.sums(z, y, logw, att.beta))
+        rates["compiled"].append(pts.shape[0] * y.shape[0] / t)
+        t, _, _ = timed(lambda: att.mean(sub, y, w, method="reference"))
+        rates["reference"].append(sub.shape[0] * y.shape[0] / t)
+        t, _, _ = timed(lambda: [np.exp(block, out=out) for _ in range(20)])
+        rates["np_exp"].append(20 * block.size / t)
+    med = {k: float(np.median(v)) for k, v in rates.items()}
+    return {"pairs_per_s_compiled": med["compiled"], "pairs_per_s_reference": med["reference"],
+            "np_exp_per_s": med["np_exp"], "compiled_over_np_exp": med["compiled"] / med["np_exp"],
+            "compiled_over_reference": med["compiled"] / med["reference"],
+            "setup": "GaussGrid(64) face points × cells, B = diag(0.1, 1, 1), β = 30, no culling; "
+                     "np.exp on a 256 × 8192 float64 block, in place"}
+
+
+def step_scaling(reps: int) -> dict:
+    """One meanfield-ffsl step at several nlat for Paper 1's B at β = 30; fitted exponent."""
+    att = Attention(np.eye(3), np.diag([0.1, 1.0, 1.0]), np.diag([1.0, 0.8, 0.2]), 30.0)
+    rows = []
+    for nlat in STEP_NLATS:
+        g = GaussGrid(nlat)
+        stepper = make_stepper("meanfield-ffsl", g, DensityAttention(att, g))
+        rho = density("diffuse", g.xyz) / (4 * np.pi)
+        dt = 0.05
+        stepper.step(rho, 0.0, dt)  # compile / warm the caches
+        ts = [timed(lambda: stepper.step(rho, 0.0, dt))[0] for _ in range(reps)]
+        rows.append({"nlat": nlat, "t_step": float(np.median(ts))})
+        print(f"  step nlat {nlat:4d}: {rows[-1]['t_step']:.3f} s", flush=True)
+    lx = np.log([r["nlat"] for r in rows])
+    ly = np.log([r["t_step"] for r in rows])
+    p, c = np.polyfit(lx, ly, 1)
+    res = ly - (p * lx + c)
+    se = float(np.sqrt(np.sum(res**2) / max(1, len(lx) - 2) / np.sum((lx - lx.mean()) ** 2)))
+    return {"rows": rows, "exponent": float(p), "exponent_se": se, "aim": 3.0,
+            "setup": "B = diag(0.1, 1, 1), V = diag(1, 0.8, 0.2), β = 30, density 1 + ½⟨x, a⟩, "
+                     "Δt = 0.05"}
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--quick", action="store_true", help="1 repetition")
     ap.add_argument("--reps", type=int, default=None)
-    ap.add_argument("--subset", type=int, default=None, help="reference targets (default 4096)")
+    ap.add_argument("--subset", type=int, default=2048, help="reference targets (default 2048)")
     ap.add_argument("--out", type=str, default=None)
+    ap.add_argument("--skip-steps", action="store_true")
+    ap.add_argument("--skip-kernel", action="store_true")
     args = ap.parse_args(argv)
-    reps = args.reps or (1 if args.quick else 5)
-    nsub = args.subset or (1024 if args.quick else 4096)
-    betas = (10.0, 100.0) if args.quick else BETAS
-    random.seed(0)
-
+    if args.reps is not None and args.reps < 1:
+        ap.error(f"--reps must be ≥ 1, got {args.reps}")
+    reps = args.reps or (1 if args.quick else 3)
     grid = GaussGrid(NLAT)
     pts = FFSLSphere(grid, lambda t, x: np.zeros_like(x)).points
-    sub = np.sort(np.random.default_rng(2026).choice(pts.shape[0], nsub, replace=False))
-    Bs = {"I": np.eye(3), "diag": np.diag([0.1, 1.0, 1.0])}
-    print(f"GaussGrid({NLAT}): {grid.nlat * grid.nlon} sources, {pts.shape[0]} targets (FFSL face "
-          f"points); reference timed on {nsub} targets and scaled ×{pts.shape[0] / nsub:.2f}; "
-          f"{reps} repetition(s), medians")
-    print(f"{'B':>5} {'beta':>7} {'density':>12} {'tol':>7}  {'ref[s]':>8} {'auto[s]':>8} "
-          f"{'ref/auto':>8}  {'wrel(m)':>9} {'max(m)':>9} {'wrel(v)':>9}  path "
-          "(spectral: targets plain/split/exact)")
-    results = []
+    if not 16 <= args.subset <= pts.shape[0]:
+        ap.error(f"--subset must be in [16, {pts.shape[0]}], got {args.subset}")
+    sub = np.sort(np.random.default_rng(2026).choice(pts.shape[0], args.subset, replace=False))
     load0 = list(os.getloadavg())
-    t_start = time.perf_counter()
-    for bname, B in Bs.items():
-        for beta in betas:
+    t0 = time.perf_counter()
+    print(f"GaussGrid({NLAT}): {grid.nlat * grid.nlon} sources, {pts.shape[0]} targets; reference "
+          f"on {sub.size} targets, scaled ×{pts.shape[0] / sub.size:.1f}; {reps} repetition(s)")
+    print(f"{'B':>15} {'beta':>6} {'density':>12}  {'ref[s]':>7} {'auto[s]':>8} {'speedup':>8}"
+          f"  {'w.err':>8} {'max.err':>8}  method")
+    rows = []
+    for bname, B in matrices().items():
+        for beta in BETAS:
             for dname in ("diffuse", "concentrated"):
-                for r in run_case(grid, pts, sub, bname, B, beta, dname, reps, TOLS):
-                    print(fmt_row(r), flush=True)
-                    results.append(r)
-    elapsed = time.perf_counter() - t_start
-    default = [r for r in results if r["tol"] == 1e-8 and r["path"] == "spectral"]
-    missed = [r for r in default if r["ratio_median"] < AIM]
-    print(f"\nspectral cases at tol 1e-8: {len(default)}, below the {AIM:.0f}× aim: {len(missed)}"
-          + "".join(f"\n  {r['B']} β={r['beta']:g} {r['density']}: {r['ratio_median']:.1f}×"
-                    for r in missed))
-    print(f"total {elapsed:.0f} s")
-    out = args.out or (None if args.quick else str(ROOT / "benchmarks" / "results" / "attention.json"))
-    if out:
-        meta = {"grid": f"GaussGrid({NLAT})", "sources": grid.nlat * grid.nlon,
-                "targets": int(pts.shape[0]), "reference_subset": nsub, "reps": reps,
-                "aim": AIM, "vmf_kappa": KAPPA, "floor": FLOOR, "a": A_DIR.tolist(),
-                "machine": platform.platform(), "python": platform.python_version(),
-                "numpy": np.__version__, "cpus": os.cpu_count(), "elapsed_s": elapsed,
-                "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
-                "loadavg_start": load0, "loadavg_end": list(os.getloadavg()),
-                "notes": ("ref timed on a fixed random subset of the targets and scaled linearly; "
-                          "auto on all targets when spectral, else on the same subset, scaled; "
-                          "errors of the attention mean m on the subset")}
-        Path(out).parent.mkdir(parents=True, exist_ok=True)
-        Path(out).write_text(json.dumps({"meta": meta, "results": results}, indent=1))
-        print(f"wrote {out}")
+                r = run_row(grid, pts, sub, bname, B, beta, dname, reps)
+                aim = AIM_DIFFUSE if (dname == "diffuse" and bname in
+                                      ("identity", "diag-0.1", "diag-0.5")) else AIM
+                flag = "" if r["speedup"] >= aim and r["weighted_error"] <= TOL else f"  < aim {aim:g}"
+                pf = "" if r["pairs_fraction"] is None else f" pairs {r['pairs_fraction']:.3f}"
+                print(f"{bname:>15} {beta:6g} {dname:>12}  {r['t_ref']:7.2f} {r['t_auto']:8.3f} "
+                      f"{r['speedup']:8.1f}  {r['weighted_error']:8.1e} {r['max_error']:8.1e}  "
+                      f"{r['method']}{pf}{flag}", flush=True)
+                rows.append(r)
+    out = {"rows": rows}
+    if not args.skip_kernel:
+        out["kernel"] = kernel_rates(max(reps, 2))
+        k = out["kernel"]
+        print(f"kernel: compiled {k['pairs_per_s_compiled']:.3g} pairs/s, reference "
+              f"{k['pairs_per_s_reference']:.3g} pairs/s, np.exp {k['np_exp_per_s']:.3g}/s "
+              f"(compiled/np.exp {k['compiled_over_np_exp']:.2f})")
+    if not args.skip_steps:
+        out["steps"] = step_scaling(reps)
+        print(f"mean-field step ∝ nlat^{out['steps']['exponent']:.2f} "
+              f"± {out['steps']['exponent_se']:.2f} (aim ≤ 3)")
+    out["meta"] = {"grid": f"GaussGrid({NLAT})", "sources": grid.nlat * grid.nlon,
+                   "targets": int(pts.shape[0]), "tol": TOL, "reps": reps,
+                   "aims": {"every_row": AIM, "diffuse_identity_diag": AIM_DIFFUSE},
+                   "vmf_kappa": KAPPA, "floor": FLOOR, "a": A_DIR.tolist(),
+                   "machine": platform.platform(), "python": platform.python_version(),
+                   "numpy": np.__version__, "cpus": os.cpu_count(),
+                   "elapsed_s": time.perf_counter() - t0,
+                   "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS"),
+                   "loadavg_start": load0, "loadavg_end": list(os.getloadavg())}
+    print(f"total {out['meta']['elapsed_s']:.0f} s")
+    path = args.out or (None if args.quick else str(ROOT / "benchmarks" / "results" / "attention.json"))
+    if path:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(out, indent=1))
+        print(f"wrote {path}")
     return 0
 
 

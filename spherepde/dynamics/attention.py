@@ -29,12 +29,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from spherepde.dynamics import attention_torch
+from spherepde.dynamics import attention_compiled, attention_torch
 from spherepde.grids.geometry import project_tangent
 from spherepde.grids.sht import _powers  # e^{ikx} by doubling, shared with the SHT evaluation
 
 KINDS = ("softmax", "usa")
-METHODS = ("auto", "direct", "reference", "culled", "float32", "spectral", "torch", "torch-float32")
+METHODS = ("auto", "direct", "reference", "culled", "float32", "compiled", "spectral", "torch",
+           "torch-float32")
 #: with a GPU present (:func:`attention_torch.gpu_present`), "auto"/"direct" use the torch methods
 #: for problems of at least this many target–source pairs (below it the launch overheads win)
 TORCH_MIN_PAIRS = 2**18
@@ -130,8 +131,12 @@ class Attention:
           |m − m_ref| ≤ 2·tol (sources on S², d = 3);
         * ``"float32"``   — the reference sum in single precision (error ≈ 1e-7·β·‖B‖; only
           for tolerances that allow it);
-        * ``"direct"``    — "culled" when the logit spread (2β max|Bᵀx| plus the spread of
-          log w) can exceed the cut, else "reference"; "float32" when ``tol`` is loose enough
+        * ``"compiled"``  — the fused numba sums of :mod:`spherepde.dynamics.attention_compiled`
+          on every core, culled per target to ln(m/tol) (d = 3, unit sources), any d: error
+          ≤ 3e-14 + 2·tol;
+        * ``"direct"``    — "compiled" when ``tol`` ≥ attention_compiled.MIN_TOL (1e-12);
+          otherwise "culled" when the logit spread (2β max|Bᵀx| plus the spread of log w) can
+          exceed the cut, else "reference"; "float32" when ``tol`` is loose enough
           (tol ≥ 1e-6·max(1, β‖B‖)·sqrt(max(1, m/2¹⁶))) and culling would not help;
         * ``"spectral"``  — Funk–Hecke fast summation, O((n + m) L² + L³) with L ≈ sqrt(2βc
           ln(1/ε)) (see "Spectral fast summation for weighted points" below): needs d = 3, β
@@ -175,6 +180,10 @@ class Attention:
             method = self.choose_method(z, y, logw, tol, spectral=False)
         if method == "culled":
             return _mean_culled(z, y, logw, self.beta, self.kind, tol, block)
+        if method == "compiled":
+            m, pairs = attention_compiled.mean(z, y, logw, self.beta, self.kind, tol)
+            self.last_stats["pairs"] = self.last_stats.get("pairs", 0) + pairs
+            return m
         if method in ("torch", "torch-float32"):
             return attention_torch.mean_direct(
                 z, y, logw, self.beta, self.kind,
@@ -214,7 +223,9 @@ class Attention:
             return "torch-float32" if float32_ok else "torch"
         cut = math.log(max(m, 1) / tol)
         spread = 2.0 * self.beta * float(np.max(np.linalg.norm(z, axis=1))) + float(np.ptp(logw))
-        if self.d == 3 and m >= 2048 and spread > cut:
+        if tol >= attention_compiled.MIN_TOL and attention_compiled.available():
+            direct = "compiled"
+        elif self.d == 3 and m >= 2048 and spread > cut:
             direct = "culled"
         elif float32_ok:
             direct = "float32"
@@ -226,7 +237,8 @@ class Attention:
         if plan is None:
             return direct
         culled, passed = _sample_targets(self, plan, z, y, logw, tol, cut)
-        per_pair = {"culled": culled, "float32": FLOAT32_PAIR_COST}.get(direct, 1.0)
+        per_pair = {"culled": culled, "float32": FLOAT32_PAIR_COST,
+                    "compiled": COMPILED_PAIR_COST * culled}.get(direct, 1.0)
         # the targets the certification rejects are summed directly as well
         cost_spectral = spectral_cost(n, m, plan[0].L) + (1.0 - passed) * n * m * per_pair
         return "spectral" if cost_spectral < n * m * per_pair else direct
@@ -940,6 +952,104 @@ class _SpectralCircle:
         return out
 
 
+# --------------------------------------------------------------------------------------------
+# Every B: Funk–Hecke with a radius per target (densities on a GaussGrid)
+# --------------------------------------------------------------------------------------------
+#
+# For any B, ⟨Bᵀx, y⟩ = r⟨u, y⟩ with r = |Bᵀx|, u = Bᵀx/r, so each target sees the zonal kernel
+# of the comment block above with its own κ = βr (scaled by its own peak e^{βr}):
+#
+#     S̃_f(x) = Σ_j w_j f(y_j) e^{βr(⟨u, y_j⟩ − 1)} = Σ_{l ≤ L} 4π ĩ_l(βr) Σ_m Y_lm(u) a^f_lm + err,
+#
+# with a^f_lm = Σ_j w_j f(y_j) Y*_lm(y_j) the exact grid analysis (l ≤ L ≤ lmax) and the
+# synthesis done target by target with that target's Bessel weights (a compiled kernel:
+# attention_compiled.bessel_sums, O(L²) per target).  The truncation error per unit mass is at
+# most tail(L; βr) ≤ tail(L; β‖B‖₂) (the tail grows with κ while L < κ²), plus the round-off
+# of the analysis and the synthesis, TARGET_ROUNDOFF·(L + 16): η = err·Σw, relative to each
+# target's own scale, so the certification of the zonal path applies unchanged (u and c = r per target), the split
+# pass too.  Cost O(n L²) against O(n m) for the direct sums: "auto" takes it up to
+# GENERAL_MAX_KAPPA (measured crossover with the compiled culled sums at nlat 128: between
+# β‖B‖ = 100 and 1000; benchmarks/bench_attention.py).
+
+#: "auto" uses the per-target Funk–Hecke path for B not ∝ orthogonal up to this β‖B‖₂
+GENERAL_MAX_KAPPA = 150.0
+#: round-off of one per-target sum, per unit mass: TARGET_ROUNDOFF·(L + 16).  Measured against
+#: long-double sums (GaussGrid 48 and 96; B = diag(0.1, 1, 1), a random SPD and a random general
+#: matrix; β = 0.5…100; smooth, vMF κ = 100 and white-noise densities; face points, cell centres
+#: and far targets): ≤ 1.4e-16·(L + 16) at L ≤ 21 (vMF), ≤ 2.2e-17·(L + 16) at L = 77–95
+TARGET_ROUNDOFF = 5e-16
+
+
+class _TargetBessel(_SpectralSphere):
+    """S̃_f(x) = Σ_j w_j f(y_j) e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|} of cell weights on a GaussGrid, any B
+    (comment block above), at unit targets x: ``sums``, ``near_terms``, ``err``, ``L`` as
+    :class:`_SpectralSphere` (targets x themselves, scale c = |Bᵀx| per target)."""
+
+    def __init__(self, grid, B: np.ndarray, beta: float) -> None:
+        self.grid, self.B, self.beta = grid, np.asarray(B, float), float(beta)
+        self.kappa = self.beta * float(np.linalg.norm(self.B, 2))
+        self._targets = _TargetCache()
+        self._sh = None
+        lmax = grid.lmax
+        self.possible = lmax * lmax >= 2.0 * self.kappa and attention_compiled.available()
+        if not self.possible:
+            return
+        _SphereKernel.__init__(self, self.kappa, lmax)
+        below = np.flatnonzero(self.tail <= SERIES_TAIL)
+        L = max(1, min(lmax, int(below[0]) if below.size else lmax))
+        self._truncate(L, TARGET_ROUNDOFF * (L + 16.0))
+
+    def applicable(self, tol: float) -> bool:
+        return self.degree_needed(tol) <= self.grid.lmax
+
+    def near_terms(self, w: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """max over the ≤ 4 cells around Bᵀx/|Bᵀx| of w_j e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|}: a lower
+        bound on S̃_1(x)."""
+        z = x @ self.B
+        r = np.linalg.norm(z, axis=1)
+        g = self.grid
+        u = z / np.maximum(r, 1e-300)[:, None]
+        lat = np.arcsin(np.clip(u[:, 2], -1.0, 1.0))
+        lon = np.arctan2(u[:, 1], u[:, 0])
+        j = np.clip(np.searchsorted(-g.lat, -lat), 1, g.nlat - 1)
+        i = np.floor(np.mod(lon, 2 * np.pi) / g.dlon).astype(int)
+        best = np.zeros(x.shape[0])
+        for jj in (j - 1, j):
+            for ii in (i % g.nlon, (i + 1) % g.nlon):
+                best = np.maximum(best, w[jj, ii] * np.exp(
+                    self.beta * (np.sum(z * g.xyz[jj, ii], axis=1) - r)))
+        return best
+
+    def sums(self, w: np.ndarray, x: np.ndarray, rows=None) -> np.ndarray:
+        """S̃_f(x) for f = y_1, y_2, y_3, 1 (shape (4, n)); w cell weights (nlat, nlon), x (n, 3)
+        unit targets (``rows`` is accepted for the split pass and not needed)."""
+        sh = self._transform()
+        dens = w * self._inv_area
+        xyz = self.grid.xyz
+        q = sh.analyse(np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens]))
+        L = self.L
+        a = np.zeros((L + 1, L + 1, 4), dtype=np.complex128)  # [m, l, f], factor 2 for m > 0
+        a[sh.m, sh.l] = q.T
+        a[1:] *= 2.0
+        a[0].imag = 0.0
+        z = x @ self.B
+        r = np.linalg.norm(z, axis=1)
+        return attention_compiled.bessel_sums(a, self.beta * r, z / r[:, None], self._rec, L)
+
+
+def _general_plan(attention: Attention, grid):
+    """(_TargetBessel, None) for ``attention`` on a GaussGrid (d = 3, β finite), or (None,
+    reason)."""
+    from spherepde.grids import GaussGrid  # noqa: PLC0415
+
+    if math.isinf(attention.beta) or not isinstance(grid, GaussGrid):
+        return None, "the per-target Funk–Hecke path is for GaussGrid densities at finite beta"
+    obj = _TargetBessel(grid, attention.B, attention.beta)
+    if not obj.possible:
+        return None, "the per-target Funk–Hecke path needs numba and lmax² ≥ 2β‖B‖"
+    return (obj, None), None
+
+
 def _spectral_plan(attention: Attention, grid):
     """(spectral object, c) for ``attention`` on ``grid``, or (None, reason)."""
     from spherepde.grids import CircleGrid, GaussGrid  # noqa: PLC0415
@@ -957,7 +1067,7 @@ def _spectral_plan(attention: Attention, grid):
 
 
 def _certified_mean(att: Attention, c: float, tol: float, x: np.ndarray, eta: float, sums,
-                    exact, second_pass=None) -> tuple[np.ndarray, dict]:
+                    exact, second_pass=None, general=False) -> tuple[np.ndarray, dict]:
     """The attention mean at targets x (n, d) from spectral sums, every target certified.
 
     With u = Bᵀx/c, ``sums(u)`` returns (d + 1, k): the scaled sums S_y (rows 0..d−1) and S_1
@@ -968,14 +1078,22 @@ def _certified_mean(att: Attention, c: float, tol: float, x: np.ndarray, eta: fl
     split pass; ``rows``: the positions of its targets among the rows of the u given to ``sums``),
     and what is left to ``exact(idx) → means (len(idx), d)`` (log-domain, tol/8), as do
     targets with β||Bᵀx| − c| > tol/16 (non-unit x, or B only nearly c·R), which could move the
-    mean by more than tol/8.  Returns (means (n, d), counts of targets settled by each pass).
+    mean by more than tol/8.  ``general``: the sums of :class:`_TargetBessel` (any B), evaluated
+    at the targets x themselves (u = x) and scaled by each target's own e^{β|Bᵀx|} (c = |Bᵀx| per
+    target; ``c`` is ignored); non-unit targets, β|Bᵀx|·||x| − 1| > tol/16, go to ``exact``.
+    Returns (means (n, d), counts of targets settled by each pass).
     """
     d, beta = att.d, att.beta
     n = x.shape[0]
     z = x @ att.B
-    nz = np.linalg.norm(z, axis=1)
-    ok = np.flatnonzero(beta * np.abs(nz - c) <= tol / 16.0)
-    u = z[ok] / c
+    if general:  # any B: the unit targets themselves, each at its own scale c_i = |Bᵀx_i|
+        nz = np.linalg.norm(z, axis=1)
+        ok = np.flatnonzero(beta * nz * np.abs(np.linalg.norm(x, axis=1) - 1.0) <= tol / 16.0)
+        u, c = x[ok], nz[ok]
+    else:
+        nz = np.linalg.norm(z, axis=1)
+        ok = np.flatnonzero(beta * np.abs(nz - c) <= tol / 16.0)
+        u = z[ok] / c
     S = sums(u)
     num, den = S[:d].T, S[d]
     nnum = np.linalg.norm(num, axis=1)
@@ -989,7 +1107,8 @@ def _certified_mean(att: Attention, c: float, tol: float, x: np.ndarray, eta: fl
     else:
         good = finite & (math.sqrt(d) * eta <= tol / 4.0 * nnum)
         with np.errstate(over="ignore"):
-            out[ok[good]] = num[good] * np.exp(beta * (c - 1.0))
+            scale = np.exp(beta * (c[good] if general else c) - beta)
+            out[ok[good]] = num[good] * np.reshape(scale, (-1, 1))
     todo = np.ones(n, bool)
     todo[ok[good]] = False
     nsplit = 0
@@ -1052,6 +1171,9 @@ SPECTRAL_DEGREE_COST = 4.0
 CULLED_BASE, CULLED_SLOPE = 0.4, 3.0
 #: cost of a float32 pair relative to a float64 pair of the direct sum
 FLOAT32_PAIR_COST = 0.5
+#: cost of a pair of the compiled sums (attention_compiled) relative to a float64 pair of the
+#: reference (both cores; benchmarks/bench_attention.py measures it against the reference)
+COMPILED_PAIR_COST = 0.15
 
 
 def spectral_cost(n: int, m: int, L: int) -> float:
@@ -1215,10 +1337,20 @@ class DensityAttention:
             self.spectral_reason = "a GPU is present: the direct sums run there"
         elif method in ("auto", "spectral"):
             plan, reason = _spectral_plan(attention, grid)
+            if plan is None and reason.startswith("B = QᵀK is not") and hasattr(grid, "lmax"):
+                general, why = _general_plan(attention, grid)  # any B: a radius per target
+                if general is None:
+                    reason = f"{reason}, and {why}"
+                elif method == "auto" and general[0].kappa > GENERAL_MAX_KAPPA:
+                    reason = (f"{reason}, and beta·‖B‖ = {general[0].kappa:.4g} > "
+                              f"{GENERAL_MAX_KAPPA:g} (the compiled direct sums are faster)")
+                else:
+                    plan = general
             if plan is not None and not plan[0].applicable(tol):
                 need = plan[0].degree_needed(tol)
                 lim = grid.lmax if hasattr(grid, "lmax") else grid.n // 2
-                reason = (f"the kernel series for beta·c = {attention.beta * plan[1]:.4g} needs "
+                kappa = plan[0].kappa
+                reason = (f"the kernel series for beta·c = {kappa:.4g} needs "
                           f"degree {need:.0f} for tol = {tol:g}, beyond {lim} on this grid")
                 if method == "spectral" and hasattr(grid, "n"):
                     reason = None  # on S¹ any number of terms is exact, only slower
@@ -1293,7 +1425,8 @@ class DensityAttention:
 
         out, stats = _certified_mean(
             att, self._c, tol, x, spec.err, lambda u: spec.sums(wg, u),
-            lambda idx: att.mean(x[idx], self._y, w, method="direct", tol=tol / 8.0), split)
+            lambda idx: att.mean(x[idx], self._y, w, method="direct", tol=tol / 8.0), split,
+            general=isinstance(spec, _TargetBessel))
         self.last_stats = {"method": "spectral", "targets": x.shape[0], "degree": spec.L, **stats}
         if att.kind == "usa":
             out *= total
@@ -1339,9 +1472,11 @@ class DensityAttention:
         num, den = S[:d].T.copy(), S[d].copy()
         # exact part, in the same scaled units: terms e^{β⟨z, y⟩ + log w − βc}
         tol_hi = tol / 64.0
-        shift = np.full(idx.size, beta * c)
+        # (any B: each target's own scale |Bᵀx|, as its spectral sums)
+        shift = (beta * np.linalg.norm(z, axis=1) if isinstance(spec, _TargetBessel)
+                 else np.full(idx.size, beta * c))
         with np.errstate(divide="ignore"):
-            lb_extra = np.log(lower) + beta * c
+            lb_extra = np.log(lower) + shift
         y_hi, lw_hi = self._y[hi], np.log(w_hi)
         if d == 3 and hi.size >= 256:
             for blk, ys, lws in _culled_blocks(z, y_hi, lw_hi, beta, tol_hi, 256, tile=32,
@@ -1362,4 +1497,4 @@ class DensityAttention:
             return good, num[good] / den[good, None]
         good = finite & (math.sqrt(d) * eta + err_hi <= tol / 4.0 * nnum)
         with np.errstate(over="ignore"):
-            return good, num[good] * np.exp(beta * (c - 1.0))
+            return good, num[good] * np.exp(shift[good] - beta)[:, None]

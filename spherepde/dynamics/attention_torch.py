@@ -36,8 +36,11 @@ at m = 2²⁰ in Triton's interpreter).  :meth:`Attention.choose_method` allows 
 from __future__ import annotations
 
 import functools
+import glob
+import importlib.util
 import math
 import os
+import sys
 import threading
 import warnings
 from contextlib import contextmanager, nullcontext
@@ -79,13 +82,29 @@ def device():
 
 def gpu_present() -> bool:
     """Whether torch is installed and its device (:func:`device`) is a CUDA GPU (cached per
-    value of ``$SPHEREPDE_TORCH_DEVICE``; importing torch takes about a second)."""
+    value of ``$SPHEREPDE_TORCH_DEVICE``).  Importing torch takes seconds, so it is imported only
+    where a GPU can be there at all (:func:`cuda_possible`)."""
     return _gpu_present(os.environ.get(DEVICE_ENV))
+
+
+def cuda_possible(env: str | None = None) -> bool:
+    """False when no CUDA (or ROCm) device can exist, found without importing torch: on Linux no
+    NVIDIA driver (/proc/driver/nvidia, /dev/nvidia*) and no ROCm device (/dev/kfd), or
+    ``$SPHEREPDE_TORCH_DEVICE`` naming the CPU; torch not installed.  True otherwise (then torch
+    itself is asked)."""
+    if env is not None and env.strip().lower().startswith("cpu"):
+        return False
+    if importlib.util.find_spec("torch") is None:
+        return False
+    if sys.platform.startswith("linux") and not (env or "").strip().lower().startswith("cuda"):
+        return (os.path.exists("/proc/driver/nvidia/version") or os.path.exists("/dev/kfd")
+                or bool(glob.glob("/dev/nvidia[0-9]*")))
+    return True
 
 
 @functools.lru_cache(maxsize=8)
 def _gpu_present(env: str | None) -> bool:
-    if not available():
+    if not cuda_possible(env) or not available():
         return False
     try:
         return device().type == "cuda"  # (an MPS device has no float64)

@@ -84,3 +84,27 @@ def great_circle_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if cross is None:
         return np.arccos(np.clip(dot, -1.0, 1.0))
     return np.arctan2(cross, dot)
+
+
+#: pairs with ⟨a, b⟩ − 1 above −NEAR_PAIR (closer than ~1.4e-3 rad) are recomputed exactly
+NEAR_PAIR = 1e-6
+
+
+def cosine_minus_one(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """⟨a_i, b_j⟩ − 1 for unit vectors a (..., n, d) and b (..., m, d): shape (..., n, m).
+
+    The product is rounded (a point with itself gives ±a few ulps, which e^{β(·)} turns into
+    ±β·ulps); the pairs closer than ~1.4e-3 rad are recomputed as −½|a_i − b_j|², the same
+    number on S^{d−1} and exactly 0 for identical points.
+    """
+    a, b = np.asarray(a, float), np.asarray(b, float)
+    g = np.matmul(a, np.swapaxes(b, -1, -2)) - 1.0
+    near = g > -NEAR_PAIR
+    if np.any(near):
+        lead = g.shape[:-2]
+        A = np.broadcast_to(a, lead + a.shape[-2:])
+        B = np.broadcast_to(b, lead + b.shape[-2:])
+        *ix, i, j = np.nonzero(near)
+        diff = A[(*ix, i)] - B[(*ix, j)]
+        g[near] = -0.5 * np.einsum("kd,kd->k", diff, diff)
+    return g

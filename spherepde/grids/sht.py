@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from spherepde.grids.gauss import GaussGrid
+from spherepde.grids.gauss import GaussGrid, gauss_legendre
 
 __all__ = ["SphericalHarmonics", "BACKENDS", "SHTNS_MIN_NLAT", "shtns_available"]
 
@@ -209,10 +209,10 @@ class _PyshtoolsBackend:
     name = "pyshtools"
 
     def __init__(self, nlat: int, lmax: int) -> None:
-        from pyshtools.expand import SHGLQ  # noqa: PLC0415
-
         self.nlat, self.nlon, self.nglq, self.lmax = nlat, 2 * nlat, 2 * nlat - 1, lmax
-        self.zero, self.w = SHGLQ(nlat - 1)  # nodes (= grid.mu, north to south) and weights
+        # nodes (= grid.mu, north to south) and weights; pyshtools is imported by the transforms
+        # only, so that point evaluations (evaluate, analyse_points) do not pay for it
+        self.zero, self.w = gauss_legendre(nlat)
         self.l, self.m = _lm_arrays(lmax)
         self.off = _m_offsets(lmax)
         mzero = self.m == 0

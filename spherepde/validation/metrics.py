@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.dynamics.attention import nonnegative_weights
+from spherepde.grids.geometry import cosine_minus_one
 
 #: largest n·m for which :func:`w2` builds the dense cost matrix (8 bytes each: 800 MB)
 MAX_EMD_ENTRIES = 10**8
@@ -308,7 +309,7 @@ def interaction_energy(x, w, beta: float, *, block: int = 4096) -> float:
     x, w = _check(x, w)
     total = 0.0
     for s in range(0, x.shape[0], block):
-        k = np.exp(beta * (x[s:s + block] @ x.T - 1.0))
+        k = np.exp(beta * cosine_minus_one(x[s:s + block], x))
         total += float(np.sum(w[s:s + block, None] * w[None, :] * (1.0 - k)))
     return 0.5 * total
 

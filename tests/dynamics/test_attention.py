@@ -305,7 +305,7 @@ def test_culled_nlat64_concentrated_actually_culls(monkeypatch):
         monkeypatch.setattr(attention_module, "_mean_direct", direct)
         assert sum(pairs) < 0.5 * x.shape[0] * y.shape[0], (beta, sum(pairs) / x.size * 3)
         assert np.abs(m - ref).max() <= 2e-12 + 1e-14
-        assert att.choose_method(x @ att.B, y, np.log(w), 1e-12) == "culled"
+        assert att.choose_method(x @ att.B, y, np.log(w), 1e-13) == "culled"  # < compiled's
 
 
 # ---- float32 and the automatic choice ---------------------------------------------------------
@@ -327,7 +327,12 @@ def test_float32_error(qkv, beta):
     assert err <= 1e-6 * beta  # the plain form (‖B‖ = 3.8 here)
 
 
-def test_choose_method(qkv):
+def test_choose_method(qkv, monkeypatch):
+    """The "direct" choice among the numpy sums, as where the compiled sums are not importable
+    (with them, "direct" takes "compiled" for tol ≥ 1e-12: test_attention_compiled.py)."""
+    from spherepde.dynamics import attention_compiled
+
+    monkeypatch.setattr(attention_compiled, "available", lambda: False)
     Q, K, V = qkv
     rng = np.random.default_rng(4)
     small_y, big_y = unit(rng.normal(size=(1000, 3))), unit(rng.normal(size=(4000, 3)))
@@ -465,3 +470,16 @@ def test_density_attention_bad_grid():
         DensityAttention(Attention(_eye(3), _eye(3), _eye(3), 1.0), CircleGrid(16))
     with pytest.raises(ValueError, match="Q, K, V"):
         DensityAttention(Attention(_eye(2), _eye(2), _eye(2), 1.0), GaussGrid(8))
+
+
+def test_cuda_possible_without_importing_torch(monkeypatch):
+    """gpu_present() asks torch (seconds to import) only where a GPU can be there."""
+    import importlib.util
+
+    from spherepde.dynamics import attention_torch
+
+    assert attention_torch.cuda_possible("cpu") is False
+    assert attention_torch.cuda_possible("CPU:0") is False
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # torch not installed
+    assert attention_torch.cuda_possible(None) is False
+    assert attention_torch.cuda_possible("cuda") is False

@@ -188,7 +188,12 @@ def test_non_unit_targets_are_summed_exactly():
 
 
 # ---- choice of method and errors ----------------------------------------------------------------
-def test_auto_choice():
+def test_auto_choice(monkeypatch):
+    """auto's choice between spectral and the numpy direct sums (the compiled sums disabled, as
+    where numba is not importable; with them the direct choice is "compiled")."""
+    from spherepde.dynamics import attention_compiled
+
+    monkeypatch.setattr(attention_compiled, "available", lambda: False)
     rng = np.random.default_rng(4)
     x = cloud("diffuse", 4000, rng)
     w = np.full(4000, 1 / 4000)
@@ -236,7 +241,7 @@ def test_particle_ode_step_uses_spectral_and_matches_reference():
     n = 2500
     x = cloud("concentrated", n, rng)
     att = Attention(np.eye(3), np.eye(3), np.diag([1.0, 0.8, 0.2]), 10.0)
-    ode = ParticleODE(att)
+    ode = ParticleODE(att, attention_method="spectral")  # (auto takes "compiled" here)
     x1 = ode.step(x, 0.0, 0.1)
     assert att.last_stats["method"] == "spectral"
     att_ref = Attention(np.eye(3), np.eye(3), np.diag([1.0, 0.8, 0.2]), 10.0)

@@ -55,8 +55,12 @@ def test_torch_float64_matches_reference_on_concentrated_density(kind, beta):
     assert att.last_stats["method"] == "torch"
     # per target, relative: round-off of logits of size ≈ β (usa means underflow to exactly 0
     # far from the mass, in both)
-    rtol = 1e-15 * max(10.0, beta)
-    assert np.all(np.linalg.norm(out - ref, axis=1) <= rtol * np.linalg.norm(ref, axis=1))
+    # error model: logits of size ≈ β‖B‖ rounded (ε each) and sums over m = 1024 sources; an
+    # absolute floor for the usa means that underflow to (or next to) 0
+    eps = np.finfo(float).eps
+    rtol = 8 * eps * (max(1.0, beta) + np.log2(y.shape[0]))
+    assert np.all(np.linalg.norm(out - ref, axis=1)
+                  <= rtol * np.linalg.norm(ref, axis=1) + 1e-300)
 
 
 @pytest.mark.parametrize("d", [2, 4, 6])
@@ -145,7 +149,7 @@ def test_auto_takes_torch_when_a_gpu_is_present(monkeypatch):
     att.mean(x, y, w, tol=1e-4)
     assert att.last_stats["method"] == "torch-float32"
     att.mean(x[:8], y[:64], w[:64])
-    assert att.last_stats["method"] == "reference"
+    assert att.last_stats["method"] in ("reference", "compiled")  # the CPU's direct choice
     grid = GaussGrid(16)
     da = DensityAttention(att, grid)
     assert not da.spectral and "GPU" in da.spectral_reason

@@ -116,6 +116,49 @@ def test_nodes_and_weights_match_pyshtools(nlat):
     np.testing.assert_allclose(w, g.weights, rtol=0, atol=1e-14)
 
 
+@pytest.mark.parametrize("nlat", [16, 64, 128, 256, 512])
+def test_weights_exact_for_polar_moments(nlat):
+    """∫_{−1}^{1} ((1+μ)/2)^p dμ = 2/(p+1) is integrated exactly by the rule for p ≤ 2·nlat − 1
+    and weighs the nodes next to the north pole most: the weights there are right to the
+    rounding of the nodes (relative effect ≤ p·ε/2 on each term, all terms positive), where
+    scipy's are off by 5e-11 at nlat 128."""
+    from spherepde.grids.gauss import gauss_legendre
+
+    mu, w = gauss_legendre(nlat)
+    assert np.all(np.diff(mu) < 0) and np.array_equal(mu, -mu[::-1]) and np.array_equal(w, w[::-1])
+    ml, wl = mu.astype(np.longdouble), w.astype(np.longdouble)
+    for p in (nlat, 2 * nlat - 1):
+        got = float(np.sum(wl * ((1 + ml) / 2) ** p))
+        assert abs(got * (p + 1) / 2 - 1) <= p * np.finfo(float).eps, (p, got * (p + 1) / 2 - 1)
+
+
+def test_grid_and_noise_field_do_not_import_pyshtools_or_torch():
+    """Start-up: Gauss weights come from gauss_legendre, point evaluations need no transform
+    backend, and torch is imported only where a GPU can be there (attention_torch.cuda_possible)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from spherepde.grids import GaussGrid\n"
+        "from spherepde.dynamics.attention import Attention, DensityAttention\n"
+        "from spherepde.dynamics import attention_torch\n"
+        "from spherepde.noise import NoiseKernel, NoiseField, get_activation\n"
+        "g = GaussGrid(64); g.weights\n"
+        "f = NoiseField(NoiseKernel(get_activation('relu'), 3, 0.5, 0.5), nmax=4)\n"
+        "x = g.xyz.reshape(-1, 3)[:50]\n"
+        "f.values(np.ones(f.shape), x)\n"
+        "da = DensityAttention(Attention(np.eye(3), np.diag([.5, 1, 1]), np.eye(3), 5.0), g)\n"
+        "da(0.0, x, np.ones(g.shape))\n"
+        "print(int('pyshtools' in sys.modules), int('torch' in sys.modules),"
+        " int(attention_torch.cuda_possible()))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env={**__import__("os").environ, "SPHEREPDE_TORCH_DEVICE": ""})
+    pysh, torch_imported, cuda_possible = map(int, out.stdout.split())
+    assert pysh == 0
+    assert torch_imported <= cuda_possible  # torch only where a GPU can be there
+
+
 # ---- coordinates and tangent vectors ----------------------------------------------------------
 def test_lonlat_xyz_round_trip():
     g = GaussGrid(16)

@@ -135,7 +135,7 @@ def test_finite_beta_conservative_and_positive():
         new = stepper.step(rho, t, dt)
         # every sweep is a flux difference: the mass changes by round-off only
         assert abs(g.integrate(new) - g.integrate(rho)) <= 1e-13
-        assert new.min() >= 0.0
+        assert new.min() >= -1e-14 * rho.max()  # positive up to the round-off of flux sums
         rho, t = new, t + dt
     assert t > 0.5  # the run went somewhere (8 steps at Courant 0.8)
 

@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spherepde.dynamics.attention import Attention
+from spherepde.grids.geometry import cosine_minus_one
 from spherepde.noise.activations import Activation, get_activation
 from spherepde.noise.brownian import BrownianPath
 from spherepde.noise.field import NoiseField
@@ -741,8 +742,9 @@ def token_interaction_energy(x, beta: float, *, form: str = "scaled") -> np.ndar
     b = _check_real("beta", beta, positive=True)
     if form not in ENERGY_FORMS:
         raise ValueError(f"form must be one of {ENERGY_FORMS}, got {form!r}")
-    c = cosine_similarity(x)
-    scaled = 0.5 * np.mean(-np.expm1(b * (c - 1.0)), axis=(-2, -1))
+    u = retract(_check_tokens(x))
+    c1 = np.clip(cosine_minus_one(u, u), -2.0, 0.0)  # ⟨x_i, x_j⟩ − 1, exactly 0 for x_i = x_j
+    scaled = 0.5 * np.mean(-np.expm1(b * c1), axis=(-2, -1))
     if form == "scaled":
         return scaled
     if form == "raw":

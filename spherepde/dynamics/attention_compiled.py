@@ -1,0 +1,353 @@
+"""Compiled attention sums (numba): fused, on every core, with a vectorised exp and per-target
+culling — the direct log-domain sums of :mod:`spherepde.dynamics.attention` at the hardware's pace.
+
+For targets z_i = Bᵀx_i (n, d) and sources (y_j, log w_j) (m of them):
+
+    ℓ_ij = β⟨z_i, y_j⟩ + log w_j,   M_i = max_j ℓ_ij            (first pass, exact)
+    num_i = Σ_j e^{ℓ_ij − M_i} y_j,   den_i = Σ_j e^{ℓ_ij − M_i}   (second pass)
+    softmax: m_i = num_i / den_i;   usa: m_i = num_i e^{M_i − β}.
+
+One target row per task (``numba.prange``: both cores of the CI machine), the logits never
+stored.  The exponential of t = ℓ − M ∈ [−64, 0] is (e^{−1/2} p(t/64 + 1/2))^64 with p the
+degree-14 Taylor polynomial of e^x on [−1/2, 1/2] (truncation < 3e-17) and six squarings: pure
+arithmetic, which LLVM vectorises, where a call to exp would not be.  Error model: the
+squarings multiply the polynomial's relative rounding error (≤ 2 ulps) by 64, so each term is
+within 64·2·2⁻⁵³ ≈ 1.5e-14 of e^t; terms with t < −64 are evaluated at −64 (e^{−64} ≈ 1.6e-28
+instead of something smaller), which adds at most m·1.6e-28 to den_i ≥ 1.  Hence |m_i − m_ref,i|
+≤ 3e-14·Σ_j e^{ℓ_ij−M_i}|y_j|/den_i + m·2e-28 (≤ 3e-14 for unit sources), which the "direct"
+choice accepts for tolerances ≥ :data:`MIN_TOL`.
+
+Culling (``tol`` given, d = 3, unit sources, m ≥ :data:`CULL_MIN_SOURCES`): the sources are
+grouped into lat–lon tiles of ~:data:`TILE` points (centre c_t, angular radius r_t, largest
+log-weight b_t, a representative point).  For target i with |z_i| = ζ_i and direction u_i, the
+largest logit of tile t is at most ζ_i cos(max(∠(u_i, c_t) − r_t, 0)) + b_t, and the largest
+representative logit lb_i is at most M_i.  Tiles whose bound lies below lb_i − ln(m/tol) are
+skipped: each of their terms weighs < (tol/m)·e^{M_i}, so what is skipped is < tol·den_i and
+|m_i − m_ref,i| ≤ 2·tol·max|y| on top of the error above.  The bound is per target, so the kept
+work follows each target's own neighbourhood (the tile culling of ``attention._culled_blocks``
+bounds whole blocks of targets at once).
+"""
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+#: smallest tolerance the compiled sums serve (their own error is ≤ 3e-14, see the docstring)
+MIN_TOL = 1e-12
+#: culling needs at least this many sources (below, the tile tests cost more than they save)
+CULL_MIN_SOURCES = 2048
+#: points per source tile of the culling
+TILE = 32
+#: sources count as unit vectors when ||y| − 1| ≤ this
+UNIT_RTOL = 1e-12
+
+
+@functools.lru_cache(maxsize=1)
+def available() -> bool:
+    """Whether numba can be imported (it is a core dependency; this guards broken installs)."""
+    try:
+        import numba  # noqa: F401, PLC0415
+    except ImportError:  # pragma: no cover - numba is a core dependency
+        return False
+    return True
+
+
+@functools.lru_cache(maxsize=1)
+def _kernels():
+    """Compile (or load from numba's cache) the kernels on first use."""
+    from numba import njit, prange  # noqa: PLC0415
+
+    opts = dict(parallel=True, fastmath=True, cache=True, nogil=True)
+    inline = njit(fastmath=True, inline="always", cache=True)
+
+    @inline
+    def exp_neg(t):
+        # e^t for t ≤ 0, clamped at t = −64 (module docstring)
+        x = max(t, -64.0) * 0.015625 + 0.5
+        p = 1.0 / 87178291200.0
+        p = p * x + 1.0 / 6227020800.0
+        p = p * x + 1.0 / 479001600.0
+        p = p * x + 1.0 / 39916800.0
+        p = p * x + 1.0 / 3628800.0
+        p = p * x + 1.0 / 362880.0
+        p = p * x + 1.0 / 40320.0
+        p = p * x + 1.0 / 5040.0
+        p = p * x + 1.0 / 720.0
+        p = p * x + 1.0 / 120.0
+        p = p * x + 1.0 / 24.0
+        p = p * x + 1.0 / 6.0
+        p = p * x + 0.5
+        p = p * x + 1.0
+        p = p * x + 1.0
+        e = p * 0.6065306597126334  # e^{−1/2}
+        e = e * e
+        e = e * e
+        e = e * e
+        e = e * e
+        e = e * e
+        return e * e
+
+    @njit(**opts)
+    def sums3(zc, y0, y1, y2, lw, num, den, mx):
+        """d = 3, all sources: num (n, 3), den (n,), mx (n,) written."""
+        for i in prange(zc.shape[0]):
+            a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
+            M = -np.inf
+            for j in range(y0.shape[0]):
+                M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
+            s0 = s1 = s2 = s3 = 0.0
+            for j in range(y0.shape[0]):
+                e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
+                s0 += e * y0[j]
+                s1 += e * y1[j]
+                s2 += e * y2[j]
+                s3 += e
+            num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
+
+    @njit(**opts)
+    def sums_any(zc, yT, lw, num, den, mx):
+        """any d: yT (d, m)."""
+        d, m = yT.shape
+        for i in prange(zc.shape[0]):
+            lg = np.empty(m)
+            for j in range(m):
+                lg[j] = lw[j]
+            for k in range(d):
+                a = zc[i, k]
+                for j in range(m):
+                    lg[j] += a * yT[k, j]
+            M = -np.inf
+            for j in range(m):
+                M = max(M, lg[j])
+            s = 0.0
+            for j in range(m):
+                lg[j] = exp_neg(lg[j] - M)
+                s += lg[j]
+            for k in range(d):
+                acc = 0.0
+                for j in range(m):
+                    acc += lg[j] * yT[k, j]
+                num[i, k] = acc
+            den[i], mx[i] = s, M
+
+    @njit(**opts)
+    def sums3_culled(zc, y0, y1, y2, lw, starts, cen, cosr, sinr, bmax, yrep, lrep, cut,
+                     num, den, mx, kept):
+        """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]); kept[i] = pairs
+        summed for target i."""
+        nt = starts.shape[0] - 1
+        for i in prange(zc.shape[0]):
+            a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
+            zeta = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+            inv = 1.0 / max(zeta, 1e-300)
+            u0, u1, u2 = a0 * inv, a1 * inv, a2 * inv
+            lb = -np.inf
+            for t in range(nt):
+                lb = max(lb, a0 * yrep[t, 0] + a1 * yrep[t, 1] + a2 * yrep[t, 2] + lrep[t])
+            keep = np.empty(nt, np.bool_)
+            for t in range(nt):
+                c = u0 * cen[t, 0] + u1 * cen[t, 1] + u2 * cen[t, 2]
+                c = min(1.0, max(-1.0, c))
+                if c >= cosr[t]:  # the target direction lies within the tile's cap
+                    bound = 1.0
+                else:  # cos(θ − r) = cos θ cos r + sin θ sin r, θ > r
+                    bound = c * cosr[t] + math.sqrt(1.0 - c * c) * sinr[t]
+                keep[t] = zeta * bound + bmax[t] >= lb - cut
+            M = -np.inf
+            for t in range(nt):
+                if keep[t]:
+                    for j in range(starts[t], starts[t + 1]):
+                        M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
+            s0 = s1 = s2 = s3 = 0.0
+            npair = 0
+            for t in range(nt):
+                if keep[t]:
+                    npair += starts[t + 1] - starts[t]
+                    for j in range(starts[t], starts[t + 1]):
+                        e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
+                        s0 += e * y0[j]
+                        s1 += e * y1[j]
+                        s2 += e * y2[j]
+                        s3 += e
+            num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
+            kept[i] = npair
+
+    @njit(**opts)
+    def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
+        """out[f, i] = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_{m} y_lm(μ_i) Re(a_f,ml e^{imλ_i}) (real-field
+        synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`)."""
+        BS = 32
+        n = mu.size
+        y0 = 1.0 / math.sqrt(4.0 * math.pi)
+        for bi in prange((n + BS - 1) // BS):
+            b0 = bi * BS
+            nb = min(BS, n - b0)
+            Ib = np.empty((L + 1, BS))
+            rho, inv = np.zeros(BS), np.ones(BS)
+            x, s = np.zeros(BS), np.zeros(BS)
+            er, ei, cl, sl = np.ones(BS), np.zeros(BS), np.ones(BS), np.zeros(BS)
+            ymm, p1, p2 = np.full(BS, y0), np.empty(BS), np.empty(BS)
+            q = np.empty((8, BS))
+            acc = np.zeros((4, BS))
+            for i in range(nb):
+                inv[i] = 1.0 / kap[b0 + i]
+            for l in range(N, 0, -1):  # Miller: ĩ_l/ĩ_{l−1} = 1/((2l+1)/κ + ĩ_{l+1}/ĩ_l)
+                c2 = 2.0 * l + 1.0
+                for i in range(BS):
+                    rho[i] = 1.0 / (c2 * inv[i] + rho[i])
+                if l <= L:
+                    for i in range(BS):
+                        Ib[l, i] = rho[i]
+            for i in range(BS):
+                k = kap[b0 + i] if i < nb else 1.0
+                Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
+                xx = mu[b0 + i] if i < nb else 0.0
+                x[i] = xx
+                s[i] = math.sqrt(max((1.0 - xx) * (1.0 + xx), 0.0))
+                lo = lon[b0 + i] if i < nb else 0.0
+                cl[i], sl[i] = math.cos(lo), math.sin(lo)
+            for l in range(1, L + 1):
+                for i in range(BS):
+                    Ib[l, i] *= Ib[l - 1, i]
+            for m in range(L + 1):
+                if m > 0:
+                    big = 0.0
+                    for i in range(BS):
+                        ymm[i] = rc[m] * s[i] * ymm[i]
+                        t = er[i] * cl[i] - ei[i] * sl[i]
+                        ei[i] = er[i] * sl[i] + ei[i] * cl[i]
+                        er[i] = t
+                        big = max(big, abs(ymm[i]))
+                    if big < 1e-290:  # y_mm underflows: every y_lm (l ≥ m) of these targets too
+                        break
+                for i in range(BS):
+                    p2[i] = 0.0
+                    p1[i] = ymm[i]
+                    w = Ib[m, i] * ymm[i]
+                    for f in range(4):
+                        q[2 * f, i] = w * ar[m, m, f]
+                        q[2 * f + 1, i] = w * ai[m, m, f]
+                for l in range(m + 1, L + 1):
+                    a_, b_ = raT[m, l], rbT[m, l]
+                    c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
+                    c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+                    for i in range(BS):
+                        p = a_ * (x[i] * p1[i] - b_ * p2[i])
+                        p2[i] = p1[i]
+                        p1[i] = p
+                        w = Ib[l, i] * p
+                        q[0, i] += w * c0r
+                        q[1, i] += w * c0i
+                        q[2, i] += w * c1r
+                        q[3, i] += w * c1i
+                        q[4, i] += w * c2r
+                        q[5, i] += w * c2i
+                        q[6, i] += w * c3r
+                        q[7, i] += w * c3i
+                for i in range(BS):
+                    for f in range(4):
+                        acc[f, i] += q[2 * f, i] * er[i] - q[2 * f + 1, i] * ei[i]
+            for i in range(nb):
+                for f in range(4):
+                    out[f, b0 + i] = acc[f, i]
+
+    return sums3, sums_any, sums3_culled, bessel_synthesis
+
+
+def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) -> np.ndarray:
+    """S_f(i) = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_m Re(a_f,lm y_lm(u_i) e^{imλ_i}) for f = 0..3: the scaled
+    sums Σ_j w_j f(y_j) e^{κ_i(⟨u_i, y_j⟩ − 1)} of a measure with real-field coefficients a
+    (shape (L+1, L+1, 4) complex, [m, l, f], factor 2 for m > 0), at unit points u (n, 3) with
+    their own κ_i > 0 (the attention of any B: κ_i = β|Bᵀx_i|, u_i = Bᵀx_i/|Bᵀx_i|).  ĩ_l by
+    Miller's recurrence per target (as attention.spherical_ive), orthonormal y_lm by the
+    recursion ``rec`` = (a, b) ([l, m], attention._SpectralSphere._transform).  Shape (4, n)."""
+    bessel_synthesis = _kernels()[3]
+    n = u.shape[0]
+    out = np.empty((4, n))
+    if n == 0:
+        return out
+    kmax = float(np.max(kappa))
+    N = L + 32 + int(math.sqrt(100.0 * kmax + 100.0))
+    ra, rb = rec
+    mm = np.arange(L + 1, dtype=float)
+    rc = np.sqrt((2.0 * mm + 1.0) / np.maximum(2.0 * mm, 1.0))
+    bessel_synthesis(np.ascontiguousarray(np.clip(u[:, 2], -1.0, 1.0)),
+                     np.ascontiguousarray(np.arctan2(u[:, 1], u[:, 0])),
+                     np.ascontiguousarray(kappa, dtype=float),
+                     np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag),
+                     np.ascontiguousarray(ra.T), np.ascontiguousarray(rb.T), rc, int(L), int(N), out)
+    return out
+
+
+def _source_tiles(y: np.ndarray, logw: np.ndarray, size: int):
+    """Sources sorted into lat–lon tiles of about ``size`` points, and what the culling bound
+    needs per tile: (order, starts, centre, cos r, sin r, max log w, representative, its log w)."""
+    m = y.shape[0]
+    ntile = max(1, m // size)
+    nb = max(1, int(round(math.sqrt(ntile / 2))))
+    lat = np.arcsin(np.clip(y[:, 2], -1.0, 1.0))
+    lon = np.arctan2(y[:, 1], y[:, 0]) + np.pi
+    ib = np.minimum((lat + np.pi / 2) / np.pi * nb, nb - 1).astype(np.int64)
+    jb = np.minimum(lon / (2 * np.pi) * 2 * nb, 2 * nb - 1).astype(np.int64)
+    key = ib * 2 * nb + jb
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
+    starts = np.r_[starts, m].astype(np.int64)
+    ys, lws = y[order], logw[order]
+    cen = np.add.reduceat(ys, starts[:-1], axis=0)
+    cen /= np.maximum(np.linalg.norm(cen, axis=1, keepdims=True), 1e-300)
+    tile = np.repeat(np.arange(starts.size - 1), np.diff(starts))
+    ang = np.arccos(np.clip(np.sum(ys * cen[tile], axis=1), -1.0, 1.0))
+    # one ulp of angle more than the farthest member: the bound stays a bound after rounding
+    rad = np.minimum(np.maximum.reduceat(ang, starts[:-1]) * (1 + 1e-12) + 1e-15, np.pi)
+    bmax = np.maximum.reduceat(lws, starts[:-1])
+    rep = np.array([a + int(np.argmax(lws[a:b])) for a, b in zip(starts[:-1], starts[1:])])
+    return (order, starts, np.ascontiguousarray(cen), np.cos(rad), np.sin(rad), bmax,
+            np.ascontiguousarray(ys[rep]), lws[rep].copy())
+
+
+def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float | None = None):
+    """(num (n, d), den (n,), M (n,), pairs summed) of the module docstring, for targets z = Bᵀx
+    (n, d), sources y (m, d) and log-weights (m,) (finite).  ``tol``: cull (d = 3, unit sources,
+    m ≥ CULL_MIN_SOURCES) so that what is skipped weighs < tol·den per target; None sums all."""
+    sums3, sums_any, sums3_culled, _ = _kernels()
+    n, d = z.shape
+    m = y.shape[0]
+    zc = np.ascontiguousarray(beta * np.asarray(z, float))
+    lw = np.ascontiguousarray(logw, dtype=float)
+    num, den, mx = np.empty((n, d)), np.empty(n), np.empty(n)
+    if n == 0 or m == 0:
+        return num, den, mx, 0
+    if d != 3:
+        sums_any(zc, np.ascontiguousarray(np.asarray(y, float).T), lw, num, den, mx)
+        return num, den, mx, n * m
+    unit = float(np.max(np.abs(np.linalg.norm(y, axis=1) - 1.0))) <= UNIT_RTOL
+    cut = math.inf if tol is None else math.log(m / tol)
+    # logits of one row differ by at most 2 max|βz| + spread of log w: if that is within the
+    # cut, no tile can be skipped
+    spread = 2.0 * float(np.max(np.linalg.norm(zc, axis=1))) + float(np.ptp(lw))
+    if spread <= cut or m < CULL_MIN_SOURCES or not unit:
+        y0, y1, y2 = (np.ascontiguousarray(y[:, k], dtype=float) for k in range(3))
+        sums3(zc, y0, y1, y2, lw, num, den, mx)
+        return num, den, mx, n * m
+    order, starts, cen, cosr, sinr, bmax, yrep, lrep = _source_tiles(y, lw, TILE)
+    ys, lws = y[order], lw[order]
+    y0, y1, y2 = (np.ascontiguousarray(ys[:, k], dtype=float) for k in range(3))
+    kept = np.empty(n, np.int64)
+    sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, cosr, sinr, bmax, yrep,
+                 lrep, cut, num, den, mx, kept)
+    return num, den, mx, int(kept.sum())
+
+
+def mean(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, kind: str,
+         tol: float | None = None) -> tuple[np.ndarray, int]:
+    """The attention mean (n, d) by the compiled sums (softmax or usa; see :func:`sums`), and
+    the number of (target, source) pairs summed."""
+    num, den, mx, pairs = sums(z, y, logw, beta, tol)
+    if kind == "softmax":
+        return num / den[:, None], pairs
+    with np.errstate(over="ignore"):
+        return num * np.exp(mx - beta)[:, None], pairs

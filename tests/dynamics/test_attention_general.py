@@ -1,0 +1,134 @@
+"""The per-target Funk–Hecke path for every B (attention._TargetBessel, DensityAttention "auto" /
+"spectral" when B is not ∝ orthogonal).
+
+Checks against sums in np.longdouble written out here (the error model: each scaled sum
+S̃_f(x) = Σ_j w_j f(y_j) e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|} within err·Σw) and against the float64
+log-domain reference of Attention.mean on the same measure (density-weighted relative error
+≤ tol, max relative error ≤ 10·tol where |m_ref| ≥ M_TINY, as for the zonal path).
+B classes: diag(0.1, 1, 1) (Paper 1), a seeded SPD matrix and a seeded non-symmetric one.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spherepde.dynamics import attention as A
+from spherepde.dynamics.attention import Attention, DensityAttention
+from spherepde.grids import GaussGrid
+from spherepde.solvers.eulerian.transport import FFSLSphere
+
+TOL = 1e-8
+M_TINY = 1e-3
+MU = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
+
+
+def unit(a):
+    a = np.asarray(a, float)
+    return a / np.linalg.norm(a, axis=-1, keepdims=True)
+
+
+def matrix(name):
+    rng = np.random.default_rng(2026)
+    q1 = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    q2 = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    return {"diag-0.1": np.diag([0.1, 1.0, 1.0]),
+            "spd-random": q1 @ np.diag([1.5, 0.8, 0.3]) @ q1.T,
+            "general-random": q1 @ np.diag([1.2, 0.7, 0.4]) @ q2}[name]
+
+
+def density(name, p):
+    if name == "smooth":
+        return 1.0 + 0.5 * (p @ MU) + 0.3 * p[..., 2] ** 2
+    return 100.0 / (2 * np.pi) * np.exp(100.0 * (p @ MU - 1.0)) + 1e-12  # vMF κ = 100
+
+
+def targets(g, rng, step):
+    pts = FFSLSphere(g, lambda t, x: 0 * x).points[::step]
+    far = unit(-MU + 0.3 * rng.normal(size=(100, 3)))
+    return np.concatenate([pts, g.xyz.reshape(-1, 3)[::step], far])
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
+@pytest.mark.parametrize("beta", [1.0, 10.0, 40.0])
+@pytest.mark.parametrize("dname", ["smooth", "vmf100"])
+def test_sums_within_error_model(bname, beta, dname):
+    g = GaussGrid(48)
+    B = matrix(bname)
+    spec = A._TargetBessel(g, B, beta)
+    assert spec.possible
+    x = targets(g, np.random.default_rng(1), 5)
+    w = density(dname, g.xyz) * g.cell_area
+    S = spec.sums(w, x)
+    # long-double sums of the same scaled kernel
+    xl, yl = x.astype(np.longdouble), g.xyz.reshape(-1, 3).astype(np.longdouble)
+    zl = xl @ B.astype(np.longdouble)
+    r = np.sqrt(np.sum(zl * zl, axis=1))
+    k = np.exp(beta * (zl @ yl.T - r[:, None])) * w.reshape(-1).astype(np.longdouble)
+    want = np.vstack([(k @ yl).T, k.sum(axis=1)]).astype(float)
+    err = np.max(np.abs(S - want))
+    assert err <= spec.err * w.sum(), (err, spec.err * w.sum(), spec.L)
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
+@pytest.mark.parametrize("beta", [0.1, 1.0, 10.0, 30.0])
+@pytest.mark.parametrize("dname", ["smooth", "vmf100"])
+def test_density_means_match_reference(bname, beta, dname):
+    g = GaussGrid(48 if beta < 30 else 64)  # (β‖B‖ = 45 needs degree 51)
+    x = targets(g, np.random.default_rng(3), 4)
+    rho = density(dname, g.xyz)
+    att = Attention(np.eye(3), matrix(bname), np.eye(3), beta)
+    da = DensityAttention(att, g)
+    assert isinstance(da._spec, A._TargetBessel), da.spectral_reason
+    m = da.mean(x, rho)
+    st = dict(da.last_stats)
+    assert st["method"] == "spectral" and st["spectral"] + st["split"] + st["exact"] == x.shape[0]
+    ref = att.mean(x, g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1), method="reference")
+    dm, nr = np.linalg.norm(m - ref, axis=1), np.linalg.norm(ref, axis=1)
+    weight = density(dname, x)
+    assert np.sum(weight * dm) / np.sum(weight * nr) <= TOL, st
+    big = nr >= M_TINY
+    assert np.max(dm[big] / nr[big]) <= 10 * TOL, st
+    if dname == "smooth":  # diffuse: every target certified by the plain spectral sums
+        assert st["spectral"] == x.shape[0], st
+
+
+def test_usa_variant():
+    g = GaussGrid(48)
+    x = targets(g, np.random.default_rng(4), 4)
+    for dname in ("smooth", "vmf100"):
+        rho = density(dname, g.xyz)
+        for B, beta in ((matrix("spd-random"), 8.0), (matrix("diag-0.1"), 20.0)):
+            att = Attention(np.eye(3), B, np.eye(3), beta, kind="usa")
+            da = DensityAttention(att, g, method="spectral")
+            m = da.mean(x, rho)
+            ref = att.mean(x, g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1),
+                           method="reference")
+            nr = np.linalg.norm(ref, axis=1)
+            big = nr >= M_TINY * nr.max()  # usa means carry e^{β(|Bᵀx| − 1)}: scale-free
+            rel = np.linalg.norm(m - ref, axis=1)[big] / nr[big]
+            assert rel.max() <= TOL, (dname, beta, rel.max(), da.last_stats)
+
+
+def test_non_unit_targets_are_evaluated_exactly():
+    g = GaussGrid(32)
+    rho = density("smooth", g.xyz)
+    att = Attention(np.eye(3), matrix("general-random"), np.eye(3), 5.0)
+    da = DensityAttention(att, g)
+    x = 1.001 * unit(np.random.default_rng(5).normal(size=(40, 3)))
+    m = da.mean(x, rho)
+    assert da.last_stats["exact"] == 40
+    ref = att.mean(x, g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1), method="reference")
+    assert np.max(np.linalg.norm(m - ref, axis=1) / np.linalg.norm(ref, axis=1)) <= TOL
+
+
+def test_choice_by_temperature():
+    """auto takes the per-target path up to β‖B‖ = GENERAL_MAX_KAPPA (beyond, the compiled
+    culled direct sums are faster); "spectral" forces it wherever the degree fits the grid."""
+    g = GaussGrid(128)
+    B = matrix("diag-0.1")
+    assert DensityAttention(Attention(np.eye(3), B, np.eye(3), 100.0), g).spectral
+    hot = DensityAttention(Attention(np.eye(3), B, np.eye(3), 1.01 * A.GENERAL_MAX_KAPPA), g)
+    assert not hot.spectral and "faster" in hot.spectral_reason
+    forced = DensityAttention(Attention(np.eye(3), B, np.eye(3), 1.01 * A.GENERAL_MAX_KAPPA), g,
+                              method="spectral")
+    assert isinstance(forced._spec, A._TargetBessel)
