@@ -1478,7 +1478,18 @@ class DensityAttention:
         with np.errstate(divide="ignore"):
             lb_extra = np.log(lower) + shift
         y_hi, lw_hi = self._y[hi], np.log(w_hi)
-        if d == 3 and hi.size >= 256:
+        floor_hi = hi.size * math.exp(_FLUSH_LOGIT)  # what the flushed terms may add
+        if tol_hi >= attention_compiled.MIN_TOL and attention_compiled.available():
+            # compiled sums, culled against the bulk's own maximum (what is dropped weighs
+            # < tol_hi of the bulk), rescaled from e^{M} to e^{shift} (M ≤ shift: unit mass)
+            nb, db, mx, _ = attention_compiled.sums(z, y_hi, lw_hi, beta, tol_hi)
+            with np.errstate(under="ignore"):
+                f = np.exp(mx - shift)
+            num += nb * f[:, None]
+            den += db * f
+            # their exponential's error and the e^{−64} floor of skipped-small terms
+            floor_hi = (attention_compiled.EXP_RTOL * db + hi.size * math.exp(-64.0)) * f
+        elif d == 3 and hi.size >= 256:
             for blk, ys, lws in _culled_blocks(z, y_hi, lw_hi, beta, tol_hi, 256, tile=32,
                                                lb_extra=lb_extra, blas=False):
                 nb, db = _sums_direct(z[blk], ys, lws, beta, shift[blk])
@@ -1489,7 +1500,7 @@ class DensityAttention:
             num += nb
             den += db
         nnum = np.linalg.norm(num, axis=1)
-        err_hi = tol_hi * den + hi.size * math.exp(_FLUSH_LOGIT)  # > 0: den = 0 never passes
+        err_hi = tol_hi * den + np.maximum(floor_hi, math.exp(_FLUSH_LOGIT))  # > 0: den = 0 fails
         finite = np.all(np.isfinite(num), axis=1) & np.isfinite(den)
         if att.kind == "softmax":
             good = finite & ((eta + err_hi <= tol / 8.0 * den)

@@ -36,6 +36,8 @@ import numpy as np
 
 #: smallest tolerance the compiled sums serve (their own error is ≤ 3e-14, see the docstring)
 MIN_TOL = 1e-12
+#: relative error of each exponential term (64 · 2 ulps, module docstring)
+EXP_RTOL = 1.5e-14
 #: culling needs at least this many sources (below, the tile tests cost more than they save)
 CULL_MIN_SOURCES = 2048
 #: points per source tile of the culling
