@@ -13,10 +13,15 @@ Evaluation is in the log domain: logits ℓ_ij = β⟨x_i B, y_j⟩ + log w_j, a
 exp(ℓ_ij − max_j ℓ_ij) — exact at any β (no overflow at β = 10⁴).  Targets are processed in
 blocks so that memory stays bounded (``block`` targets × all sources at a time).
 
+The direct sums also run compiled (:mod:`spherepde.dynamics.attention_compiled`: numba, fused,
+every core, culled per target), which "direct"/"auto" choose for tol ≥ 1e-12.
+
 For a density on a GaussGrid or CircleGrid with B = QᵀK ∝ orthogonal, :class:`DensityAttention`
 also has a spectral (Funk–Hecke) path: the sums are zonal convolutions, done by one SHT (FFT)
 analysis and a point synthesis, every target certified against ``tol`` or evaluated exactly
-(see the comment block "Spectral (Funk–Hecke) fast path" below).  Weighted points on S² (particles)
+(see the comment block "Spectral (Funk–Hecke) fast path" below).  For any other B on a
+GaussGrid the same expansion runs with a radius per target, κ = β|Bᵀx| (comment block "Every B:
+Funk–Hecke with a radius per target"), up to β‖B‖ = GENERAL_MAX_KAPPA.  Weighted points on S² (particles)
 have the same kind of path in :meth:`Attention.mean` (method "spectral", chosen by "auto" when its
 cost model says it is cheaper): adjoint point synthesis → Funk–Hecke → point synthesis, with the
 same certification (comment block "Spectral fast summation for weighted points").
