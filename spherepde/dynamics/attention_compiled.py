@@ -41,9 +41,9 @@ EXP_RTOL = 1.5e-14
 #: culling needs at least this many sources (below, the tile tests cost more than they save)
 CULL_MIN_SOURCES = 2048
 #: points per source tile of the culling
-TILE = 32
+TILE = 64
 #: targets per block of the culling's first level (targets of similar direction Bᵀx)
-TARGET_BLOCK = 32
+TARGET_BLOCK = 64
 #: a target whose kept tiles hold more than this fraction of the sources sums them all (the
 #: tile loops cost 2.5–4× the plain loops per pair, measured at nlat 64)
 CULL_MAX_FRACTION = 0.35
