@@ -208,7 +208,8 @@ class Attention:
         w = np.exp(logw)
         out, stats = _certified_mean(
             self, c, tol, x, spec.err * float(w.sum()), lambda u: spec.sums(w, y, u),
-            lambda idx: self._mean_direct(z[idx], y, logw, "direct", tol / 8.0, block))
+            lambda idx: self._mean_direct(z[idx], y, logw, "direct", tol / 8.0, block),
+            general=c is None)
         self.last_stats.update(degree=spec.L, **stats)
         if self.kind == "usa":
             with np.errstate(over="ignore"):
@@ -1204,8 +1205,10 @@ def _sample_targets(att, plan, z, y, logw, tol, cut, samples: int = 32) -> tuple
     eta = spec.err * float(np.exp(logw).sum())
     with np.errstate(divide="ignore"):
         # log S_1 of the block comment (terms e^{κ(⟨u, y⟩ − 1)}, κ = βc): log s1 + mx − βc
-        log_s1 = np.log(s1) + mx[:, 0] - att.beta * c
-        log_ns = np.log(ns) + mx[:, 0] - att.beta * c
+        # (any B, c = None: each target's own scale β|Bᵀx|)
+        shift = att.beta * (np.linalg.norm(z[idx], axis=1) if c is None else c)
+        log_s1 = np.log(s1) + mx[:, 0] - shift
+        log_ns = np.log(ns) + mx[:, 0] - shift
     if att.kind == "softmax":
         ok = ((math.log(8.0 * eta / tol) <= log_s1)
               & (math.log(8.0 * math.sqrt(3) * eta / tol) <= log_ns))
@@ -1248,6 +1251,39 @@ class _SpectralPoints(_SphereKernel):
         return sh.evaluate(q, *_lonlat(u))
 
 
+class _TargetPoints(_SpectralPoints):
+    """The sums of _SpectralPoints for any B, with a radius per target (the comment block "Every
+    B: Funk–Hecke with a radius per target"): S̃_f(x) = Σ_j w_j f(y_j) e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|} at
+    unit targets x, the degree set by β‖B‖₂; error per unit mass ``err`` (the point analysis'
+    round-off model plus the per-target synthesis')."""
+
+    def __init__(self, B: np.ndarray, beta: float, tol: float) -> None:
+        self.B, self.beta = np.asarray(B, float), float(beta)
+        super().__init__(self.beta * float(np.linalg.norm(self.B, 2)), tol)
+        self.err += TARGET_ROUNDOFF * (self.L + 16.0)
+        L = self.L
+        ll = np.arange(L + 1, dtype=float)[:, None]
+        mm = np.arange(L + 1, dtype=float)[None, :]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            a = np.sqrt((4.0 * ll**2 - 1.0) / (ll**2 - mm**2))
+            b = np.sqrt(((ll - 1.0) ** 2 - mm**2) / (4.0 * (ll - 1.0) ** 2 - 1.0))
+        self._rec = (np.where(mm < ll, a, 0.0), np.where(mm < ll - 1, b, 0.0))
+
+    def sums(self, w: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """S̃_f(x) for f = y_1, y_2, y_3, 1 (shape (4, n)); weights w (m,) at unit y (m, 3),
+        unit targets x (n, 3)."""
+        sh = self._transform()
+        q = sh.analyse_points(np.vstack([w * y.T, w]), *_lonlat(y))
+        L = self.L
+        a = np.zeros((L + 1, L + 1, 4), dtype=np.complex128)  # [m, l, f], factor 2 for m > 0
+        a[sh.m, sh.l] = q.T
+        a[1:] *= 2.0
+        a[0].imag = 0.0
+        z = x @ self.B
+        r = np.linalg.norm(z, axis=1)
+        return attention_compiled.bessel_sums(a, self.beta * r, z / r[:, None], self._rec, L)
+
+
 def _lonlat(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Longitude and latitude of points p (n, 3) ≠ 0 (arctan2 for both: arcsin(z) loses ~1e-8 rad
     next to the poles)."""
@@ -1265,18 +1301,21 @@ def _point_plan(att: Attention, y: np.ndarray, tol: float):
     if att.d != 3:
         return None, f"d = {att.d}: the point path is for S² (d = 3)"
     c = orthogonal_scale(att.B)
-    if c is None:
-        return None, "B = QᵀK is not a positive multiple of an orthogonal matrix"
-    kappa = att.beta * c
+    # B not ∝ orthogonal: the same sums with a radius per target (c = None, see _TargetPoints)
+    general = c is None and attention_compiled.available()
+    if c is None and not general:
+        return None, "B = QᵀK is not a positive multiple of an orthogonal matrix (and numba is missing)"
+    kappa = att.beta * (float(np.linalg.norm(att.B, 2)) if general else c)
     dev = float(np.max(np.abs(np.linalg.norm(y, axis=1) - 1.0), initial=0.0))
     if kappa * dev > tol / 16.0:
         return None, f"the sources are not unit vectors (max ||y| − 1| = {dev:.3g})"
-    key = (kappa, tol)
+    key = (att.B.tobytes() if general else None, kappa, tol)
     spec = _POINT_CACHE.get(key)
     if spec is None:
         if len(_POINT_CACHE) >= 16:
             _POINT_CACHE.clear()
-        spec = _POINT_CACHE[key] = _SpectralPoints(kappa, tol)
+        spec = _POINT_CACHE[key] = (_TargetPoints(att.B, att.beta, tol) if general
+                                    else _SpectralPoints(kappa, tol))
     return (spec, c), None
 
 

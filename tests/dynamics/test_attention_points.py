@@ -218,7 +218,11 @@ def test_auto_choice(monkeypatch):
     assert att.last_stats["method"] != "spectral"
 
 
-def test_spectral_refused_where_it_does_not_apply():
+def test_spectral_refused_where_it_does_not_apply(monkeypatch):
+    """(B not ∝ orthogonal needs the compiled per-target sums: refused without them.)"""
+    from spherepde.dynamics import attention_compiled
+
+    monkeypatch.setattr(attention_compiled, "available", lambda: False)
     rng = np.random.default_rng(6)
     x = cloud("diffuse", 50, rng)
     w = np.ones(50)
