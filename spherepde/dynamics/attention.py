@@ -743,19 +743,13 @@ class _SpectralSphere(_SphereKernel):
             sh = SphericalHarmonics(self.grid, lmax=self.L)
             g = self.grid
             wq = _backend_gauss_weights(sh)
-            # the backend's quadrature weights differ from grid.weights (scipy's roots_legendre)
-            # by up to 5e-11 relative at the polar rings (GaussGrid(128)): dividing by the
-            # backend's cell areas makes the analysis reproduce Σ_j w_j … with the grid's weights
+            # the backend's quadrature weights may differ from grid.weights (grids.gauss_legendre)
+            # in the last digits (pyshtools' by up to ~1e-13 relative at the polar rings):
+            # dividing by the backend's cell areas makes the analysis reproduce Σ_j w_j … exactly
             self._inv_area = (1.0 / (wq * g.dlon))[:, None]
             self._sh = sh
             # normalised Legendre recursion coefficients (no Condon–Shortley phase), for rings
-            L = self.L
-            ll = np.arange(L + 1, dtype=float)[:, None]
-            mm = np.arange(L + 1, dtype=float)[None, :]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                a = np.sqrt((4.0 * ll**2 - 1.0) / (ll**2 - mm**2))
-                b = np.sqrt(((ll - 1.0) ** 2 - mm**2) / (4.0 * (ll - 1.0) ** 2 - 1.0))
-            self._rec = (np.where(mm < ll, a, 0.0), np.where(mm < ll - 1, b, 0.0))
+            self._rec = _legendre_recursion(self.L)
         return self._sh
 
     def near_terms(self, w: np.ndarray, u: np.ndarray) -> np.ndarray:
@@ -986,6 +980,29 @@ GENERAL_MAX_KAPPA = 150.0
 TARGET_ROUNDOFF = 5e-16
 
 
+def _per_target_synthesis(q, sh, B, beta, x, rec, L) -> np.ndarray:
+    """Σ_{l ≤ L} 4π ĩ_l(β|Bᵀx|) Σ_m Y_lm(Bᵀx/|Bᵀx|) q_lm per target x (n, 3), for the real-field
+    coefficients q (4, nlm) of the transform ``sh``: shape (4, n) (attention_compiled.bessel_sums)."""
+    a = np.zeros((L + 1, L + 1, 4), dtype=np.complex128)  # [m, l, f], factor 2 for m > 0
+    a[sh.m, sh.l] = q.T
+    a[1:] *= 2.0
+    a[0].imag = 0.0
+    z = x @ B
+    r = np.linalg.norm(z, axis=1)
+    return attention_compiled.bessel_sums(a, beta * r, z / r[:, None], rec, L)
+
+
+def _legendre_recursion(L: int) -> tuple[np.ndarray, np.ndarray]:
+    """Coefficients (a, b), [l, m], of the orthonormal Legendre recursion (no Condon–Shortley
+    phase) y_lm = a_lm (μ y_{l−1,m} − b_lm y_{l−2,m}), zero where m ≥ l (resp. m ≥ l − 1)."""
+    ll = np.arange(L + 1, dtype=float)[:, None]
+    mm = np.arange(L + 1, dtype=float)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        a = np.sqrt((4.0 * ll**2 - 1.0) / (ll**2 - mm**2))
+        b = np.sqrt(((ll - 1.0) ** 2 - mm**2) / (4.0 * (ll - 1.0) ** 2 - 1.0))
+    return np.where(mm < ll, a, 0.0), np.where(mm < ll - 1, b, 0.0)
+
+
 class _TargetBessel(_SpectralSphere):
     """S̃_f(x) = Σ_j w_j f(y_j) e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|} of cell weights on a GaussGrid, any B
     (comment block above), at unit targets x: ``sums``, ``near_terms``, ``err``, ``L`` as
@@ -1033,14 +1050,7 @@ class _TargetBessel(_SpectralSphere):
         dens = w * self._inv_area
         xyz = self.grid.xyz
         q = sh.analyse(np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens]))
-        L = self.L
-        a = np.zeros((L + 1, L + 1, 4), dtype=np.complex128)  # [m, l, f], factor 2 for m > 0
-        a[sh.m, sh.l] = q.T
-        a[1:] *= 2.0
-        a[0].imag = 0.0
-        z = x @ self.B
-        r = np.linalg.norm(z, axis=1)
-        return attention_compiled.bessel_sums(a, self.beta * r, z / r[:, None], self._rec, L)
+        return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L)
 
 
 def _general_plan(attention: Attention, grid):
@@ -1261,27 +1271,14 @@ class _TargetPoints(_SpectralPoints):
         self.B, self.beta = np.asarray(B, float), float(beta)
         super().__init__(self.beta * float(np.linalg.norm(self.B, 2)), tol)
         self.err += TARGET_ROUNDOFF * (self.L + 16.0)
-        L = self.L
-        ll = np.arange(L + 1, dtype=float)[:, None]
-        mm = np.arange(L + 1, dtype=float)[None, :]
-        with np.errstate(divide="ignore", invalid="ignore"):
-            a = np.sqrt((4.0 * ll**2 - 1.0) / (ll**2 - mm**2))
-            b = np.sqrt(((ll - 1.0) ** 2 - mm**2) / (4.0 * (ll - 1.0) ** 2 - 1.0))
-        self._rec = (np.where(mm < ll, a, 0.0), np.where(mm < ll - 1, b, 0.0))
+        self._rec = _legendre_recursion(self.L)
 
     def sums(self, w: np.ndarray, y: np.ndarray, x: np.ndarray) -> np.ndarray:
         """S̃_f(x) for f = y_1, y_2, y_3, 1 (shape (4, n)); weights w (m,) at unit y (m, 3),
         unit targets x (n, 3)."""
         sh = self._transform()
         q = sh.analyse_points(np.vstack([w * y.T, w]), *_lonlat(y))
-        L = self.L
-        a = np.zeros((L + 1, L + 1, 4), dtype=np.complex128)  # [m, l, f], factor 2 for m > 0
-        a[sh.m, sh.l] = q.T
-        a[1:] *= 2.0
-        a[0].imag = 0.0
-        z = x @ self.B
-        r = np.linalg.norm(z, axis=1)
-        return attention_compiled.bessel_sums(a, self.beta * r, z / r[:, None], self._rec, L)
+        return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L)
 
 
 def _lonlat(p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
