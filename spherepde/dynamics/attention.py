@@ -966,8 +966,8 @@ class _SpectralCircle:
 # attention_compiled.bessel_sums, O(L²) per target).  The truncation error per unit mass is at
 # most tail(L; βr) ≤ tail(L; β‖B‖₂) (the tail grows with κ while L < κ²), plus the round-off
 # of the analysis and the synthesis, TARGET_ROUNDOFF·(L + 16): η = err·Σw, relative to each
-# target's own scale, so the certification of the zonal path applies unchanged (u and c = r per target), the split
-# pass too.  Cost O(n L²) against O(n m) for the direct sums: "auto" takes it up to
+# target's own scale, so the certification of the zonal path applies unchanged (u and c = r
+# per target), the split pass too.  Cost O(n L²) against O(n m) for the direct sums: "auto" takes it up to
 # GENERAL_MAX_KAPPA (measured crossover with the compiled culled sums at nlat 128: between
 # β‖B‖ = 100 and 1000; benchmarks/bench_attention.py).
 
@@ -988,7 +988,8 @@ def _per_target_synthesis(q, sh, B, beta, x, rec, L) -> np.ndarray:
     a[1:] *= 2.0
     a[0].imag = 0.0
     z = x @ B
-    r = np.linalg.norm(z, axis=1)
+    # (B singular: at Bᵀx = 0 the kernel is the constant 1, which κ → 0 gives: ĩ_0 = 1, rest 0)
+    r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
     return attention_compiled.bessel_sums(a, beta * r, z / r[:, None], rec, L)
 
 

@@ -160,3 +160,20 @@ def test_points_match_reference(bname, beta, name):
     assert np.max(dm[big] / nr[big]) <= TOL, st
     if name == "diffuse" and beta <= 10:
         assert st["spectral"] == n, st
+
+
+def test_singular_B():
+    """B = diag(0, 1, 1): at targets with Bᵀx = 0 the kernel is constant (the mean is the
+    measure's mean); densities and particles stay finite and match the reference."""
+    g = GaussGrid(32)
+    B = np.diag([0.0, 1.0, 1.0])
+    rho = density("smooth", g.xyz)
+    x = np.vstack([[1.0, 0.0, 0.0], [-1.0, 0.0, 0.0], unit(np.random.default_rng(6).normal(size=(200, 3)))])
+    att = Attention(np.eye(3), B, np.eye(3), 5.0)
+    y, w = g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1)
+    ref = att.mean(x, y, w, method="reference")
+    for m in (DensityAttention(att, g, method="spectral").mean(x, rho),
+              att.mean(x, y, w, method="spectral")):
+        assert np.all(np.isfinite(m))
+        dm, nr = np.linalg.norm(m - ref, axis=1), np.linalg.norm(ref, axis=1)
+        assert np.all(dm <= 10 * TOL * nr), np.max(dm / nr)
