@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from spherepde.dynamics import attention_compiled, attention_torch
-from spherepde.grids.geometry import project_tangent
+from spherepde.grids.geometry import lat_lon_tiles, project_tangent
 from spherepde.grids.sht import _powers  # e^{ikx} by doubling, shared with the SHT evaluation
 
 KINDS = ("softmax", "usa")
@@ -327,22 +327,6 @@ def _sums_direct(z, y, logw, beta, shift) -> tuple[np.ndarray, np.ndarray]:
 _FLUSH_LOGIT = -600.0
 
 
-def _tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Group unit points (n, 3) into about n/size lat–lon tiles: (order, tile start offsets)."""
-    n = p.shape[0]
-    ntile = max(1, n // size)
-    nlat = max(1, int(round(math.sqrt(ntile / 2))))
-    nlon = max(1, 2 * nlat)
-    lat = np.arcsin(np.clip(p[:, 2], -1, 1))
-    lon = np.arctan2(p[:, 1], p[:, 0]) + np.pi
-    ib = np.minimum((lat + np.pi / 2) / np.pi * nlat, nlat - 1).astype(int)
-    jb = np.minimum(lon / (2 * np.pi) * nlon, nlon - 1).astype(int)
-    key = ib * nlon + jb
-    order = np.argsort(key, kind="stable")
-    starts = np.flatnonzero(np.r_[True, np.diff(key[order]) != 0])
-    return order, np.r_[starts, n]
-
-
 def _mean_culled(z, y, logw, beta, kind, tol, block, tile=128) -> np.ndarray:
     """Culled log-domain sum (see :meth:`Attention.mean`); sources on S² (d = 3)."""
     out = np.empty((z.shape[0], 3))
@@ -364,7 +348,7 @@ def _culled_blocks(z, y, logw, beta, tol, block, tile=128, lb_extra=None, blas=T
     """
     ns = y.shape[0]
     cut = math.log(ns / tol)
-    so, sb = _tiles(y, tile)
+    so, sb = lat_lon_tiles(y, tile)
     y, logw = y[so], logw[so]
     nt = len(sb) - 1
     cen = np.add.reduceat(y, sb[:-1], axis=0)
@@ -378,7 +362,7 @@ def _culled_blocks(z, y, logw, beta, tol, block, tile=128, lb_extra=None, blas=T
 
     nz = np.linalg.norm(z, axis=1)
     u = z / np.maximum(nz[:, None], 1e-300)
-    to, tb = _tiles(u, block // 4 if block >= 8 else 1)
+    to, tb = lat_lon_tiles(u, block // 4 if block >= 8 else 1)
     for a, b in zip(tb[:-1], tb[1:]):
         idx = to[a:b]
         zb, nzb, ub = z[idx], nz[idx], u[idx]
@@ -754,17 +738,7 @@ class _SpectralSphere(_SphereKernel):
 
     def near_terms(self, w: np.ndarray, u: np.ndarray) -> np.ndarray:
         """max over the ≤ 4 cells around each u of w_j e^{κ(⟨u, y_j⟩ − 1)}: a lower bound on S_1."""
-        g = self.grid
-        lat = np.arcsin(np.clip(u[:, 2] / np.linalg.norm(u, axis=1), -1.0, 1.0))
-        lon = np.arctan2(u[:, 1], u[:, 0])
-        j = np.clip(np.searchsorted(-g.lat, -lat), 1, g.nlat - 1)
-        i = np.floor(np.mod(lon, 2 * np.pi) / g.dlon).astype(int)
-        best = np.zeros(u.shape[0])
-        for jj in (j - 1, j):
-            for ii in (i % g.nlon, (i + 1) % g.nlon):
-                best = np.maximum(best, w[jj, ii] * np.exp(
-                    self.kappa * (np.sum(u * g.xyz[jj, ii], axis=1) - 1.0)))
-        return best
+        return _near_cell_terms(self.grid, w, u, self.kappa)
 
     def sums(self, w: np.ndarray, u: np.ndarray, rows=None) -> np.ndarray:
         """S_f(u) for f = y_1, y_2, y_3, 1 (shape (4, n)); w cell weights (nlat, nlon), u (n, 3)
@@ -826,6 +800,23 @@ class _SpectralSphere(_SphereKernel):
             Pc[1:] *= 2.0
             P[a:a + chunk] = Pc.transpose(1, 2, 0)
         return P
+
+
+def _near_cell_terms(grid, w: np.ndarray, u: np.ndarray, kappa) -> np.ndarray:
+    """max over the ≤ 4 cells of ``grid`` around each direction u (n, 3) of
+    w_j e^{κ(⟨u, y_j⟩ − 1)} (κ a number or one per target): a lower bound on the scaled sum."""
+    g = grid
+    r = np.maximum(np.linalg.norm(u, axis=1), 1e-300)
+    lat = np.arcsin(np.clip(u[:, 2] / r, -1.0, 1.0))
+    lon = np.arctan2(u[:, 1], u[:, 0])
+    j = np.clip(np.searchsorted(-g.lat, -lat), 1, g.nlat - 1)
+    i = np.floor(np.mod(lon, 2 * np.pi) / g.dlon).astype(int)
+    best = np.zeros(u.shape[0])
+    for jj in (j - 1, j):
+        for ii in (i % g.nlon, (i + 1) % g.nlon):
+            best = np.maximum(best, w[jj, ii] * np.exp(
+                kappa * (np.sum(u * g.xyz[jj, ii], axis=1) - 1.0)))
+    return best
 
 
 def _ring_legendre(mu: np.ndarray, rec) -> np.ndarray:
@@ -1030,19 +1021,8 @@ class _TargetBessel(_SpectralSphere):
         """max over the ≤ 4 cells around Bᵀx/|Bᵀx| of w_j e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|}: a lower
         bound on S̃_1(x)."""
         z = x @ self.B
-        r = np.linalg.norm(z, axis=1)
-        g = self.grid
-        u = z / np.maximum(r, 1e-300)[:, None]
-        lat = np.arcsin(np.clip(u[:, 2], -1.0, 1.0))
-        lon = np.arctan2(u[:, 1], u[:, 0])
-        j = np.clip(np.searchsorted(-g.lat, -lat), 1, g.nlat - 1)
-        i = np.floor(np.mod(lon, 2 * np.pi) / g.dlon).astype(int)
-        best = np.zeros(x.shape[0])
-        for jj in (j - 1, j):
-            for ii in (i % g.nlon, (i + 1) % g.nlon):
-                best = np.maximum(best, w[jj, ii] * np.exp(
-                    self.beta * (np.sum(z * g.xyz[jj, ii], axis=1) - r)))
-        return best
+        r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
+        return _near_cell_terms(self.grid, w, z / r[:, None], self.beta * r)
 
     def sums(self, w: np.ndarray, x: np.ndarray, rows=None) -> np.ndarray:
         """S̃_f(x) for f = y_1, y_2, y_3, 1 (shape (4, n)); w cell weights (nlat, nlon), x (n, 3)

@@ -34,6 +34,8 @@ import math
 
 import numpy as np
 
+from spherepde.grids.geometry import lat_lon_tiles
+
 #: smallest tolerance the compiled sums serve (their own error is ≤ 3e-14, see the docstring)
 MIN_TOL = 1e-12
 #: relative error of each exponential term (64 · 2 ulps, module docstring)
@@ -96,22 +98,27 @@ def _kernels():
         e = e * e
         return e * e
 
+    @inline
+    def row3(i, zc, y0, y1, y2, lw, num, den, mx):
+        """Target row i against all sources (d = 3): the two passes, written to num/den/mx."""
+        a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
+        M = -np.inf
+        for j in range(y0.shape[0]):
+            M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
+        s0 = s1 = s2 = s3 = 0.0
+        for j in range(y0.shape[0]):
+            e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
+            s0 += e * y0[j]
+            s1 += e * y1[j]
+            s2 += e * y2[j]
+            s3 += e
+        num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
+
     @njit(**opts)
     def sums3(zc, y0, y1, y2, lw, num, den, mx):
         """d = 3, all sources: num (n, 3), den (n,), mx (n,) written."""
         for i in prange(zc.shape[0]):
-            a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
-            M = -np.inf
-            for j in range(y0.shape[0]):
-                M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
-            s0 = s1 = s2 = s3 = 0.0
-            for j in range(y0.shape[0]):
-                e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
-                s0 += e * y0[j]
-                s1 += e * y1[j]
-                s2 += e * y2[j]
-                s3 += e
-            num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
+            row3(i, zc, y0, y1, y2, lw, num, den, mx)
 
     @njit(**opts)
     def sums_any(zc, yT, lw, num, den, mx):
@@ -201,17 +208,7 @@ def _kernels():
                     if keep[q]:
                         npair += starts[t + 1] - starts[t]
                 if npair > full * y0.shape[0]:  # most sources kept: the plain loops are faster
-                    M = -np.inf
-                    for j in range(y0.shape[0]):
-                        M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
-                    s0 = s1 = s2 = s3 = 0.0
-                    for j in range(y0.shape[0]):
-                        e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
-                        s0 += e * y0[j]
-                        s1 += e * y1[j]
-                        s2 += e * y2[j]
-                        s3 += e
-                    num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
+                    row3(i, zc, y0, y1, y2, lw, num, den, mx)
                     kept[i] = y0.shape[0]
                     continue
                 M = -np.inf
@@ -340,27 +337,10 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) ->
     return out
 
 
-def _tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """Points p (n, 3) (any length; their directions count) grouped into lat–lon tiles of about
-    ``size`` points: (order, tile starts into order, with n appended)."""
-    n = p.shape[0]
-    nb = max(1, int(round(math.sqrt(max(1, n // size) / 2))))
-    r = np.maximum(np.linalg.norm(p, axis=1), 1e-300)
-    lat = np.arcsin(np.clip(p[:, 2] / r, -1.0, 1.0))
-    lon = np.arctan2(p[:, 1], p[:, 0]) + np.pi
-    ib = np.minimum((lat + np.pi / 2) / np.pi * nb, nb - 1).astype(np.int64)
-    jb = np.minimum(lon / (2 * np.pi) * 2 * nb, 2 * nb - 1).astype(np.int64)
-    key = ib * 2 * nb + jb
-    order = np.argsort(key, kind="stable")
-    ks = key[order]
-    starts = np.flatnonzero(np.r_[True, ks[1:] != ks[:-1]])
-    return order, np.r_[starts, n].astype(np.int64)
-
-
 def _source_tiles(y: np.ndarray, logw: np.ndarray, size: int):
-    """Sources sorted into tiles (:func:`_tiles`) and what the culling bound needs per tile:
-    (order, starts, centre, angular radius, max log w, representative, its log w)."""
-    order, starts = _tiles(y, size)
+    """Sources sorted into tiles (geometry.lat_lon_tiles) and what the culling bound needs per
+    tile: (order, starts, centre, angular radius, max log w, representative, its log w)."""
+    order, starts = lat_lon_tiles(y, size)
     ys, lws = y[order], logw[order]
     cen = np.add.reduceat(ys, starts[:-1], axis=0)
     cen /= np.maximum(np.linalg.norm(cen, axis=1, keepdims=True), 1e-300)
@@ -401,7 +381,8 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     order, starts, cen, rad, bmax, yrep, lrep = _source_tiles(y, lw, TILE)
     ys, lws = y[order], lw[order]
     y0, y1, y2 = (np.ascontiguousarray(ys[:, k], dtype=float) for k in range(3))
-    torder, tstarts = _tiles(zc, TARGET_BLOCK)
+    zn = np.maximum(np.linalg.norm(zc, axis=1, keepdims=True), 1e-300)
+    torder, tstarts = lat_lon_tiles(zc / zn, TARGET_BLOCK)
     kept = np.empty(n, np.int64)
     sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, bmax, yrep, lrep,
                  cut, torder, tstarts, CULL_MAX_FRACTION, num, den, mx, kept)

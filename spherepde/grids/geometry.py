@@ -108,3 +108,19 @@ def cosine_minus_one(a: np.ndarray, b: np.ndarray) -> np.ndarray:
         diff = A[(*ix, i)] - B[(*ix, j)]
         g[near] = -0.5 * np.einsum("kd,kd->k", diff, diff)
     return g
+
+
+def lat_lon_tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group unit points p (n, 3) into about n/size lat–lon tiles: (order, tile start offsets
+    into order with n appended, int64)."""
+    n = p.shape[0]
+    nlat = max(1, int(round(np.sqrt(max(1, n // size) / 2))))
+    nlon = 2 * nlat
+    lat = np.arcsin(np.clip(p[:, 2], -1, 1))
+    lon = np.arctan2(p[:, 1], p[:, 0]) + np.pi
+    ib = np.minimum((lat + np.pi / 2) / np.pi * nlat, nlat - 1).astype(np.int64)
+    jb = np.minimum(lon / (2 * np.pi) * nlon, nlon - 1).astype(np.int64)
+    key = ib * nlon + jb
+    order = np.argsort(key, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(key[order]) != 0])
+    return order, np.r_[starts, n].astype(np.int64)
