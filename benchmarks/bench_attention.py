@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spherepde import GaussGrid  # noqa: E402
-from spherepde.dynamics import attention_compiled  # noqa: E402
+from spherepde.dynamics.attention import compiled  # noqa: E402
 from spherepde.dynamics.attention import Attention, DensityAttention  # noqa: E402
 from spherepde.solvers import make_stepper  # noqa: E402
 from spherepde.solvers.eulerian.transport import FFSLSphere  # noqa: E402
@@ -99,9 +99,7 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
     da = DensityAttention(att, grid, tol=TOL)
     xs = pts[sub]
     scale = pts.shape[0] / sub.size
-    m_auto = da.mean(pts, rho)  # untimed first call: compiles/caches, and gives the errors
-    stats = dict(da.last_stats)
-    stats.update({k: v for k, v in att.last_stats.items() if k not in stats})
+    m_auto, stats = da.mean_and_stats(pts, rho)  # untimed first call: compiles/caches, errors
     m_ref = att.mean(xs, y, w, method="reference")
     wrel, mrel = errors(m_auto[sub], m_ref, density(dname, xs))
     t_ref, c_ref, t_auto, c_auto, ratio = [], [], [], [], []
@@ -136,13 +134,13 @@ def kernel_rates(reps: int) -> dict:
     w = (density("diffuse", g.xyz) * g.cell_area).reshape(-1)
     att = Attention(np.eye(3), np.diag([0.1, 1.0, 1.0]), np.eye(3), 30.0)
     z, logw = pts @ att.B, np.log(w)
-    attention_compiled.sums(z[:8], y, logw, att.beta)  # compile / load
+    compiled.sums(z[:8], y, logw, att.beta)  # compile / load
     block = np.random.default_rng(0).uniform(-30.0, 0.0, size=(256, y.shape[0]))
     out = np.empty_like(block)
     sub = pts[:: 8]
     rates = {"compiled": [], "reference": [], "np_exp": []}
     for _ in range(reps):
-        t, _, _ = timed(lambda: attention_compiled.sums(z, y, logw, att.beta))
+        t, _, _ = timed(lambda: compiled.sums(z, y, logw, att.beta))
         rates["compiled"].append(pts.shape[0] * y.shape[0] / t)
         t, _, _ = timed(lambda: att.mean(sub, y, w, method="reference"))
         rates["reference"].append(sub.shape[0] * y.shape[0] / t)

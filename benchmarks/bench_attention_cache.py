@@ -8,7 +8,7 @@ with the cache on and off, side by side in one run.
 ``DensityAttention`` is evaluated by the mean-field stepper twice per step at the same points (the
 FFSL face points).  On the spectral path the point synthesis needs tables that depend only on the
 points (longitudes and their e^{imλ}, the latitude rings and their Legendre table); the module
-flag ``spherepde.dynamics.attention.TARGET_CACHE`` switches keeping them between calls on or off.
+flag ``spherepde.dynamics.attention.grid_sums.TARGET_CACHE`` switches keeping them between calls on or off.
 
 What is timed, for Q = K = V = I, β ∈ {10, 100}, densities "diffuse" 1 + ½x and "concentrated"
 (von Mises–Fisher, κ = 50, plus a floor of 1e-12), on GaussGrid(64) and GaussGrid(128):
@@ -37,7 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.dynamics import attention as A
+from spherepde.dynamics.attention import grid_sums
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import GaussGrid
 from spherepde.solvers import make_stepper
@@ -56,7 +56,7 @@ def density(grid, name):
 
 
 def set_cache(on: bool) -> None:
-    A.TARGET_CACHE = on  # an unknown attribute before the cache existed: then nothing changes
+    grid_sums.TARGET_CACHE = on  # an unknown attribute before the cache existed: then nothing changes
 
 
 def side_by_side(fn, reps: int) -> dict:
@@ -111,7 +111,7 @@ def main():
                       f"bitwise {call['bitwise_equal'] and step['bitwise_equal']}  "
                       f"passes {stats.get('spectral')}/{stats.get('split')}/{stats.get('exact')}",
                       flush=True)
-    out = {"benchmark": "attention_cache", "cache_flag_present": hasattr(A, "TARGET_CACHE"),
+    out = {"benchmark": "attention_cache", "cache_flag_present": hasattr(grid_sums, "TARGET_CACHE"),
            "quick": args.quick, "load_average": list(os.getloadavg()),
            "openblas_num_threads": os.environ.get("OPENBLAS_NUM_THREADS"), "rows": rows}
     path = args.out

@@ -5,7 +5,7 @@ N = 3·10⁵ in the recorded runs; 1e-3 needs N ≈ 2·10⁶).
 
 The recorded runs (results/gpu_run1..3.json) were made while the kernel was developed: run 1 used
 a one-pass kernel, run 2 tuned a per-coordinate variant, run 3 the two-pass kernel now in
-attention_torch (its numpy RK4 reference at N = 10⁵ came from an earlier version of this script
+torch_sums (its numpy RK4 reference at N = 10⁵ came from an earlier version of this script
 that timed numpy at the first size; ``--numpy-max-n`` does it now).
 
     python benchmarks/bench_gpu.py reference          # CPU, here: the density reference (≈ 1–2 min)
@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spherepde import GaussGrid  # noqa: E402
-from spherepde.dynamics import attention_torch  # noqa: E402
+from spherepde.dynamics.attention import torch_sums  # noqa: E402
 from spherepde.dynamics.attention import Attention, DensityAttention  # noqa: E402
 from spherepde.grids.sampling import sample_density  # noqa: E402
 from spherepde.solvers.lagrangian import ParticleODE  # noqa: E402
@@ -126,8 +126,8 @@ def env_info() -> dict:
     import torch  # noqa: PLC0415
 
     info = {"python": platform.python_version(), "numpy": np.__version__, "torch": torch.__version__,
-            "device": str(attention_torch.device()), "cpus": os.cpu_count(),
-            "fused_kernel": attention_torch.fused_available()}
+            "device": str(torch_sums.device()), "cpus": os.cpu_count(),
+            "fused_kernel": torch_sums.fused_available()}
     if torch.cuda.is_available():
         info["gpu"] = torch.cuda.get_device_name(0)
     try:
@@ -156,7 +156,7 @@ def timed(fn, reps=3):
 
 def tune(rep: Report, quick: bool) -> None:
     """Time the fused kernel's block configurations at n = m = 2¹⁶ and keep the fastest."""
-    if not attention_torch.fused_available():
+    if not torch_sums.fused_available():
         rep.save("tune", {"note": "no fused kernel here (no CUDA/Triton): blocked path only"})
         return
     rng = np.random.default_rng(0)
@@ -169,10 +169,10 @@ def tune(rep: Report, quick: bool) -> None:
     for prec, cs in cands.items():
         best = (math.inf, cs[0])
         for c in cs:
-            attention_torch.FUSED_BLOCKS[prec] = c
+            torch_sums.FUSED_BLOCKS[prec] = c
             row = {"precision": prec, "blocks": c}
             try:
-                sec, _ = timed(lambda: attention_torch.sums(z, y, lw, 1.0, precision=prec,
+                sec, _ = timed(lambda: torch_sums.sums(z, y, lw, 1.0, precision=prec,
                                                             fused=True), reps=3)
                 row.update(seconds=sec, pairs_per_s=n * n / sec)
                 best = min(best, (sec, c))
@@ -180,7 +180,7 @@ def tune(rep: Report, quick: bool) -> None:
                 row["error"] = repr(exc)[:300]
             out["configs"].append(row)
             print("tune", row, flush=True)
-        attention_torch.FUSED_BLOCKS[prec] = out["chosen"][prec] = best[1]
+        torch_sums.FUSED_BLOCKS[prec] = out["chosen"][prec] = best[1]
         rep.save("tune", out)
     print("tune chosen:", out["chosen"], flush=True)
 
@@ -192,7 +192,7 @@ def accuracy(rep: Report, quick: bool) -> None:
     dens = {"diffuse": 1.0 + 0.5 * grid.xyz[..., 0],
             "concentrated": np.exp(200.0 * (grid.xyz @ a - 1.0)) + 1e-12}
     idx = np.random.default_rng(1).choice(y.shape[0], min(2048, y.shape[0]), replace=False)
-    fused_ok = attention_torch.fused_available()
+    fused_ok = torch_sums.fused_available()
     rows = []
     for Bname, B in (("I", np.eye(3)), ("diag(0.1,1,1)", np.diag([0.1, 1.0, 1.0]))):
         for beta in (1.0, 10.0, 100.0, 1e3, 1e4):
@@ -208,7 +208,7 @@ def accuracy(rep: Report, quick: bool) -> None:
                     keep = w > 0
                     for prec in ("float64", "float32"):
                         for fused in ((True, False) if fused_ok else (False,)):
-                            m = attention_torch.mean_direct(z, y[keep], np.log(w[keep]), beta, kind,
+                            m = torch_sums.mean_direct(z, y[keep], np.log(w[keep]), beta, kind,
                                                             precision=prec, fused=fused)
                             e = np.linalg.norm(m - ref, axis=1)
                             r = np.linalg.norm(ref, axis=1)

@@ -2,7 +2,7 @@
 
 * Every test runs with ``SPHEREPDE_TORCH_DEVICE=cpu``: on a machine with torch and a CUDA GPU,
   "auto" would otherwise send the attention sums to the GPU and skip the spectral paths that
-  the tests are about.  Tests of the GPU choice patch ``attention_torch.gpu_present`` themselves.
+  the tests are about.  Tests of the GPU choice patch ``torch_sums.gpu_present`` themselves.
 * the fixture ``single_threaded`` gives a context manager that runs code with one BLAS/OpenMP
   thread and one numba thread, as the dask workers of an ensemble do, for tests that compare
   bits with a worker's result.

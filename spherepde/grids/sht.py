@@ -55,6 +55,7 @@ from typing import Any
 import numpy as np
 
 from spherepde.grids.gauss import GaussGrid, gauss_legendre
+from spherepde.grids.rings import fourier_powers, legendre_recursion, legendre_table
 
 __all__ = ["SphericalHarmonics", "BACKENDS", "SHTNS_MIN_NLAT", "shtns_available"]
 
@@ -713,8 +714,8 @@ class SphericalHarmonics:
         chunk = max(64, (1 << 20) // ((L + 1) * max(nb, 4)))
         for a in range(0, npts, chunk):
             b = min(npts, a + chunk)
-            et = _powers(th[a:b], L)  # e^{i k θ}, k = 0..L
-            el = _powers(ph[a:b], L)  # e^{i m λ}, m = 0..L
+            et = fourier_powers(th[a:b], L)  # e^{i k θ}, k = 0..L
+            el = fourier_powers(ph[a:b], L)  # e^{i m λ}, m = 0..L
             ge = (np.ascontiguousarray(et.real) @ ce_r).view(np.complex128).reshape(b - a, nb, me)
             acc = np.einsum("pbm,pm->bp", ge, el[:, 0::2]).real
             if mo:
@@ -772,8 +773,8 @@ class SphericalHarmonics:
         chunk = max(64, (1 << 20) // ((L + 1) * max(nb, 4)))
         for a in range(0, npts, chunk):
             b = min(npts, a + chunk)
-            et = _powers(th[a:b], L)
-            el = np.conj(_powers(lon_a[a:b], L))
+            et = fourier_powers(th[a:b], L)
+            el = np.conj(fourier_powers(lon_a[a:b], L))
             ve = np.ascontiguousarray(vv[:, a:b].T[:, :, None] * el[:, None, 0::2])  # (p, nb, me)
             Ge += np.ascontiguousarray(et.real).T @ ve.reshape(b - a, -1).view(np.float64)
             if mo:
@@ -809,39 +810,23 @@ class SphericalHarmonics:
         return np.ascontiguousarray(out).reshape(bshape + (self.nlm,))
 
     def _recursion_tables(self):
-        """Coefficients of the normalised Legendre recursion (no Condon–Shortley phase)."""
+        """The Legendre recursion coefficients of degree lmax (grids.rings.legendre_recursion)."""
         if self._dfs_tables is None:
-            L = self.lmax
-            ll = np.arange(L + 1, dtype=np.float64)[:, None]
-            mm = np.arange(L + 1, dtype=np.float64)[None, :]
-            with np.errstate(divide="ignore", invalid="ignore"):
-                a = np.sqrt((4.0 * ll**2 - 1.0) / (ll**2 - mm**2))
-                b = np.sqrt(((ll - 1.0) ** 2 - mm**2) / (4.0 * (ll - 1.0) ** 2 - 1.0))
-            a = np.where(mm < ll, a, 0.0)
-            b = np.where(mm < ll - 1, b, 0.0)
-            k = np.arange(1, L + 1, dtype=np.float64)
-            c = np.sqrt((2.0 * k + 1.0) / (2.0 * k))  # y_mm = c_m sinθ y_{m-1,m-1}
-            self._dfs_tables = (a, b, c)
+            self._dfs_tables = legendre_recursion(self.lmax)
         return self._dfs_tables
 
     def _legendre_blocks(self, theta: np.ndarray):
         """Blocks of the table y_lm(cos θ_j) (sin θ_j taken as 0 at θ_j = π), as (j0, T) with
-        T[m, l, j] = y_lm(cos θ_{j0+j}) (0 for m > l), ≤ 32 MB each (from lmax ≈ 700: 8 columns) (normalised recursion, no
-        Condon–Shortley phase)."""
+        T[m, l, j] = y_lm(cos θ_{j0+j}) (0 for m > l; grids.rings.legendre_table), ≤ 32 MB each
+        (from lmax ≈ 700: 8 columns)."""
         L = self.lmax
-        a, b, c = self._recursion_tables()
+        rec = self._recursion_tables()
         jc = max(8, min(theta.size, (1 << 22) // (L + 1) ** 2))
         for j0 in range(0, theta.size, jc):
             t = theta[j0:j0 + jc]
-            x, s = np.cos(t), np.sin(t)
+            s = np.sin(t)
             s[np.abs(t - np.pi) < 1e-12] = 0.0
-            T = np.zeros((L + 1, L + 1, t.size))  # [m, l, j]
-            T[0, 0] = 1.0 / math.sqrt(_FOUR_PI)
-            for l in range(1, L + 1):
-                T[:l, l] = a[l, :l, None] * (x * T[:l, l - 1]
-                                             - (b[l, :l, None] * T[:l, l - 2] if l > 1 else 0.0))
-                T[l, l] = c[l - 1] * s * T[l - 1, l - 1]
-            yield j0, T
+            yield j0, legendre_table(np.cos(t), s, rec)
 
     def _dfs_coefficients(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Colatitude Fourier coefficients of each order: cosine series for even ``m``
@@ -936,16 +921,3 @@ class SphericalHarmonics:
         elif csphase != 1:
             raise ValueError(f"csphase must be 1 or -1, got {csphase!r}")
         return f
-
-
-def _powers(x: np.ndarray, n: int) -> np.ndarray:
-    """``e^{i k x}`` for ``k = 0..n``, shape (len(x), n+1), by doubling (error ~ log2(n) ulp)."""
-    out = np.empty((x.size, n + 1), dtype=np.complex128)
-    out[:, 0] = 1.0
-    s = 1
-    while s <= n:
-        e = np.exp(1j * s * x)
-        w = min(s, n + 1 - s)
-        np.multiply(out[:, :w], e[:, None], out=out[:, s : s + w])
-        s *= 2
-    return out

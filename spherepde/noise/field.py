@@ -43,6 +43,7 @@ import math
 import numpy as np
 
 from spherepde.grids.geometry import project_tangent
+from spherepde.grids.rings import legendre_recursion, legendre_table, ring_synthesis
 
 _TWO_PI = 2.0 * math.pi
 #: largest table kept for repeated evaluation points (dense basis: points × coefficients × 8 bytes;
@@ -284,8 +285,10 @@ class LatitudeRings:
             return None
         L = field.nmax
         theta = 0.5 * math.pi - np.arcsin(np.clip(zs, -1.0, 1.0))
-        T = np.concatenate([b for _, b in field._sht._legendre_blocks(theta)], axis=2)  # [m, n, r]
-        legendre = np.ascontiguousarray(T[: L + 1, : L + 1].transpose(0, 2, 1))
+        s = np.sin(theta)
+        s[np.abs(theta - np.pi) < 1e-12] = 0.0
+        T = legendre_table(np.cos(theta), s, legendre_recursion(L))  # [m, n, r]
+        legendre = np.ascontiguousarray(T.transpose(0, 2, 1))
         phi = np.arctan2(x[:, 1], x[:, 0])
         m = np.arange(L + 1)
         by_ring = np.argsort(ring, kind="stable")
@@ -330,33 +333,11 @@ class LatitudeRings:
         F = self.ring_coefficients(cols)
         if self._in_order:
             n, rings, rot, _ = self._fft_groups[0]
-            out = _ring_synthesis(F[:, rings] * rot, n)  # (B·3, R, n): already in point order
+            out = ring_synthesis(F[:, rings] * rot, n)  # (B·3, R, n): already in point order
         else:
             out = np.empty((cols.shape[1], self.npoints))
             for n, rings, rot, pts in self._fft_groups:
-                out[:, pts] = _ring_synthesis(F[:, rings] * rot, n).reshape(out.shape[0], -1)
+                out[:, pts] = ring_synthesis(F[:, rings] * rot, n).reshape(out.shape[0], -1)
             for r, idx, e in self._direct:
                 out[:, idx] = (F[:, r] @ e.T).real
         return np.swapaxes(out.reshape(lead + (3, self.npoints)), -1, -2)
-
-
-def _ring_synthesis(X: np.ndarray, n: int) -> np.ndarray:
-    """Re Σ_{m=0}^{M} X_m e^{2πi m j / n} for j = 0..n−1: X (…, M + 1) complex → (…, n) real,
-    by an inverse real FFT (orders m > n/2 folded onto the bins m mod n, conjugated above n/2)."""
-    M = X.shape[-1] - 1
-    h = n // 2
-    Y = np.zeros(X.shape[:-1] + (h + 1,), dtype=complex)
-    if M <= h:
-        Y[..., : M + 1] = X
-    else:
-        for m in range(M + 1):
-            k = m % n
-            if k <= h:
-                Y[..., k] += X[..., m]
-            else:
-                Y[..., n - k] += np.conj(X[..., m])
-    w = np.full(h + 1, 0.5 * n)  # irfft(Z)_j = (Z_0 + 2 Σ_{0<k<n/2} Re Z_k ω^{kj} + Z_{n/2} (−1)^j) / n
-    w[0] = n
-    if n % 2 == 0:
-        w[h] = n
-    return np.fft.irfft(Y * w, n=n, axis=-1)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from spherepde.dynamics import attention as attention_module
+from spherepde.dynamics.attention import direct as direct_sums
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.validation.exact import ZeroTemperatureFlow
@@ -288,7 +288,7 @@ def test_culled_nlat64_concentrated_actually_culls(monkeypatch):
     rho = vmf_density(g, MU, 200.0, 1e-10)
     y, w = g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1)
     pairs = []
-    direct = attention_module._mean_direct
+    direct = direct_sums._mean_direct
 
     def spy(z, ys, *args, **kw):
         pairs.append(z.shape[0] * ys.shape[0])
@@ -300,9 +300,9 @@ def test_culled_nlat64_concentrated_actually_culls(monkeypatch):
         x = np.concatenate([special, y[::2]])
         ref = att.mean(x, y, w, method="reference")
         pairs.clear()
-        monkeypatch.setattr(attention_module, "_mean_direct", spy)
+        monkeypatch.setattr(direct_sums, "_mean_direct", spy)
         m = att.mean(x, y, w, method="culled", tol=1e-12)
-        monkeypatch.setattr(attention_module, "_mean_direct", direct)
+        monkeypatch.setattr(direct_sums, "_mean_direct", direct)
         assert sum(pairs) < 0.5 * x.shape[0] * y.shape[0], (beta, sum(pairs) / x.size * 3)
         assert np.abs(m - ref).max() <= 2e-12 + 1e-14
         assert att.choose_method(x @ att.B, y, np.log(w), 1e-13) == "culled"  # < compiled's
@@ -329,10 +329,10 @@ def test_float32_error(qkv, beta):
 
 def test_choose_method(qkv, monkeypatch):
     """The "direct" choice among the numpy sums, as where the compiled sums are not importable
-    (with them, "direct" takes "compiled" for tol ≥ 1e-12: test_attention_compiled.py)."""
-    from spherepde.dynamics import attention_compiled
+    (with them, "direct" takes "compiled" for tol ≥ 1e-12: test_compiled.py)."""
+    from spherepde.dynamics.attention import compiled
 
-    monkeypatch.setattr(attention_compiled, "available", lambda: False)
+    monkeypatch.setattr(compiled, "available", lambda: False)
     Q, K, V = qkv
     rng = np.random.default_rng(4)
     small_y, big_y = unit(rng.normal(size=(1000, 3))), unit(rng.normal(size=(4000, 3)))
@@ -476,10 +476,10 @@ def test_cuda_possible_without_importing_torch(monkeypatch):
     """gpu_present() asks torch (seconds to import) only where a GPU can be there."""
     import importlib.util
 
-    from spherepde.dynamics import attention_torch
+    from spherepde.dynamics.attention import torch_sums
 
-    assert attention_torch.cuda_possible("cpu") is False
-    assert attention_torch.cuda_possible("CPU:0") is False
+    assert torch_sums.cuda_possible("cpu") is False
+    assert torch_sums.cuda_possible("CPU:0") is False
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: None)  # torch not installed
-    assert attention_torch.cuda_possible(None) is False
-    assert attention_torch.cuda_possible("cuda") is False
+    assert torch_sums.cuda_possible(None) is False
+    assert torch_sums.cuda_possible("cuda") is False

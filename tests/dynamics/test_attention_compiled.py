@@ -1,4 +1,4 @@
-"""Compiled attention sums (spherepde.dynamics.attention_compiled, Attention.mean "compiled").
+"""Compiled attention sums (spherepde.dynamics.attention.compiled, Attention.mean "compiled").
 
 Every check compares against the float64 log-domain reference (``method="reference"``) on the
 same measure.  The error model (module docstring): each exponential within 1.5e-14 relative,
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from spherepde.dynamics import attention_compiled as C
+from spherepde.dynamics.attention import compiled as C
 from spherepde.dynamics.attention import Attention
 
 pytestmark = pytest.mark.skipif(not C.available(), reason="numba not importable")
@@ -67,8 +67,8 @@ def test_matches_reference(bname, beta, name):
     # targets at the points, random, and far from the mass
     x = np.vstack([y[::6], unit(rng.normal(size=(300, 3))), unit(-MU + 0.3 * rng.normal(size=(200, 3)))])
     att = Attention(np.eye(3), matrices(bname, rng), np.eye(3), beta)
-    m = att.mean(x, y, w, method="compiled", tol=TOL)
-    stats = dict(att.last_stats)
+    m, stats = att.mean_and_stats(x, y, w, method="compiled", tol=TOL)
+    stats = dict(stats)
     assert stats["method"] == "compiled" and stats["pairs"] <= x.shape[0] * 3000
     ref = att.mean(x, y, w, method="reference")
     dm = np.linalg.norm(m - ref, axis=1)
@@ -86,8 +86,8 @@ def test_culling_at_tight_tolerance_is_exact_to_round_off():
     w = np.full(4000, 1 / 4000)
     x = unit(rng.normal(size=(500, 3)))
     att = Attention(np.eye(3), np.diag([0.1, 1.0, 1.0]), np.eye(3), 300.0)
-    m = att.mean(x, y, w, method="compiled", tol=1e-12)
-    assert att.last_stats["pairs"] < 500 * 4000
+    m, stats = att.mean_and_stats(x, y, w, method="compiled", tol=1e-12)
+    assert stats["pairs"] < 500 * 4000
     ref = att.mean(x, y, w, method="reference")
     assert np.max(np.linalg.norm(m - ref, axis=1)) <= 1e-13 + 2e-12
 
@@ -143,7 +143,7 @@ def test_direct_choice_takes_compiled_within_its_tolerances():
     x = cloud("diffuse", 3000, rng)
     w = np.full(3000, 1 / 3000)
     att = Attention(np.eye(3), np.diag([0.5, 1.0, 1.0]), np.eye(3), 10.0)
-    att.mean(x, x, w)
-    assert att.last_stats["method"] == "compiled"
-    att.mean(x, x, w, tol=1e-13)  # tighter than the compiled sums' own error
-    assert att.last_stats["method"] in ("reference", "culled")
+    _, stats = att.mean_and_stats(x, x, w)
+    assert stats["method"] == "compiled"
+    _, stats = att.mean_and_stats(x, x, w, tol=1e-13)  # tighter than the compiled sums' own error
+    assert stats["method"] in ("reference", "culled")

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from spherepde.dynamics import attention as A
+from spherepde.dynamics.attention import grid_sums
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import GaussGrid
 from spherepde.solvers.eulerian.transport import FFSLSphere
@@ -54,7 +55,7 @@ def targets(g, rng, step):
 def test_sums_within_error_model(bname, beta, dname):
     g = GaussGrid(48)
     B = matrix(bname)
-    spec = A._TargetBessel(g, B, beta)
+    spec = grid_sums._TargetBessel(g, B, beta)
     assert spec.possible
     x = targets(g, np.random.default_rng(1), 5)
     w = density(dname, g.xyz) * g.cell_area
@@ -78,9 +79,9 @@ def test_density_means_match_reference(bname, beta, dname):
     rho = density(dname, g.xyz)
     att = Attention(np.eye(3), matrix(bname), np.eye(3), beta)
     da = DensityAttention(att, g)
-    assert isinstance(da._spec, A._TargetBessel), da.spectral_reason
-    m = da.mean(x, rho)
-    st = dict(da.last_stats)
+    assert isinstance(da._spec, grid_sums._TargetBessel), da.spectral_reason
+    m, stats = da.mean_and_stats(x, rho)
+    st = dict(stats)
     assert st["method"] == "spectral" and st["spectral"] + st["split"] + st["exact"] == x.shape[0]
     ref = att.mean(x, g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1), method="reference")
     dm, nr = np.linalg.norm(m - ref, axis=1), np.linalg.norm(ref, axis=1)
@@ -100,13 +101,13 @@ def test_usa_variant():
         for B, beta in ((matrix("spd-random"), 8.0), (matrix("diag-0.1"), 20.0)):
             att = Attention(np.eye(3), B, np.eye(3), beta, kind="usa")
             da = DensityAttention(att, g, method="spectral")
-            m = da.mean(x, rho)
+            m, stats = da.mean_and_stats(x, rho)
             ref = att.mean(x, g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1),
                            method="reference")
             nr = np.linalg.norm(ref, axis=1)
             big = nr >= M_TINY * nr.max()  # usa means carry e^{β(|Bᵀx| − 1)}: scale-free
             rel = np.linalg.norm(m - ref, axis=1)[big] / nr[big]
-            assert rel.max() <= TOL, (dname, beta, rel.max(), da.last_stats)
+            assert rel.max() <= TOL, (dname, beta, rel.max(), stats)
 
 
 def test_non_unit_targets_are_evaluated_exactly():
@@ -115,8 +116,8 @@ def test_non_unit_targets_are_evaluated_exactly():
     att = Attention(np.eye(3), matrix("general-random"), np.eye(3), 5.0)
     da = DensityAttention(att, g)
     x = 1.001 * unit(np.random.default_rng(5).normal(size=(40, 3)))
-    m = da.mean(x, rho)
-    assert da.last_stats["exact"] == 40
+    m, stats = da.mean_and_stats(x, rho)
+    assert stats["exact"] == 40
     ref = att.mean(x, g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1), method="reference")
     assert np.max(np.linalg.norm(m - ref, axis=1) / np.linalg.norm(ref, axis=1)) <= TOL
 
@@ -131,7 +132,7 @@ def test_choice_by_temperature():
     assert not hot.spectral and "faster" in hot.spectral_reason
     forced = DensityAttention(Attention(np.eye(3), B, np.eye(3), 1.01 * A.GENERAL_MAX_KAPPA), g,
                               method="spectral")
-    assert isinstance(forced._spec, A._TargetBessel)
+    assert isinstance(forced._spec, grid_sums._TargetBessel)
 
 
 # ---- weighted points (particles) ------------------------------------------------------------------
@@ -150,8 +151,8 @@ def test_points_match_reference(bname, beta, name):
                             unit([-0.5, 0.2, -0.8]) + 0.15 * rng.normal(size=(600, 3))]))
     w = rng.uniform(0.5, 1.5, n)
     att = Attention(np.eye(3), matrix(bname), np.eye(3), beta)
-    m = att.mean(x, x, w, method="spectral")
-    st = dict(att.last_stats)
+    m, stats = att.mean_and_stats(x, x, w, method="spectral")
+    st = dict(stats)
     assert st["method"] == "spectral" and st["spectral"] + st["exact"] == n
     ref = att.mean(x, x, w, method="reference")
     dm, nr = np.linalg.norm(m - ref, axis=1), np.linalg.norm(ref, axis=1)

@@ -17,7 +17,7 @@ import math
 import numpy as np
 import pytest
 
-from spherepde.dynamics import attention as A
+from spherepde.dynamics.attention import point_sums
 from spherepde.dynamics.attention import Attention
 from spherepde.solvers.lagrangian import ParticleODE
 
@@ -70,7 +70,7 @@ def test_point_sums_within_error_model(kappa):
     at the north pole, south pole, equator, mid-latitude, and uniform; targets at the points
     (where the error sits) and random."""
     rng = np.random.default_rng(int(kappa * 10))
-    spec = A._SpectralPoints(kappa, TOL)
+    spec = point_sums._SpectralPoints(kappa, TOL)
     for c0 in ([0, 0, 1.0], [0, 0, -1.0], [1.0, 0, 0], [0, 0.3, 1.0], None):
         y = (unit(rng.normal(size=(800, 3))) if c0 is None
              else unit(np.array(c0) + 0.02 * rng.normal(size=(800, 3))))
@@ -82,7 +82,7 @@ def test_point_sums_within_error_model(kappa):
 
 
 def test_degree_grows_like_sqrt_kappa():
-    L = {k: A._SpectralPoints(k, TOL).L for k in (10.0, 100.0, 1000.0)}
+    L = {k: point_sums._SpectralPoints(k, TOL).L for k in (10.0, 100.0, 1000.0)}
     assert L[10.0] < L[100.0] < L[1000.0]
     for k, l in L.items():  # L ≈ sqrt(2κ ln(1/ε)) with ε between 1e-15 and 1e-11
         assert math.sqrt(2 * k * math.log(1e11)) <= l + 3 <= math.sqrt(2 * k * math.log(1e15)) + 10
@@ -99,8 +99,8 @@ def test_particles_match_reference(beta, name, rotated):
     w = rng.uniform(0.5, 1.5, n)
     K = 1.5 * rotation(rng) if rotated else np.eye(3)  # B = QᵀK = c·R
     att = Attention(np.eye(3), K, np.diag([1.0, 0.8, 0.2]), beta)
-    m = att.mean(x, x, w, method="spectral")
-    stats = dict(att.last_stats)
+    m, stats = att.mean_and_stats(x, x, w, method="spectral")
+    stats = dict(stats)
     ref = att.mean(x, x, w, method="reference")
     wrel, mx = errors(m, ref, w)
     assert wrel <= TOL and mx <= TOL, (wrel, mx, stats)
@@ -134,8 +134,8 @@ def test_far_field_targets_fall_back_to_exact():
     near = unit(MU + 0.05 * rng.normal(size=(500, 3)))
     x = np.vstack([near, far])
     att = Attention(np.eye(3), np.eye(3), np.eye(3), 200.0)
-    m = att.mean(x, y, w, method="spectral")
-    stats = dict(att.last_stats)
+    m, stats = att.mean_and_stats(x, y, w, method="spectral")
+    stats = dict(stats)
     ref = att.mean(x, y, w, method="reference")
     assert stats["exact"] >= 400 and stats["spectral"] >= 450, stats
     dm = np.linalg.norm(m - ref, axis=1) / np.linalg.norm(ref, axis=1)
@@ -143,7 +143,7 @@ def test_far_field_targets_fall_back_to_exact():
     # what the certification protects against: the raw spectral ratio far away is wrong — off
     # by more than 1e-3, or not even finite (S_1 is ~1e-13 of the mass there, down to an exact
     # 0 on some CPUs, so the raw ratio can be inf or NaN)
-    spec, _ = A._point_plan(att, y, TOL)[0]
+    spec, _ = point_sums._point_plan(att, y, TOL)[0]
     S = spec.sums(w, y, far)
     with np.errstate(divide="ignore", invalid="ignore"):
         raw_err = np.linalg.norm(S[:3].T / S[3][:, None] - ref[500:], axis=1)
@@ -164,8 +164,8 @@ def test_spectral_certification_at_any_mass_scale(kind, scale):
     w = np.full(1500, scale / 1500)
     for beta in (200.0, 3000.0):
         att = Attention(np.eye(3), np.eye(3), np.eye(3), beta, kind=kind)
-        m = att.mean(x, y, w, method="spectral")
-        stats = dict(att.last_stats)
+        m, stats = att.mean_and_stats(x, y, w, method="spectral")
+        stats = dict(stats)
         ref = att.mean(x, y, w, method="reference")
         assert np.all(np.isfinite(m)), (beta, stats)
         assert stats["spectral"] >= 150 and stats["exact"] >= 150, stats  # both paths taken
@@ -182,8 +182,8 @@ def test_non_unit_targets_are_summed_exactly():
     w = np.full(1500, 1 / 1500)
     x = 1.01 * unit(rng.normal(size=(50, 3)))
     att = Attention(np.eye(3), np.eye(3), np.eye(3), 10.0)
-    m = att.mean(x, y, w, method="spectral")
-    assert att.last_stats["exact"] == 50
+    m, stats = att.mean_and_stats(x, y, w, method="spectral")
+    assert stats["exact"] == 50
     assert errors(m, att.mean(x, y, w, method="reference"), np.ones(50))[1] <= TOL
 
 
@@ -191,38 +191,38 @@ def test_non_unit_targets_are_summed_exactly():
 def test_auto_choice(monkeypatch):
     """auto's choice between spectral and the numpy direct sums (the compiled sums disabled, as
     where numba is not importable; with them the direct choice is "compiled")."""
-    from spherepde.dynamics import attention_compiled
+    from spherepde.dynamics.attention import compiled
 
-    monkeypatch.setattr(attention_compiled, "available", lambda: False)
+    monkeypatch.setattr(compiled, "available", lambda: False)
     rng = np.random.default_rng(4)
     x = cloud("diffuse", 4000, rng)
     w = np.full(4000, 1 / 4000)
     eye = np.eye(3)
     for beta in (1.0, 10.0):  # moderate degree: far cheaper than the 1.6e7 direct pairs
         att = Attention(eye, 2.0 * rotation(rng), eye, beta)
-        att.mean(x, x, w)
-        assert att.last_stats["method"] == "spectral"
+        _, stats = att.mean_and_stats(x, x, w)
+        assert stats["method"] == "spectral"
     att = Attention(eye, eye, eye, 10.0)
-    att.mean(x, x, w, method="direct")
-    assert att.last_stats["method"] == "reference"  # "direct" never picks spectral
+    _, stats = att.mean_and_stats(x, x, w, method="direct")
+    assert stats["method"] == "reference"  # "direct" never picks spectral
     att = Attention(eye, eye, eye, 5000.0)  # degree ≈ 530: culled is cheaper
-    att.mean(x, x, w)
-    assert att.last_stats["method"] == "culled"
+    _, stats = att.mean_and_stats(x, x, w)
+    assert stats["method"] == "culled"
     att = Attention(eye, np.diag([0.5, 1.0, 1.0]), eye, 10.0)  # not ∝ orthogonal
-    att.mean(x, x, w)
-    assert att.last_stats["method"] != "spectral"
+    _, stats = att.mean_and_stats(x, x, w)
+    assert stats["method"] != "spectral"
     att = Attention(eye, eye, eye, 10.0)
-    att.mean(x[:100], x[:100], w[:100])  # 10⁴ pairs: direct
-    assert att.last_stats["method"] == "reference"
-    att.mean(x, 1.001 * x, w)  # sources off the sphere
-    assert att.last_stats["method"] != "spectral"
+    _, stats = att.mean_and_stats(x[:100], x[:100], w[:100])  # 10⁴ pairs: direct
+    assert stats["method"] == "reference"
+    _, stats = att.mean_and_stats(x, 1.001 * x, w)  # sources off the sphere
+    assert stats["method"] != "spectral"
 
 
 def test_spectral_refused_where_it_does_not_apply(monkeypatch):
     """(B not ∝ orthogonal needs the compiled per-target sums: refused without them.)"""
-    from spherepde.dynamics import attention_compiled
+    from spherepde.dynamics.attention import compiled
 
-    monkeypatch.setattr(attention_compiled, "available", lambda: False)
+    monkeypatch.setattr(compiled, "available", lambda: False)
     rng = np.random.default_rng(6)
     x = cloud("diffuse", 50, rng)
     w = np.ones(50)
@@ -247,7 +247,7 @@ def test_particle_ode_step_uses_spectral_and_matches_reference():
     att = Attention(np.eye(3), np.eye(3), np.diag([1.0, 0.8, 0.2]), 10.0)
     ode = ParticleODE(att, attention_method="spectral")  # (auto takes "compiled" here)
     x1 = ode.step(x, 0.0, 0.1)
-    assert att.last_stats["method"] == "spectral"
+    assert ode.last_stats["method"] == "spectral"
     att_ref = Attention(np.eye(3), np.eye(3), np.diag([1.0, 0.8, 0.2]), 10.0)
     v = att_ref.velocity(x, x, np.full(n, 1 / n), method="reference")
     # one RK4 step against the same step with reference velocities: agree to ~tol·|v|·dt

@@ -17,6 +17,8 @@ import pytest
 from scipy.special import ive
 
 from spherepde.dynamics import attention as A
+from spherepde.dynamics.attention import circle_sums, compiled, grid_sums
+from spherepde.dynamics.attention import density as density_module
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.solvers.eulerian.transport import FFSLCircle, FFSLSphere
@@ -121,7 +123,7 @@ def test_spectral_sums_within_error_model(nlat, kappa, where):
     g = GaussGrid(nlat)
     mu = np.array([0.0, 0.0, 1.0]) if where == "pole" else MU
     w = (vmf(g.xyz, mu, 200.0) + 1e-12) * g.cell_area
-    spec = A._SpectralSphere(g, kappa)
+    spec = grid_sums._SpectralSphere(g, kappa)
     rng = np.random.default_rng(nlat)
     u = np.concatenate([unit(rng.normal(size=(150, 3))), unit(mu + 0.05 * rng.normal(size=(50, 3)))])
     S = spec.sums(w, u)
@@ -138,7 +140,7 @@ def test_ring_evaluation_equals_point_evaluation():
     targets the general SphericalHarmonics.evaluate — both give the same sums."""
     g = GaussGrid(48)
     pts = FFSLSphere(g, lambda t, x: 0 * x).points
-    spec = A._SpectralSphere(g, 20.0)
+    spec = grid_sums._SpectralSphere(g, 20.0)
     w = SPHERE_DENSITIES["vmf100"](g.xyz) * g.cell_area
     ring = spec.sums(w, pts)
     sh = spec._transform()
@@ -176,13 +178,13 @@ def test_sphere_spectral_matches_reference(nlat, step, density):
         # B = QᵀK = 2R (c = 2, R a rotation ≠ I), β = βc/2
         att = Attention(np.eye(3), 2.0 * R, rng.normal(size=(3, 3)), bc / 2)
         da = DensityAttention(att, g)
-        need = A._SpectralSphere(g, bc).degree_needed(TOL)
+        need = grid_sums._SpectralSphere(g, bc).degree_needed(TOL)
         assert da.spectral == (need <= g.lmax), (bc, need)
         if not da.spectral:
             assert "beyond" in da.spectral_reason
             continue
-        m = da.mean(x, rho)
-        st = da.last_stats
+        m, stats = da.mean_and_stats(x, rho)
+        st = stats
         assert st["method"] == "spectral" and st["targets"] == x.shape[0]
         ref = reference(att, g, rho, x)
         wrel, mrel = errors(m, ref, weight)
@@ -208,24 +210,24 @@ def test_sphere_far_field_uses_split_and_exact_passes():
     att = Attention(np.eye(3), np.eye(3), np.eye(3), 50.0)
     da = DensityAttention(att, g)
     pairs = []
-    direct, compiled = A._sums_direct, A.attention_compiled.sums
+    direct, compiled_sums = density_module._sums_direct, compiled.sums
 
     def spy(z, y, *args):
         pairs.append(z.shape[0] * y.shape[0])
         return direct(z, y, *args)
 
     def spy_compiled(*args):
-        out = compiled(*args)
+        out = compiled_sums(*args)
         pairs.append(out[3])  # the pairs the compiled sums actually summed
         return out
 
-    A._sums_direct = spy
-    A.attention_compiled.sums = spy_compiled
+    density_module._sums_direct = spy
+    compiled.sums = spy_compiled
     try:
-        m = da.mean(x, rho)
+        m, stats = da.mean_and_stats(x, rho)
     finally:
-        A._sums_direct, A.attention_compiled.sums = direct, compiled
-    st = da.last_stats
+        density_module._sums_direct, compiled.sums = direct, compiled_sums
+    st = stats
     assert st["spectral"] > 0 and st["split"] > st["spectral"], st
     assert pairs and sum(pairs) < 0.15 * st["split"] * rho.size, sum(pairs) / (st["split"] * rho.size)
     ref = reference(att, g, rho, x)
@@ -242,10 +244,10 @@ def test_sphere_other_tolerances(tol):
     att = Attention(np.eye(3), np.eye(3), np.eye(3), 10.0)
     da = DensityAttention(att, g, tol=tol)
     assert da.spectral
-    m = da.mean(x, rho)
+    m, stats = da.mean_and_stats(x, rho)
     ref = reference(att, g, rho, x)
     wrel, mrel = errors(m, ref, SPHERE_DENSITIES["vmf100"](x))
-    assert wrel <= tol and mrel <= 10 * tol, (tol, da.last_stats, wrel, mrel)
+    assert wrel <= tol and mrel <= 10 * tol, (tol, stats, wrel, mrel)
 
 
 def test_sphere_usa_variant():
@@ -258,11 +260,11 @@ def test_sphere_usa_variant():
         for c, beta in ((1.0, 10.0), (0.8, 20.0)):  # c < 1: m carries e^{β(c−1)}
             att = Attention(np.eye(3), c * R, np.eye(3), beta, kind="usa")
             da = DensityAttention(att, g, method="spectral")
-            m = da.mean(x, rho)
+            m, stats = da.mean_and_stats(x, rho)
             ref = reference(att, g, rho, x)
             nr = np.linalg.norm(ref, axis=1)
             rel = np.linalg.norm(m - ref, axis=1) / nr
-            assert rel[nr >= 1e-300].max() <= TOL, (density, c, rel.max(), da.last_stats)
+            assert rel[nr >= 1e-300].max() <= TOL, (density, c, rel.max(), stats)
 
 
 @pytest.mark.parametrize("kind,scale", [("softmax", 1e-312), ("softmax", 1e150),
@@ -277,8 +279,8 @@ def test_sphere_spectral_at_any_mass_scale(kind, scale):
     rho = scale * SPHERE_DENSITIES["vmf100"](g.xyz)
     att = Attention(np.eye(3), np.eye(3), np.eye(3), 50.0, kind=kind)
     da = DensityAttention(att, g, method="spectral")
-    m = da.mean(x, rho)
-    assert np.all(np.isfinite(m)), da.last_stats
+    m, stats = da.mean_and_stats(x, rho)
+    assert np.all(np.isfinite(m)), stats
     ref = reference(att, g, rho, x)
     nr = np.linalg.norm(ref, axis=1)
     dm = np.linalg.norm(m - ref, axis=1)
@@ -295,8 +297,8 @@ def test_non_unit_targets_are_evaluated_exactly():
     rho = SPHERE_DENSITIES["smooth"](g.xyz)
     att = Attention(np.eye(3), np.eye(3), np.eye(3), 5.0)
     da = DensityAttention(att, g)
-    m = da.mean(x, rho)
-    assert da.last_stats["spectral"] == 50 and da.last_stats["exact"] == 20
+    m, stats = da.mean_and_stats(x, rho)
+    assert stats["spectral"] == 50 and stats["exact"] == 20
     ref = reference(att, g, rho, x)
     assert np.abs(m - ref).max() <= TOL
 
@@ -317,14 +319,14 @@ def test_circle_spectral_matches_reference(n, density):
     for bc in (0.5, 1.0, 10.0, 50.0):
         att = Attention(np.eye(2), 2.0 * R, np.eye(2), bc / 2)
         da = DensityAttention(att, g)
-        need = A._SpectralCircle(g, bc).degree_needed(TOL)
+        need = circle_sums._SpectralCircle(g, bc).degree_needed(TOL)
         assert da.spectral == (need <= n // 2), (bc, need)
         if not da.spectral:
             continue
-        m = da.mean(x, rho)
+        m, stats = da.mean_and_stats(x, rho)
         ref = reference(att, g, rho, x)
         wrel, mrel = errors(m, ref, weight)
-        assert wrel <= TOL and mrel <= 10 * TOL, (bc, da.last_stats, wrel, mrel)
+        assert wrel <= TOL and mrel <= 10 * TOL, (bc, stats, wrel, mrel)
 
 
 def test_circle_forced_spectral_beyond_half_the_cells():
@@ -348,9 +350,9 @@ def test_circle_forced_spectral_beyond_half_the_cells():
 
 def uncached(monkeypatch, make, calls):
     """Results of ``calls(obj)`` for a fresh ``make()`` with the cache switched off."""
-    monkeypatch.setattr(A, "TARGET_CACHE", False)
+    monkeypatch.setattr(grid_sums, "TARGET_CACHE", False)
     out = calls(make())
-    monkeypatch.setattr(A, "TARGET_CACHE", True)
+    monkeypatch.setattr(grid_sums, "TARGET_CACHE", True)
     return out
 
 
@@ -407,12 +409,12 @@ def test_cache_invalidated_when_points_change(monkeypatch):
     assert not np.array_equal(want[6], want[0])  # the in-place change did change the targets
     # the same for the spectral sums given the caller's own array, changed in place
     w = rho * g.cell_area
-    spec = A._SpectralSphere(g, 10.0)
+    spec = grid_sums._SpectralSphere(g, 10.0)
     u = faces.copy()
     spec.sums(w, u)
     spec.sums(w, u)
     u[::5] = faces[::-5][: u[::5].shape[0]]
-    np.testing.assert_array_equal(spec.sums(w, u), A._SpectralSphere(g, 10.0).sums(w, u))
+    np.testing.assert_array_equal(spec.sums(w, u), grid_sums._SpectralSphere(g, 10.0).sums(w, u))
 
 
 def test_cache_with_a_new_density_at_the_same_points(monkeypatch):
@@ -450,18 +452,18 @@ def test_cache_serves_subsets_of_the_targets(monkeypatch, legendre_kept):
     rng = np.random.default_rng(2)
     subsets = [np.arange(pts.shape[0]), rng.permutation(pts.shape[0])[:3000],
                np.flatnonzero(pts[:, 2] > 0.5), rng.choice(pts.shape[0], 100, replace=False)]
-    spec = A._SpectralSphere(g, 12.0)
+    spec = grid_sums._SpectralSphere(g, 12.0)
     if not legendre_kept:
         nlon = np.unique(np.arctan2(pts[:, 1], pts[:, 0])).size
-        monkeypatch.setattr(A, "TARGET_CACHE_BYTES", 16 * (spec.L + 1) * nlon + 8 * pts.shape[0])
+        monkeypatch.setattr(grid_sums, "TARGET_CACHE_BYTES", 16 * (spec.L + 1) * nlon + 8 * pts.shape[0])
     spec.sums(w, pts)
     spec.sums(w, pts)  # the second call in a row keeps the tables
     kept = spec._targets.tables
     assert kept._E is not None and (kept._Y is not None) == legendre_kept
-    fresh = A._SpectralSphere(g, 12.0)
-    monkeypatch.setattr(A, "TARGET_CACHE", False)
+    fresh = grid_sums._SpectralSphere(g, 12.0)
+    monkeypatch.setattr(grid_sums, "TARGET_CACHE", False)
     want = [fresh.sums(w2, pts[r]) for r in subsets]
-    monkeypatch.setattr(A, "TARGET_CACHE", True)
+    monkeypatch.setattr(grid_sums, "TARGET_CACHE", True)
     # the same products, but over a subset of the rings: a BLAS may pick another kernel for
     # another row count (or gemv for one ring), so equal to a few ulps, not bit for bit
     got = [spec.sums(w2, pts[r], r) for r in subsets]
@@ -481,7 +483,7 @@ def test_cache_memory_bound(monkeypatch):
     rho = SPHERE_DENSITIES["vmf100"](g.xyz)
     want = uncached(monkeypatch, lambda: DensityAttention(att, g),
                     lambda da: [da(0.0, pts, rho) for _ in range(3)])
-    monkeypatch.setattr(A, "TARGET_CACHE_BYTES", 1000)
+    monkeypatch.setattr(grid_sums, "TARGET_CACHE_BYTES", 1000)
     da = DensityAttention(att, g)
     assert_bitwise([da(0.0, pts, rho) for _ in range(3)], want)
     assert da._spec._targets.tables._Y is None and da._spec._targets.tables._E is None
@@ -535,7 +537,7 @@ def test_auto_choice():
     assert yes.spectral and yes.spectral_reason is None
     # B not ∝ orthogonal: the per-target Funk–Hecke path up to β‖B‖ = GENERAL_MAX_KAPPA
     general = DensityAttention(Attention(np.eye(3), np.diag([0.1, 1.0, 1.0]), np.eye(3), 2.0), g)
-    assert general.spectral and isinstance(general._spec, A._TargetBessel)
+    assert general.spectral and isinstance(general._spec, grid_sums._TargetBessel)
     no = DensityAttention(Attention(np.eye(3), np.diag([0.1, 1.0, 1.0]), np.eye(3), 200.0),
                           GaussGrid(64))
     assert not no.spectral and "orthogonal" in no.spectral_reason

@@ -1,4 +1,4 @@
-"""The PyTorch attention backend (spherepde.dynamics.attention_torch) against the float64
+"""The PyTorch attention backend (spherepde.dynamics.attention.torch_sums) against the float64
 numpy reference: blocked path on the CPU here, the fused Triton kernel through Triton's CPU
 interpreter, the "auto" choice when a GPU is present (simulated), and bad input."""
 import os
@@ -12,8 +12,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from spherepde import GaussGrid  # noqa: E402
-from spherepde.dynamics import attention_torch  # noqa: E402
-from spherepde.dynamics.attention import Attention, DensityAttention, _mean_direct  # noqa: E402
+from spherepde.dynamics.attention import torch_sums  # noqa: E402
+from spherepde.dynamics.attention import Attention, DensityAttention  # noqa: E402
 from spherepde.solvers.lagrangian import ParticleODE, ParticleSDE  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,7 +37,7 @@ def _vmf_density(grid, kappa, axis):
 
 @pytest.fixture(autouse=True)
 def _cpu_device(monkeypatch):
-    monkeypatch.setenv(attention_torch.DEVICE_ENV, "cpu")
+    monkeypatch.setenv(torch_sums.DEVICE_ENV, "cpu")
 
 
 @pytest.mark.parametrize("kind", ["softmax", "usa"])
@@ -51,8 +51,8 @@ def test_torch_float64_matches_reference_on_concentrated_density(kind, beta):
     y, w = grid.xyz.reshape(-1, 3), (rho * grid.cell_area).reshape(-1)
     x = _unit(np.random.default_rng(1), 500, 3)
     ref = att.mean(x, y, w, method="reference")
-    out = att.mean(x, y, w, method="torch")
-    assert att.last_stats["method"] == "torch"
+    out, stats = att.mean_and_stats(x, y, w, method="torch")
+    assert stats["method"] == "torch"
     # per target, relative: round-off of logits of size ≈ β (usa means underflow to exactly 0
     # far from the mass, in both)
     # error model: logits of size ≈ β‖B‖ rounded (ε each) and sums over m = 1024 sources; an
@@ -72,7 +72,7 @@ def test_torch_any_dimension_and_blocks(d, monkeypatch):
     w = rng.random(300)
     ref = att.velocity(x, y, w, method="reference")
     one = att.velocity(x, y, w, method="torch")
-    monkeypatch.setattr(attention_torch, "BLOCK_BYTES", 8 * 300 * 7)  # 7 rows per block
+    monkeypatch.setattr(torch_sums, "BLOCK_BYTES", 8 * 300 * 7)  # 7 rows per block
     many = att.velocity(x, y, w, method="torch")
     np.testing.assert_allclose(one, ref, rtol=0, atol=1e-13)
     np.testing.assert_allclose(many, ref, rtol=0, atol=1e-13)
@@ -105,8 +105,8 @@ def test_fused_triton_kernel_in_the_interpreter():
     pytest.importorskip("triton")
     code = textwrap.dedent("""
         import numpy as np
-        from spherepde.dynamics import attention_torch as T
-        from spherepde.dynamics.attention import _mean_direct
+        from spherepde.dynamics.attention import torch_sums as T
+        from spherepde.dynamics.attention.direct import _mean_direct
         rng = np.random.default_rng(0)
         worst = {"float64": 0.0, "float32": 0.0}
         for d in (2, 3, 5, 6):
@@ -122,7 +122,7 @@ def test_fused_triton_kernel_in_the_interpreter():
                         worst[prec] = max(worst[prec], err / max(1.0, beta))
         print(worst["float64"], worst["float32"])
     """)
-    env = {**os.environ, "TRITON_INTERPRET": "1", attention_torch.DEVICE_ENV: "cpu",
+    env = {**os.environ, "TRITON_INTERPRET": "1", torch_sums.DEVICE_ENV: "cpu",
            "PYTHONPATH": ROOT + os.pathsep + os.environ.get("PYTHONPATH", "")}
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=600)
@@ -136,27 +136,27 @@ def test_auto_takes_torch_when_a_gpu_is_present(monkeypatch):
     """With a GPU (simulated: the flag patched, the sums run on the CPU) "auto" and "direct"
     take "torch" at the default tol and "torch-float32" where float32 is allowed; small
     problems stay on the numpy paths; DensityAttention skips the spectral path."""
-    monkeypatch.setattr(attention_torch, "gpu_present", lambda: True)
+    monkeypatch.setattr(torch_sums, "gpu_present", lambda: True)
     rng = np.random.default_rng(3)
     att = Attention(np.eye(3), np.eye(3), np.eye(3), 10.0)  # B = I: spectral would apply
     y, x = _unit(rng, 2048, 3), _unit(rng, 256, 3)
     w = np.full(2048, 1 / 2048)
     ref = att.mean(x, y, w, method="reference")
     for method in ("auto", "direct"):
-        out = att.mean(x, y, w, method=method)
-        assert att.last_stats["method"] == "torch"
+        out, stats = att.mean_and_stats(x, y, w, method=method)
+        assert stats["method"] == "torch"
         np.testing.assert_allclose(out, ref, rtol=0, atol=1e-13)
-    att.mean(x, y, w, tol=1e-4)
-    assert att.last_stats["method"] == "torch-float32"
-    att.mean(x[:8], y[:64], w[:64])
-    assert att.last_stats["method"] in ("reference", "compiled")  # the CPU's direct choice
+    _, stats = att.mean_and_stats(x, y, w, tol=1e-4)
+    assert stats["method"] == "torch-float32"
+    _, stats = att.mean_and_stats(x[:8], y[:64], w[:64])
+    assert stats["method"] in ("reference", "compiled")  # the CPU's direct choice
     grid = GaussGrid(16)
     da = DensityAttention(att, grid)
     assert not da.spectral and "GPU" in da.spectral_reason
     rho = np.ones(grid.shape) / (4 * np.pi)
     v = da(0.0, grid.xyz, rho)
     assert da.last_stats["method"] == "direct" and v.shape == grid.xyz.shape
-    assert att.last_stats["method"] == "torch"  # what "direct" chose, on the (simulated) GPU
+    assert da.last_stats["chosen"] == "torch"  # what "direct" chose, on the (simulated) GPU
     ref = att.velocity(grid.xyz.reshape(-1, 3), grid.xyz.reshape(-1, 3),
                        (rho * grid.cell_area).reshape(-1), method="reference")
     np.testing.assert_allclose(v.reshape(-1, 3), ref, rtol=0, atol=1e-14)
@@ -182,26 +182,26 @@ def test_bad_input(monkeypatch):
     with pytest.raises(ValueError, match="tol must be"):
         ParticleODE(att, tol=2.0)
     with pytest.raises(ValueError, match="precision must be"):
-        attention_torch.sums(x, x, np.zeros(4), 1.0, precision="float16")
+        torch_sums.sums(x, x, np.zeros(4), 1.0, precision="float16")
     for args, word in (((x[:, :1], x[:, :1], np.zeros(4), 1.0), "z must have shape"),
                        ((x, x[:, :2], np.zeros(4), 1.0), "y must have shape"),
                        ((x, x, np.zeros(3), 1.0), "logw must have shape"),
                        ((x, x, np.zeros(4), -1.0), "beta must be")):
         with pytest.raises(ValueError, match=word):
-            attention_torch.sums(*args)
+            torch_sums.sums(*args)
     with pytest.raises(ValueError, match="kind must be"):
-        attention_torch.mean_direct(x, x, np.zeros(4), 1.0, "softmx")
-    monkeypatch.setenv(attention_torch.DEVICE_ENV, "no-such-device")
-    with pytest.raises(ValueError, match=attention_torch.DEVICE_ENV):
+        torch_sums.mean_direct(x, x, np.zeros(4), 1.0, "softmx")
+    monkeypatch.setenv(torch_sums.DEVICE_ENV, "no-such-device")
+    with pytest.raises(ValueError, match=torch_sums.DEVICE_ENV):
         att.mean(x, x, np.ones(4), method="torch")
     if not torch.cuda.is_available():
-        monkeypatch.setenv(attention_torch.DEVICE_ENV, "cuda")
+        monkeypatch.setenv(torch_sums.DEVICE_ENV, "cuda")
         with pytest.raises(ValueError, match="sees no CUDA device"):
             att.mean(x, x, np.ones(4), method="torch")
-    monkeypatch.setenv(attention_torch.DEVICE_ENV, "cpu")
+    monkeypatch.setenv(torch_sums.DEVICE_ENV, "cpu")
     with pytest.raises(ValueError, match="fused=True needs Triton and a CUDA device"):
-        attention_torch.sums(x, x, np.zeros(4), 1.0, fused=True)
-    monkeypatch.setattr(attention_torch, "available", lambda: False)
+        torch_sums.sums(x, x, np.zeros(4), 1.0, fused=True)
+    monkeypatch.setattr(torch_sums, "available", lambda: False)
     with pytest.raises(ImportError, match="pip install torch"):
         att.mean(x, x, np.ones(4), method="torch")
     with pytest.raises(ImportError, match="pip install torch"):

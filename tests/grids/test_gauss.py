@@ -134,7 +134,7 @@ def test_weights_exact_for_polar_moments(nlat):
 
 def test_grid_and_noise_field_do_not_import_pyshtools_or_torch():
     """Start-up: Gauss weights come from gauss_legendre, point evaluations need no transform
-    backend, and torch is imported only where a GPU can be there (attention_torch.cuda_possible)."""
+    backend, and torch is imported only where a GPU can be there (torch_sums.cuda_possible)."""
     import subprocess
     import sys
 
@@ -142,7 +142,7 @@ def test_grid_and_noise_field_do_not_import_pyshtools_or_torch():
         "import sys, numpy as np\n"
         "from spherepde.grids import GaussGrid\n"
         "from spherepde.dynamics.attention import Attention, DensityAttention\n"
-        "from spherepde.dynamics import attention_torch\n"
+        "from spherepde.dynamics.attention import torch_sums\n"
         "from spherepde.noise import NoiseKernel, NoiseField, get_activation\n"
         "g = GaussGrid(64); g.weights\n"
         "f = NoiseField(NoiseKernel(get_activation('relu'), 3, 0.5, 0.5), nmax=4)\n"
@@ -151,7 +151,7 @@ def test_grid_and_noise_field_do_not_import_pyshtools_or_torch():
         "da = DensityAttention(Attention(np.eye(3), np.diag([.5, 1, 1]), np.eye(3), 5.0), g)\n"
         "da(0.0, x, np.ones(g.shape))\n"
         "print(int('pyshtools' in sys.modules), int('torch' in sys.modules),"
-        " int(attention_torch.cuda_possible()))\n")
+        " int(torch_sums.cuda_possible()))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, env={**__import__("os").environ, "SPHEREPDE_TORCH_DEVICE": ""})
     pysh, torch_imported, cuda_possible = map(int, out.stdout.split())

@@ -58,7 +58,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from spherepde.dynamics import attention_torch
+from spherepde.dynamics.attention import torch_sums
 from spherepde.dynamics.attention import METHODS as ATTENTION_METHODS
 from spherepde.dynamics.attention import Attention
 from spherepde.solvers.controller import _check_time, check_time_span, next_step
@@ -174,13 +174,14 @@ class ParticleODE:
         self.block = None if block is None else int(block)
         self._set_attention_options(attention_method, tol)
         self.result: ParticleResult | None = None
+        self.last_stats: dict = {}  #: what the last attention evaluation did (see velocity)
 
     def _set_attention_options(self, attention_method: str, tol: float) -> None:
         if attention_method not in ATTENTION_METHODS:
             raise ValueError(f"attention_method must be one of {ATTENTION_METHODS}, "
                              f"got {attention_method!r}")
         if attention_method.startswith("torch") and self.attention is not None:
-            attention_torch.require()
+            torch_sums.require()
         if isinstance(tol, bool) or not isinstance(tol, (int, float)) or not 0.0 < tol < 1.0:
             raise ValueError(f"tol must be a number in (0, 1), got {tol!r}")
         self.attention_method, self.tol = attention_method, float(tol)
@@ -242,12 +243,15 @@ class ParticleODE:
         r"""The velocity :math:`X_\beta[\mu^N](x_i)` of every particle, shape (N, d).
 
         ``x`` (N, d) are the particle positions (unit vectors); μ^N is built from them.
+        What the attention evaluation did (:meth:`Attention.mean_and_stats`) is recorded in
+        ``last_stats``.
         """
         x = np.asarray(x, dtype=np.float64)
         kw = {"method": self.attention_method, "tol": self.tol}
         if self.block is not None:
             kw["block"] = self.block
-        return self.attention.velocity(x, x, self._weights_for(x.shape[0]), **kw)
+        m, self.last_stats = self.attention.mean_and_stats(x, x, self._weights_for(x.shape[0]), **kw)
+        return self.attention.velocity_from_mean(x, m)
 
     def _f(self, x: np.ndarray) -> np.ndarray:
         """f̃(x) = f(R(x)): the velocity at the retracted points."""

@@ -1,5 +1,5 @@
 """Compiled attention sums (numba): fused, on every core, with a vectorised exp and per-target
-culling — the direct log-domain sums of :mod:`spherepde.dynamics.attention` at the hardware's pace.
+culling — the direct log-domain sums of :mod:`.direct` at the hardware's pace.
 
 For targets z_i = Bᵀx_i (n, d) and sources (y_j, log w_j) (m of them):
 
@@ -24,7 +24,7 @@ largest logit of tile t is at most ζ_i cos(max(∠(u_i, c_t) − r_t, 0)) + b_t
 representative logit lb_i is at most M_i.  Tiles whose bound lies below lb_i − ln(m/tol) are
 skipped: each of their terms weighs < (tol/m)·e^{M_i}, so what is skipped is < tol·den_i and
 |m_i − m_ref,i| ≤ 2·tol·max|y| on top of the error above.  The bound is per target, so the kept
-work follows each target's own neighbourhood (the tile culling of ``attention._culled_blocks``
+work follows each target's own neighbourhood (the tile culling of ``direct._culled_blocks``
 bounds whole blocks of targets at once).
 """
 from __future__ import annotations
@@ -317,8 +317,8 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) ->
     sums Σ_j w_j f(y_j) e^{κ_i(⟨u_i, y_j⟩ − 1)} of a measure with real-field coefficients a
     (shape (L+1, L+1, 4) complex, [m, l, f], factor 2 for m > 0), at unit points u (n, 3) with
     their own κ_i > 0 (the attention of any B: κ_i = β|Bᵀx_i|, u_i = Bᵀx_i/|Bᵀx_i|).  ĩ_l by
-    Miller's recurrence per target (as attention.spherical_ive), orthonormal y_lm by the
-    recursion ``rec`` = (a, b) ([l, m], attention._SpectralSphere._transform).  Shape (4, n)."""
+    Miller's recurrence per target (as funk_hecke.spherical_ive), orthonormal y_lm by the
+    recursion ``rec`` = (a, b, c) of grids.rings.legendre_recursion (L).  Shape (4, n)."""
     bessel_synthesis = _kernels()[3]
     n = u.shape[0]
     out = np.empty((4, n))
@@ -326,9 +326,8 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) ->
         return out
     kmax = float(np.max(kappa))
     N = L + 32 + int(math.sqrt(100.0 * kmax + 100.0))
-    ra, rb = rec
-    mm = np.arange(L + 1, dtype=float)
-    rc = np.sqrt((2.0 * mm + 1.0) / np.maximum(2.0 * mm, 1.0))
+    ra, rb = rec[0], rec[1]
+    rc = np.r_[1.0, rec[2]]  # rc[m] = √((2m+1)/(2m)), m ≥ 1: y_mm = rc[m] sinθ y_{m−1,m−1}
     bessel_synthesis(np.ascontiguousarray(np.clip(u[:, 2], -1.0, 1.0)),
                      np.ascontiguousarray(np.arctan2(u[:, 1], u[:, 0])),
                      np.ascontiguousarray(kappa, dtype=float),

@@ -1,6 +1,6 @@
 """PyTorch backend for the direct attention sums — on a GPU when one is present (optional).
 
-The sums are those of the log-domain reference (:func:`spherepde.dynamics.attention._mean_direct`):
+The sums are those of the log-domain reference (:func:`spherepde.dynamics.attention.direct._mean_direct`):
 for targets z_i = Bᵀx_i (n, d), sources y_j (m, d) and log-weights log w_j (m,),
 
     ℓ_ij = β⟨z_i, y_j⟩ + log w_j,   M_i = max_j ℓ_ij,

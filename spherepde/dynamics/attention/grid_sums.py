@@ -1,0 +1,353 @@
+"""Spectral (Funk–Hecke) attention sums of cell weights on a GaussGrid, at arbitrary targets.
+
+For weights w_j = ρ_j |cell_j| at the cell centres y_j and f ∈ {y_1, y_2, y_3, 1}:
+
+    B = c·R (:class:`_SpectralSphere`, u = Bᵀx/c, κ = βc):
+        S_f(u) = Σ_j w_j f(y_j) e^{κ(⟨u, y_j⟩ − 1)} = Σ_{l ≤ L} 4π ĩ_l(κ) Σ_m a^f_lm Y_lm(u) + err
+    any B (:class:`_TargetBessel`, targets x, κ_x = β|Bᵀx|, u_x = Bᵀx/|Bᵀx|):
+        S̃_f(x) = Σ_j w_j f(y_j) e^{κ_x(⟨u_x, y_j⟩ − 1)}
+
+with a^f_lm = Σ_j w_j f(y_j) Y*_lm(y_j) the grid's exact analysis (the cell areas of a GaussGrid
+are its quadrature weights), |err| ≤ ``err``·Σ_j w_j (the kernel tail beyond L plus round-off).
+Targets on few latitude rings (the face points of the transport) are synthesised ring by ring,
+others by ``SphericalHarmonics.evaluate``; the tables that depend only on the targets are kept
+between calls with the same targets (:class:`_TargetCache`).  What the error bound means for the
+attention mean, and how each target is certified, is in :mod:`.certify`.
+"""
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+
+from spherepde.dynamics.attention import compiled
+from spherepde.dynamics.attention.funk_hecke import (SERIES_TAIL, TARGET_ROUNDOFF, _per_target_synthesis,
+                                                     _SphereKernel)
+from spherepde.grids.rings import fourier_powers, legendre_recursion, legendre_table
+
+#: round-off of one spectral sum, per unit mass: ε_r(L) = SPECTRAL_ROUNDOFF · (L + 16).
+#: Measured against longdouble sums (GaussGrid 32–256, κ = 0.5–300, densities from uniform and
+#: white noise to vMF κ = 200 at a pole, mid-latitude, two blobs): ≤ 1.2e-15 at L ≤ 21 (model
+#: ≥ 5.6e-15), ≤ 2.6e-15 at L = 43 (1.2e-14), ≤ 6.1e-15 at L = 90 (2.1e-14), ≤ 4.1e-15 at
+#: L = 154 (3.4e-14); far from the mass (S_1 < 1e-3 Σw) ≤ 5e-16.
+SPECTRAL_ROUNDOFF = 2e-16
+
+
+#: keep the tables of the spectral synthesis that depend only on the targets from one call to the
+#: next while the targets stay the same (_TargetCache); False recomputes them on every call (the
+#: switch of benchmarks/bench_attention_cache.py; the results are bitwise the same either way)
+TARGET_CACHE = True
+#: the kept tables of one spectral object take at most this many bytes; beyond, they are
+#: recomputed on every call (only the copy of the targets and O(1) numbers per target are kept)
+TARGET_CACHE_BYTES = 64 * 2**20
+
+
+class _TargetCache:
+    """Tables that depend only on the targets u of a spectral evaluation, kept between calls.
+
+    The mean-field stepper evaluates the attention at the same points (the face points of its
+    transport) twice a step; the point synthesis needs tables that depend on those points only
+    (longitudes, e^{imλ}, the latitude rings and their Legendre table), and recomputing them was
+    ~40% of a drift evaluation at nlat 64–128.  As in ``NoiseField._cached_basis``, the targets of
+    each call are compared (np.array_equal) with a copy of the previous call's; the tables are
+    built on the second call in a row with the same targets (a one-off call costs only that copy)
+    and dropped when the targets change.  ``build(u, keep)`` makes the tables: with keep=False
+    only what a single call needs (computed as before, chunk by chunk), with keep=True everything
+    that fits in TARGET_CACHE_BYTES.  Both give bitwise the same results.
+    """
+
+    def __init__(self) -> None:
+        self.last = None  # copy of the previous call's targets
+        self.tables = None  # their tables, once built
+
+    def get(self, u: np.ndarray, build):
+        if not TARGET_CACHE:
+            return build(u, False)
+        last = self.last
+        if last is not None and last.shape == u.shape and np.array_equal(last, u):
+            if self.tables is None:
+                self.tables = build(u, True)
+            return self.tables
+        self.last, self.tables = np.array(u, dtype=float, copy=True), None
+        return build(u, False)
+
+    def rows(self, u: np.ndarray, rows) -> object | None:
+        """The kept tables if u are the rows ``rows`` of the kept targets (checked), else None:
+        the split pass evaluates at a subset of the targets of the call before it."""
+        if not TARGET_CACHE or self.tables is None or rows is None:
+            return None
+        rows = np.asarray(rows)
+        if rows.shape != u.shape[:1] or not np.array_equal(self.last[rows], u):
+            return None
+        return self.tables
+
+
+class _SphereTargets:
+    """What :meth:`_SpectralSphere._evaluate` needs to know about its targets u (n, 3).
+
+    Targets on few latitude rings (the face points of the FFSL transport when R = I: 2·nlat + 1
+    rings) take the ring synthesis: ``mu`` the distinct values of u_3 (sorted, clipped to
+    [−1, 1]), ``ring`` the ring of each target, ``lon`` the longitudes.  Other targets
+    (``scattered``) take SphericalHarmonics.evaluate at (``lon``, ``lat``).  With ``keep`` the
+    ring synthesis' tables are kept as well, each if it fits in what is left of TARGET_CACHE_BYTES:
+    e^{imλ} (grids.rings.fourier_powers) at each distinct longitude (the face points have ≈ 3·nlon of them, to
+    rounding), gathered per target, then the Legendre table y_lm(μ_r) of every ring; what is not
+    kept :meth:`powers` and :meth:`legendre` compute as needed.  Every value is the one the direct
+    computation gives, bit for bit (the recursions are elementwise, and every product sees the
+    same operands).
+    """
+
+    def __init__(self, spec, u: np.ndarray, keep: bool) -> None:
+        n, L = u.shape[0], spec.L
+        self.L, self._rec = L, spec._rec  # (not spec itself: no reference cycle via its cache)
+        self.lon = np.arctan2(u[:, 1], u[:, 0])
+        mu, self.ring = np.unique(u[:, 2], return_inverse=True)
+        self.scattered = mu.size * 4 > n or n < 256
+        self.lat = self.mu = self._Y = self._E = self._lon_index = None
+        if self.scattered:
+            r = np.linalg.norm(u, axis=1)
+            self.lat = np.arcsin(np.clip(u[:, 2] / r, -1.0, 1.0))
+            return
+        self.mu = np.clip(mu, -1.0, 1.0)
+        if keep:  # the longitude table first: it saves the most (_powers at every target)
+            budget = TARGET_CACHE_BYTES
+            lon_u, lon_index = np.unique(self.lon, return_inverse=True)
+            size = 16 * (L + 1) * lon_u.size + 8 * n
+            if size <= budget:
+                self._E = fourier_powers(lon_u, L)  # (distinct longitudes, L+1)
+                self._lon_index = lon_index
+                budget -= size
+            if 8 * (L + 1) ** 2 * mu.size <= budget:
+                self._Y = _ring_legendre(self.mu, self._rec)  # [m, ring, l]
+
+    def legendre(self, a: int, b: int) -> np.ndarray:
+        """The Legendre table of rings a..b−1, [m, ring, l] (see _ring_legendre)."""
+        if self._Y is None:
+            return _ring_legendre(self.mu[a:b], self._rec)
+        return np.ascontiguousarray(self._Y[:, a:b])
+
+    def powers(self, sl: slice) -> np.ndarray:
+        """e^{imλ}, m = 0..L, at the targets ``sl``: (targets, L+1) complex."""
+        if self._E is None:
+            return fourier_powers(self.lon[sl], self.L)
+        return np.take(self._E, self._lon_index[sl], axis=0)
+
+    def subset(self, rows: np.ndarray) -> "_SphereTargets | None":
+        """The targets (these targets)[rows] (the split pass) with the kept tables, as
+        ``_SphereTargets(spec, (these targets)[rows], False)`` would describe them; None where
+        that would not take the ring synthesis."""
+        n = rows.size
+        if self.scattered or n < 256:
+            return None
+        rings = self.ring[rows]
+        present = np.flatnonzero(np.bincount(rings, minlength=self.mu.size))  # = np.unique(u[:, 2])
+        if present.size * 4 > n:
+            return None
+        sub = copy.copy(self)
+        sub.lon = self.lon[rows]
+        renumber = np.zeros(self.mu.size, dtype=np.intp)
+        renumber[present] = np.arange(present.size)
+        sub.ring, sub.mu = renumber[rings], self.mu[present]
+        if self._Y is not None and present.size < self.mu.size:
+            sub._Y = np.take(self._Y, present, axis=1)
+        if self._E is not None:
+            sub._lon_index = self._lon_index[rows]
+        return sub
+
+
+class _SpectralSphere(_SphereKernel):
+    """Zonal convolutions with e^{κ(t−1)} of cell weights on a GaussGrid, at arbitrary points.
+
+    The tables that depend only on the targets are kept between calls with the same targets
+    (_TargetCache, _SphereTargets)."""
+
+    d = 3
+
+    def __init__(self, grid, kappa: float) -> None:
+        self.grid, self.kappa = grid, float(kappa)
+        self._targets = _TargetCache()
+        lmax = grid.lmax
+        self.possible = lmax * lmax >= 2.0 * self.kappa  # else the tail at lmax is ≥ e^{−1}
+        if not self.possible:
+            return
+        super().__init__(kappa, lmax)  # the tail is needed at every l ≤ lmax
+        below = np.flatnonzero(self.tail <= SERIES_TAIL)
+        L = max(1, min(lmax, int(below[0]) if below.size else lmax))
+        self._truncate(L, SPECTRAL_ROUNDOFF * (L + 16))
+        self._sh = None
+
+    def degree_needed(self, tol: float) -> float:
+        """Smallest L whose kernel tail is ≤ tol·ĩ_0/TRUNCATION_MARGIN (inf: beyond lmax)."""
+        if not self.possible:
+            return math.inf
+        return super().degree_needed(tol)
+
+    def applicable(self, tol: float) -> bool:
+        return self.degree_needed(tol) <= self.grid.lmax
+
+    def _transform(self):
+        if self._sh is None:
+            from spherepde.grids.sht import SphericalHarmonics  # noqa: PLC0415
+
+            sh = SphericalHarmonics(self.grid, lmax=self.L)
+            g = self.grid
+            wq = _backend_gauss_weights(sh)
+            # the backend's quadrature weights may differ from grid.weights (grids.gauss_legendre)
+            # in the last digits (pyshtools' by up to ~1e-13 relative at the polar rings):
+            # dividing by the backend's cell areas makes the analysis reproduce Σ_j w_j … exactly
+            self._inv_area = (1.0 / (wq * g.dlon))[:, None]
+            self._sh = sh
+            # normalised Legendre recursion coefficients (no Condon–Shortley phase), for rings
+            self._rec = legendre_recursion(self.L)
+        return self._sh
+
+    def near_terms(self, w: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """max over the ≤ 4 cells around each u of w_j e^{κ(⟨u, y_j⟩ − 1)}: a lower bound on S_1."""
+        return _near_cell_terms(self.grid, w, u, self.kappa)
+
+    def sums(self, w: np.ndarray, u: np.ndarray, rows=None) -> np.ndarray:
+        """S_f(u) for f = y_1, y_2, y_3, 1 (shape (4, n)); w cell weights (nlat, nlon), u (n, 3)
+        with |u| = 1 (to rounding).  ``rows``: optional, u are these rows of the targets of the
+        previous call (the split pass), so that their kept tables serve (checked)."""
+        sh = self._transform()
+        dens = w * self._inv_area
+        xyz = self.grid.xyz
+        fields = np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens])
+        q = sh.analyse(fields)
+        q *= self.coef[sh.l]
+        return self._evaluate(q, u, rows)
+
+    def _evaluate(self, q: np.ndarray, u: np.ndarray, rows=None) -> np.ndarray:
+        n = u.shape[0]
+        out = np.empty((q.shape[0], n))
+        if n == 0:
+            return out
+        if rows is None:
+            t = self._targets.get(u, lambda v, keep: _SphereTargets(self, v, keep))
+        else:  # a subset of the last targets: their kept tables serve, else computed as needed
+            kept = self._targets.rows(u, rows)
+            t = None if kept is None else kept.subset(np.asarray(rows))
+            if t is None:
+                t = _SphereTargets(self, u, False)
+        if t.scattered:  # scattered targets: the general point evaluation
+            return self._sh.evaluate(q, t.lon, t.lat)
+        # targets on few latitude rings (e.g. the face points of the FFSL transport when R = I):
+        # Legendre sums once per ring, then a Fourier sum in longitude per point
+        P = self._ring_sums(q, t)  # (rings, nb, L+1), factor 2 for m > 0
+        Pr, Pi = np.ascontiguousarray(P.real), np.ascontiguousarray(P.imag)
+        # gathered per point and contracted with einsum: many tiny per-ring BLAS calls were
+        # 5–20× slower (multithreaded OpenBLAS on a shared machine)
+        step = max(64, (1 << 21) // (Pr.shape[1] * (self.L + 1)))
+        for a in range(0, n, step):
+            sl = slice(a, min(n, a + step))
+            e = t.powers(sl)
+            rr = t.ring[sl]
+            out[:, sl] = (np.einsum("pm,pbm->bp", e.real, Pr[rr])
+                          - np.einsum("pm,pbm->bp", e.imag, Pi[rr]))
+        return out
+
+    def _ring_sums(self, q: np.ndarray, t: "_SphereTargets") -> np.ndarray:
+        """P[r, b, m] = c_m Σ_l q_b,lm y_lm(μ_r) at the rings μ_r = t.mu (c_0 = 1 on the real part,
+        c_m = 2)."""
+        L, sh = self.L, self._sh
+        nb = q.shape[0]
+        Qd = np.zeros((nb, L + 1, L + 1), dtype=np.complex128)  # [b, l, m]
+        Qd[:, sh.l, sh.m] = q
+        Qm = Qd.transpose(2, 1, 0)  # [m, l, b]
+        Qr, Qi = np.ascontiguousarray(Qm.real), np.ascontiguousarray(Qm.imag)
+        nr = t.mu.size
+        P = np.empty((nr, nb, L + 1), dtype=np.complex128)
+        chunk = max(1, (1 << 22) // (L + 1) ** 2)  # rings per Legendre table of ≤ 32 MB
+        for a in range(0, nr, chunk):
+            Ym = t.legendre(a, min(nr, a + chunk))  # [m, ring, l]
+            Pc = (Ym @ Qr) + 1j * (Ym @ Qi)  # [m, ring, b]
+            Pc[0] = Pc[0].real
+            Pc[1:] *= 2.0
+            P[a:a + chunk] = Pc.transpose(1, 2, 0)
+        return P
+
+
+def _near_cell_terms(grid, w: np.ndarray, u: np.ndarray, kappa) -> np.ndarray:
+    """max over the ≤ 4 cells of ``grid`` around each direction u (n, 3) of
+    w_j e^{κ(⟨u, y_j⟩ − 1)} (κ a number or one per target): a lower bound on the scaled sum."""
+    g = grid
+    r = np.maximum(np.linalg.norm(u, axis=1), 1e-300)
+    lat = np.arcsin(np.clip(u[:, 2] / r, -1.0, 1.0))
+    lon = np.arctan2(u[:, 1], u[:, 0])
+    j = np.clip(np.searchsorted(-g.lat, -lat), 1, g.nlat - 1)
+    i = np.floor(np.mod(lon, 2 * np.pi) / g.dlon).astype(int)
+    best = np.zeros(u.shape[0])
+    for jj in (j - 1, j):
+        for ii in (i % g.nlon, (i + 1) % g.nlon):
+            best = np.maximum(best, w[jj, ii] * np.exp(
+                kappa * (np.sum(u * g.xyz[jj, ii], axis=1) - 1.0)))
+    return best
+
+
+def _ring_legendre(mu: np.ndarray, rec) -> np.ndarray:
+    """Orthonormal y_lm(μ) without the Condon–Shortley phase (grids.rings.legendre_table), as
+    [m, ring, l] (0 for m > l), for rings at μ (sin θ = √((1 − μ)(1 + μ))).  Elementwise in the
+    rings: a ring's values do not depend on the other rings."""
+    s = np.sqrt(np.clip((1.0 - mu) * (1.0 + mu), 0.0, None))
+    return np.ascontiguousarray(legendre_table(mu, s, rec).transpose(0, 2, 1))
+
+
+def _backend_gauss_weights(sh) -> np.ndarray:
+    """The Gauss weights the transform's backend integrates with, north to south (falls back
+    to grid.weights if they cannot be read)."""
+    g = sh.grid
+    w = None
+    try:
+        impl = sh._impl
+        if sh.backend == "shtns":
+            w = np.asarray(impl.sh.gauss_wts(), dtype=float)
+            if w.size == g.nlat // 2:
+                w = np.concatenate([w, w[::-1]])
+        else:
+            w = np.asarray(impl.w, dtype=float)
+    except Exception:  # pragma: no cover - defensive: unknown backend internals
+        w = None
+    if w is None or w.shape != (g.nlat,) or not np.allclose(w, g.weights, rtol=1e-8, atol=0):
+        return np.asarray(g.weights, float)
+    return w
+
+
+class _TargetBessel(_SpectralSphere):
+    """S̃_f(x) = Σ_j w_j f(y_j) e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|} of cell weights on a GaussGrid, any B
+    (comment block above), at unit targets x: ``sums``, ``near_terms``, ``err``, ``L`` as
+    :class:`_SpectralSphere` (targets x themselves, scale c = |Bᵀx| per target)."""
+
+    def __init__(self, grid, B: np.ndarray, beta: float) -> None:
+        self.grid, self.B, self.beta = grid, np.asarray(B, float), float(beta)
+        self.kappa = self.beta * float(np.linalg.norm(self.B, 2))
+        self._targets = _TargetCache()
+        self._sh = None
+        lmax = grid.lmax
+        self.possible = lmax * lmax >= 2.0 * self.kappa and compiled.available()
+        if not self.possible:
+            return
+        _SphereKernel.__init__(self, self.kappa, lmax)
+        below = np.flatnonzero(self.tail <= SERIES_TAIL)
+        L = max(1, min(lmax, int(below[0]) if below.size else lmax))
+        self._truncate(L, TARGET_ROUNDOFF * (L + 16.0))
+
+    def applicable(self, tol: float) -> bool:
+        return self.degree_needed(tol) <= self.grid.lmax
+
+    def near_terms(self, w: np.ndarray, x: np.ndarray) -> np.ndarray:
+        """max over the ≤ 4 cells around Bᵀx/|Bᵀx| of w_j e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|}: a lower
+        bound on S̃_1(x)."""
+        z = x @ self.B
+        r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
+        return _near_cell_terms(self.grid, w, z / r[:, None], self.beta * r)
+
+    def sums(self, w: np.ndarray, x: np.ndarray, rows=None) -> np.ndarray:
+        """S̃_f(x) for f = y_1, y_2, y_3, 1 (shape (4, n)); w cell weights (nlat, nlon), x (n, 3)
+        unit targets (``rows`` is accepted for the split pass and not needed)."""
+        sh = self._transform()
+        dens = w * self._inv_area
+        xyz = self.grid.xyz
+        q = sh.analyse(np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens]))
+        return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L)
+
