@@ -127,8 +127,8 @@ def bench_case(nlat, nmax, reps, min_sample, rng):
     row = {
         "nlat": nlat, "nmax": nmax, "n_points": int(points.shape[0]),
         "n_coefficients": int(variants["rings"][0].n_coefficients),
-        "n_rings": rings.n_rings, "rings_fft_groups": len(rings._fft_groups),
-        "rings_direct": len(rings._direct), "ring_table_bytes": rings.nbytes,
+        "n_rings": rings.n_rings, "rings_fft_groups": len(rings.layout.fft_groups),
+        "rings_direct": int(rings.layout.direct.size), "ring_table_bytes": rings.nbytes,
         "dense_basis_bytes": int(points.shape[0] * variants["rings"][0].n_coefficients * 8),
         "old_path": old,
         "median_s": {k: float(np.median(v)) for k, v in t.items()},

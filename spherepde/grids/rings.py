@@ -15,7 +15,9 @@ One implementation of each of the three pieces that the point evaluation of
   so that ∫ |y_lm(cos θ) e^{imλ}|² dσ = 1 (:func:`legendre_recursion`, :func:`legendre_table`);
 * e^{ikx}, k = 0..n, by repeated doubling (:func:`fourier_powers`);
 * the synthesis Re Σ_m X_m e^{2πimj/n} on a ring of n equispaced longitudes by an inverse real
-  FFT, orders beyond n/2 folded (:func:`ring_synthesis`).
+  FFT, orders beyond n/2 folded (:func:`ring_synthesis`), and the layout of points on latitude
+  rings that uses it (:class:`RingLayout`: per ring, Fourier coefficients in longitude → values
+  at the ring's points).
 
 Every function is elementwise in its points: a point's values do not depend on the other points
 (the attention's target cache relies on this for bitwise-equal results).
@@ -26,7 +28,14 @@ import math
 
 import numpy as np
 
-__all__ = ["legendre_recursion", "legendre_table", "fourier_powers", "ring_synthesis"]
+__all__ = ["legendre_recursion", "legendre_table", "fourier_powers", "ring_synthesis", "RingLayout",
+           "RING_LON_TOL"]
+
+_TWO_PI = 2.0 * math.pi
+#: a ring's longitudes within this (radians) of φ_0 + 2πj/n, j = 0..n−1, are synthesised by an FFT
+#: (with the first-order correction of :meth:`RingLayout.synthesise`; actual deviations on the
+#: grids' face points are ≤ 1.5e-15)
+RING_LON_TOL = 1e-14
 
 
 def legendre_recursion(L: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -96,3 +105,110 @@ def ring_synthesis(X: np.ndarray, n: int) -> np.ndarray:
     if n % 2 == 0:
         w[h] = n
     return np.fft.irfft(Y * w, n=n, axis=-1)
+
+
+class RingLayout:
+    """Points x_p (P, 3) grouped on latitude rings, and the synthesis on them
+
+        g_b(x_p) = Re Σ_{m=0}^{M} F_{b, r(p), m} e^{imφ_p},   φ_p = atan2(y_p, x_p),
+
+    from Fourier coefficients F (B, R, M+1) per ring r (rings: the distinct z of the points,
+    sorted; ``mu`` holds them clipped to [−1, 1]).  A ring whose n points sit at φ_0 + 2πj/n + δ_p
+    (any order, |δ_p| ≤ :data:`RING_LON_TOL`) is synthesised by two inverse real FFTs of length n,
+    the values and the longitude derivative at φ_0 + 2πj/n, and g(φ_p) = g + δ_p g' (the
+    neglected term is ≤ δ²/2 Σ m²|F_m|: below 1e-27 Σ|F_m| for M ≤ 1000): O(n log n) per ring.
+    The other points are synthesised point by point with e^{imφ_p}, O(M) each, the table kept
+    (``keep``, within ``table_bytes``) or computed in chunks per call — bitwise the same values.
+    """
+
+    def __init__(self, x: np.ndarray, ring: np.ndarray, mu: np.ndarray, M: int, lon_tol: float,
+                 keep: bool, table_bytes: int) -> None:
+        P = x.shape[0]
+        self.M, self.npoints, self.ring = int(M), P, ring
+        self.mu = np.clip(mu, -1.0, 1.0)
+        phi = np.arctan2(x[:, 1], x[:, 0])
+        R = mu.size
+        m = np.arange(self.M + 1)
+        by_ring = np.argsort(ring, kind="stable")
+        starts = np.searchsorted(ring[by_ring], np.arange(R + 1))
+        groups, direct = {}, []
+        for r in range(R):
+            idx = by_ring[starts[r]:starts[r + 1]]
+            p = phi[idx]
+            n = idx.size
+            t = np.mod(p - p[0], _TWO_PI) * (n / _TWO_PI)  # position in units of 2π/n
+            j = np.rint(t)
+            dev = (t - j) * (_TWO_PI / n)  # φ_p − (p[0] + 2π j_p / n), to rounding
+            j = j.astype(np.int64) % n
+            if n > 1 and np.abs(dev).max() <= lon_tol and np.array_equal(np.sort(j), np.arange(n)):
+                pts = np.empty(n, dtype=np.int64)
+                pts[j] = idx  # the point at φ_0 + 2π j / n
+                groups.setdefault(n, []).append((r, p[0], pts))
+            else:
+                direct.append(idx)
+        #: [(n, rings (R_g,), e^{imφ_0} (R_g, M+1), points (R_g·n,), δ (R_g, n))]
+        self.fft_groups = []
+        for n, gs in groups.items():
+            gs.sort(key=lambda g: g[2][0])  # by first point: ring-major points need no scatter
+            pts = np.stack([g[2] for g in gs])
+            phi0 = np.array([g[1] for g in gs])
+            # δ = φ_p − φ_{0} − 2πj/n, wrapped to (−π, π]
+            delta = phi[pts] - phi0[:, None] - _TWO_PI * np.arange(n) / n
+            delta -= _TWO_PI * np.rint(delta / _TWO_PI)
+            self.fft_groups.append((n, np.array([g[0] for g in gs]), np.exp(1j * np.outer(phi0, m)),
+                                    pts.reshape(-1), delta))
+        #: the points synthesised one by one, and their longitudes
+        self.direct = np.concatenate(direct) if direct else np.zeros(0, dtype=np.int64)
+        self._phi_direct = phi[self.direct]
+        self._E = None
+        if keep and 16 * (self.M + 1) * self.direct.size <= table_bytes:
+            self._E = fourier_powers(self._phi_direct, self.M)
+        # the points are the rings of one FFT group in order (e.g. FFSLSphere.points): no scatter
+        self.in_order = (self.direct.size == 0 and len(self.fft_groups) == 1
+                         and np.array_equal(self.fft_groups[0][3], np.arange(P)))
+        self.nbytes = int(sum(g[2].nbytes + g[3].nbytes + g[4].nbytes for g in self.fft_groups)
+                          + self.direct.nbytes + self._phi_direct.nbytes
+                          + (0 if self._E is None else self._E.nbytes))
+
+    @classmethod
+    def build(cls, x: np.ndarray, M: int, *, max_fraction: float = 0.25,
+              lon_tol: float = RING_LON_TOL, keep: bool = True,
+              table_bytes: int = 64 * 2**20) -> "RingLayout | None":
+        """The layout of the points x (P, 3) for orders m ≤ M, or None when they lie on more
+        than ``max_fraction`` × P distinct latitudes (or P = 0)."""
+        x = np.asarray(x, dtype=np.float64)
+        P = x.shape[0]
+        zs, ring = np.unique(x[:, 2], return_inverse=True)
+        if P == 0 or zs.size > max_fraction * P:
+            return None
+        return cls(x, ring.reshape(-1), zs, M, lon_tol, keep, table_bytes)
+
+    @property
+    def n_rings(self) -> int:
+        return self.mu.size
+
+    def synthesise(self, F: np.ndarray) -> np.ndarray:
+        """g (B, P) from ring coefficients F (B, R, M+1) complex (see the class docstring)."""
+        B = F.shape[0]
+        out = np.empty((B, self.npoints))
+        ik = 1j * np.arange(self.M + 1)
+        for n, rings, rot, pts, delta in self.fft_groups:
+            X = F[:, rings] * rot  # (B, R_g, M+1): the coefficients at φ_0 + 2πj/n
+            g = ring_synthesis(X, n)
+            g += delta * ring_synthesis(X * ik, n)  # first order in δ_p
+            if self.in_order:
+                return g.reshape(B, -1)
+            out[:, pts] = g.reshape(B, -1)
+        if self.direct.size:
+            # gathered per point and contracted with einsum: many tiny per-ring BLAS calls were
+            # 5–20× slower (multithreaded OpenBLAS on a shared machine)
+            Fr = np.ascontiguousarray(F.real.transpose(1, 0, 2))  # (R, B, M+1)
+            Fi = np.ascontiguousarray(F.imag.transpose(1, 0, 2))
+            rr = self.ring[self.direct]
+            step = max(64, (1 << 21) // (B * (self.M + 1)))
+            for a in range(0, self.direct.size, step):
+                sl = slice(a, a + step)
+                e = fourier_powers(self._phi_direct[sl], self.M) if self._E is None else self._E[sl]
+                out[:, self.direct[sl]] = (np.einsum("pm,pbm->bp", e.real, Fr[rr[sl]])
+                                           - np.einsum("pm,pbm->bp", e.imag, Fi[rr[sl]]))
+        return out

@@ -43,15 +43,12 @@ import math
 import numpy as np
 
 from spherepde.grids.geometry import project_tangent
-from spherepde.grids.rings import legendre_recursion, legendre_table, ring_synthesis
+from spherepde.grids.rings import RingLayout, legendre_recursion, legendre_table
 
 _TWO_PI = 2.0 * math.pi
 #: largest table kept for repeated evaluation points (dense basis: points × coefficients × 8 bytes;
 #: latitude rings: :attr:`LatitudeRings.nbytes`); 0 evaluates afresh every call
 BASIS_CACHE_BYTES = 64 * 2**20
-#: a ring's longitudes within this (radians) of φ_0 + 2πj/n, j = 0..n−1, are synthesised by an FFT
-#: (the error this adds is ≤ n_max × this × Σ|F_m|; actual deviations on grids are ~1e-15)
-RING_LON_TOL = 1e-14
 #: points on at most this fraction × P distinct latitudes are evaluated ring by ring
 RING_FRACTION = 0.25
 
@@ -237,85 +234,47 @@ class NoiseField:
 class LatitudeRings:
     """Ring-wise evaluation of a :class:`NoiseField` on S² at fixed points on latitude rings.
 
-    The points x_p (P, 3) are grouped by exact z (a ring r: μ_r = z_r, colatitude
-    θ_r = π/2 − arcsin μ_r as in ``SphericalHarmonics.evaluate``; longitudes φ_p = atan2(y, x)).
-    Per call, with a = sqrt(C_n) ξ (…, K, 3) and y_nm the normalised associated Legendre functions
-    (no Condon–Shortley phase, ∫ |y_nm e^{imφ}|² dσ = 1) tabulated once per ring,
+    The points x_p (P, 3) are grouped by exact z (:class:`~spherepde.grids.rings.RingLayout`: a
+    ring r at μ_r = z_r, colatitude θ_r = π/2 − arcsin μ_r as in ``SphericalHarmonics.evaluate``;
+    longitudes φ_p = atan2(y, x)).  Per call, with a = sqrt(C_n) ξ (…, K, 3) and y_nm the
+    normalised associated Legendre functions (no Condon–Shortley phase, ∫ |y_nm e^{imφ}|² dσ = 1)
+    tabulated once per ring,
 
         F_{r,0} = Σ_n a_{n,0} y_n0(μ_r),   F_{r,m} = √2 Σ_n y_nm(μ_r) (a^c_{n,m} − i a^s_{n,m}),
         G(x_p)  = Re Σ_{m=0}^{n_max} F_{r(p),m} e^{i m φ_p}
 
     (the real basis of :class:`NoiseField`: √2 y_nm cos mφ, √2 y_nm sin mφ).  Forming F costs
-    O(rings · n_max²) per component: one matrix product per order m, batched.  A ring whose n longitudes
-    are φ_0 + 2πj/n (any order, within :data:`RING_LON_TOL`) is synthesised by an inverse real FFT
-    of length n (orders m ≥ n aliased onto m mod n); any other ring by a product with the
-    tabulated e^{i m φ_p}, O(n · n_max).
+    O(rings · n_max²) per component: one matrix product per order m, batched; the synthesis is
+    the layout's (an inverse real FFT per ring of equispaced longitudes, O(n_max) per point
+    elsewhere).
     """
 
-    def __init__(self, field: NoiseField, legendre, fft_groups, direct, npoints: int):
+    def __init__(self, field: NoiseField, layout) -> None:
         L = field.nmax
         self.nmax = L
-        self.npoints = npoints
-        self._legendre = legendre  # (L+1 [m], R, L+1 [n]): y_nm(μ_r)
-        self._fft_groups = fft_groups  # [(n, rings (R_g,), e^{imφ_0} (R_g, L+1), points (R_g·n,))]
-        self._direct = direct  # [(ring, points (n_r,), e^{imφ_p} (n_r, L+1))]
+        self.layout = layout
+        theta = 0.5 * math.pi - np.arcsin(layout.mu)
+        s = np.sin(theta)
+        s[np.abs(theta - np.pi) < 1e-12] = 0.0
+        T = legendre_table(np.cos(theta), s, legendre_recursion(L))  # [m, n, r]
+        self._legendre = np.ascontiguousarray(T.transpose(0, 2, 1))  # (L+1 [m], R, L+1 [n])
         # real index k → (m, n, re/im, factor) of its term in F_{r,m}
         self._m = field._order
         self._n = field.degree
         self._reim = (field._part == 2).astype(int)
         self._factor = np.choose(field._part, [1.0, math.sqrt(2.0), -math.sqrt(2.0)])
-        # the points are the rings of one FFT group in order (e.g. FFSLSphere.points): no scatter
-        self._in_order = (not direct and len(fft_groups) == 1
-                          and np.array_equal(fft_groups[0][3], np.arange(npoints)))
-        self.nbytes = int(legendre.nbytes + sum(g[2].nbytes + g[3].nbytes for g in fft_groups)
-                          + sum(d[1].nbytes + d[2].nbytes for d in direct))
+        self.nbytes = int(self._legendre.nbytes + layout.nbytes)
 
     @property
     def n_rings(self) -> int:
-        return self._legendre.shape[1]
+        return self.layout.n_rings
 
     @classmethod
     def build(cls, field: NoiseField, x: np.ndarray):
         """The rings of the points x (P, 3), or None when they lie on more than
         RING_FRACTION × P distinct latitudes."""
-        P = x.shape[0]
-        zs, ring = np.unique(x[:, 2], return_inverse=True)
-        R = zs.size
-        if P == 0 or R > RING_FRACTION * P:
-            return None
-        L = field.nmax
-        theta = 0.5 * math.pi - np.arcsin(np.clip(zs, -1.0, 1.0))
-        s = np.sin(theta)
-        s[np.abs(theta - np.pi) < 1e-12] = 0.0
-        T = legendre_table(np.cos(theta), s, legendre_recursion(L))  # [m, n, r]
-        legendre = np.ascontiguousarray(T.transpose(0, 2, 1))
-        phi = np.arctan2(x[:, 1], x[:, 0])
-        m = np.arange(L + 1)
-        by_ring = np.argsort(ring, kind="stable")
-        starts = np.searchsorted(ring[by_ring], np.arange(R + 1))
-        groups, direct = {}, []
-        for r in range(R):
-            idx = by_ring[starts[r]:starts[r + 1]]
-            p = phi[idx]
-            n = idx.size
-            t = np.mod(p - p[0], _TWO_PI) * (n / _TWO_PI)  # position in units of 2π/n
-            j = np.rint(t)
-            dev = (t - j) * (_TWO_PI / n)  # φ_p − (p[0] + 2π j_p / n)
-            j = j.astype(np.int64) % n
-            phi0 = p[0] + dev.mean()
-            equispaced = np.abs(dev - dev.mean()).max() <= RING_LON_TOL
-            if equispaced and np.array_equal(np.sort(j), np.arange(n)):
-                pts = np.empty(n, dtype=np.int64)
-                pts[j] = idx  # the point at φ_0 + 2π j / n
-                groups.setdefault(n, []).append((r, np.exp(1j * m * phi0), pts))
-            else:
-                direct.append((r, idx, np.exp(1j * np.outer(p, m))))
-        fft_groups = []
-        for n, gs in groups.items():
-            gs.sort(key=lambda g: g[2][0])  # by first point: ring-major points need no scatter
-            fft_groups.append((n, np.array([g[0] for g in gs]), np.array([g[1] for g in gs]),
-                               np.concatenate([g[2] for g in gs])))
-        return cls(field, legendre, fft_groups, direct, P)
+        layout = RingLayout.build(x, field.nmax, max_fraction=RING_FRACTION)
+        return None if layout is None else cls(field, layout)
 
     def ring_coefficients(self, a: np.ndarray) -> np.ndarray:
         """F (B, R, n_max + 1) complex from a (K, B) (the columns: real coefficient vectors)."""
@@ -330,14 +289,5 @@ class LatitudeRings:
         """G at the points: a (…, K, 3) scaled coefficients sqrt(C_n) ξ → (…, P, 3)."""
         lead, K = a.shape[:-2], a.shape[-2]
         cols = np.moveaxis(a.reshape((-1, K, 3)), 0, 1).reshape(K, -1)  # column b·3 + c
-        F = self.ring_coefficients(cols)
-        if self._in_order:
-            n, rings, rot, _ = self._fft_groups[0]
-            out = ring_synthesis(F[:, rings] * rot, n)  # (B·3, R, n): already in point order
-        else:
-            out = np.empty((cols.shape[1], self.npoints))
-            for n, rings, rot, pts in self._fft_groups:
-                out[:, pts] = ring_synthesis(F[:, rings] * rot, n).reshape(out.shape[0], -1)
-            for r, idx, e in self._direct:
-                out[:, idx] = (F[:, r] @ e.T).real
-        return np.swapaxes(out.reshape(lead + (3, self.npoints)), -1, -2)
+        out = self.layout.synthesise(self.ring_coefficients(cols))
+        return np.swapaxes(out.reshape(lead + (3, self.layout.npoints)), -1, -2)

@@ -135,6 +135,23 @@ def test_spectral_sums_within_error_model(nlat, kappa, where):
     assert spec.err <= 4e-14  # the model itself stays small (round-off level)
 
 
+@pytest.mark.parametrize("nlat, kappa", [(32, 3.0), (48, 20.0)])
+def test_ring_sums_at_face_points_within_error_model(nlat, kappa):
+    """The same error model at the FFSL face points, which take the ring synthesis (Legendre sums
+    per ring, then an inverse FFT per ring of equispaced longitudes, grids.rings.RingLayout)."""
+    g = GaussGrid(nlat)
+    u = FFSLSphere(g, lambda t, x: 0 * x).points
+    w = (vmf(g.xyz, MU, 200.0) + 1e-12) * g.cell_area
+    spec = grid_sums._SpectralSphere(g, kappa)
+    S = spec.sums(w, u)
+    assert not grid_sums._SphereTargets(spec, u, False).scattered  # the ring path was taken
+    y = g.xyz.reshape(-1, 3).astype(np.longdouble)
+    E = np.exp(kappa * (u.astype(np.longdouble) @ y.T - 1)) * w.reshape(-1).astype(np.longdouble)
+    want = np.concatenate([(E @ y).T, E.sum(axis=1)[None]]).astype(float)
+    err = np.abs(S - want).max() / w.sum()
+    assert err <= spec.err, (err, spec.err)
+
+
 def test_ring_evaluation_equals_point_evaluation():
     """Targets on few latitude rings (face points) take the per-ring Legendre path; scattered
     targets the general SphericalHarmonics.evaluate — both give the same sums."""
@@ -380,7 +397,7 @@ def test_cache_bitwise_for_repeated_calls(monkeypatch, rot, density):
     tables = da._spec._targets.tables
     assert tables is not None and tables.scattered == rot
     if not rot:
-        assert tables._Y is not None and tables._E is not None
+        assert tables._Y is not None and tables.layout is not None
     if density == "vmf100":
         assert da.last_stats["split"] > 0, da.last_stats
 
@@ -444,7 +461,7 @@ def test_cache_with_a_new_density_at_the_same_points(monkeypatch):
 def test_cache_serves_subsets_of_the_targets(monkeypatch, legendre_kept):
     """The split pass evaluates at some rows of the targets of the call before: the sums at any
     rows (sorted or not, some rings or all, few rows: then scattered) equal the uncached sums,
-    also when only the longitude table fits in TARGET_CACHE_BYTES."""
+    also when the Legendre table does not fit in TARGET_CACHE_BYTES."""
     g = GaussGrid(40)
     pts = FFSLSphere(g, lambda t, x: 0 * x).points
     w = SPHERE_DENSITIES["vmf100"](g.xyz) * g.cell_area
@@ -454,12 +471,11 @@ def test_cache_serves_subsets_of_the_targets(monkeypatch, legendre_kept):
                np.flatnonzero(pts[:, 2] > 0.5), rng.choice(pts.shape[0], 100, replace=False)]
     spec = grid_sums._SpectralSphere(g, 12.0)
     if not legendre_kept:
-        nlon = np.unique(np.arctan2(pts[:, 1], pts[:, 0])).size
-        monkeypatch.setattr(grid_sums, "TARGET_CACHE_BYTES", 16 * (spec.L + 1) * nlon + 8 * pts.shape[0])
+        monkeypatch.setattr(grid_sums, "TARGET_CACHE_BYTES", 1000)
     spec.sums(w, pts)
     spec.sums(w, pts)  # the second call in a row keeps the tables
     kept = spec._targets.tables
-    assert kept._E is not None and (kept._Y is not None) == legendre_kept
+    assert kept.layout is not None and (kept._Y is not None) == legendre_kept
     fresh = grid_sums._SpectralSphere(g, 12.0)
     monkeypatch.setattr(grid_sums, "TARGET_CACHE", False)
     want = [fresh.sums(w2, pts[r]) for r in subsets]
@@ -486,7 +502,7 @@ def test_cache_memory_bound(monkeypatch):
     monkeypatch.setattr(grid_sums, "TARGET_CACHE_BYTES", 1000)
     da = DensityAttention(att, g)
     assert_bitwise([da(0.0, pts, rho) for _ in range(3)], want)
-    assert da._spec._targets.tables._Y is None and da._spec._targets.tables._E is None
+    assert da._spec._targets.tables._Y is None
 
 
 @pytest.mark.parametrize("density", ["smooth", "vmf"])

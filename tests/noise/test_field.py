@@ -121,7 +121,7 @@ def test_rings_at_face_points_match_the_dense_and_spectral_paths(nlat, nmax):
     spectral = NoiseField(_KERNEL, nmax=nmax).values(xi, x)  # first call: SphericalHarmonics.evaluate
     rings = _twice(f, xi, x)
     assert isinstance(f._rings, field_module.LatitudeRings) and f._basis is None
-    assert f._rings.n_rings == 2 * nlat + 1 and not f._rings._direct  # equispaced rings: FFTs
+    assert f._rings.n_rings == 2 * nlat + 1 and not f._rings.layout.direct.size  # all FFTs
     assert rings.shape == (2, 3, x.shape[0], 3)
     assert _rel(rings, spectral) <= 1e-12
     # one realisation and one leading dimension: the same numbers
@@ -166,7 +166,9 @@ def test_rings_with_random_longitudes_and_scattered_points(nmax):
     got = _twice(f, xi, x)
     r = f._rings
     assert isinstance(r, field_module.LatitudeRings) and r.n_rings == 6
-    assert len(r._direct) == 3 and sum(g[1].size for g in r._fft_groups) == 3 and not r._in_order
+    layout = r.layout
+    assert layout.direct.size == 5 + 12 + 3 and sum(g[1].size for g in layout.fft_groups) == 3
+    assert not layout.in_order
     assert _rel(got, want) <= 1e-12
     # scattered points: no rings, the dense basis table as before
     y = _points(3, 300, seed=nmax)
@@ -197,7 +199,7 @@ def test_ring_table_follows_the_points():
     f.values(xi, y)
     assert f._rings is None
     assert _rel(f.values(xi, y), NoiseField(_KERNEL, nmax=8).values(xi, y)) <= 1e-12
-    assert f._rings is not None and f._rings._direct  # that ring is no longer equispaced
+    assert f._rings is not None and f._rings.layout.direct.size  # that ring is no longer equispaced
 
 
 def test_no_table_above_the_cache_limit(monkeypatch):

@@ -24,7 +24,7 @@ import numpy as np
 from spherepde.dynamics.attention import compiled
 from spherepde.dynamics.attention.funk_hecke import (SERIES_TAIL, TARGET_ROUNDOFF, _per_target_synthesis,
                                                      _SphereKernel)
-from spherepde.grids.rings import fourier_powers, legendre_recursion, legendre_table
+from spherepde.grids.rings import RingLayout, legendre_recursion, legendre_table
 
 #: round-off of one spectral sum, per unit mass: ε_r(L) = SPECTRAL_ROUNDOFF · (L + 16).
 #: Measured against longdouble sums (GaussGrid 32–256, κ = 0.5–300, densities from uniform and
@@ -87,13 +87,13 @@ class _SphereTargets:
     """What :meth:`_SpectralSphere._evaluate` needs to know about its targets u (n, 3).
 
     Targets on few latitude rings (the face points of the FFSL transport when R = I: 2·nlat + 1
-    rings) take the ring synthesis: ``mu`` the distinct values of u_3 (sorted, clipped to
-    [−1, 1]), ``ring`` the ring of each target, ``lon`` the longitudes.  Other targets
-    (``scattered``) take SphericalHarmonics.evaluate at (``lon``, ``lat``).  With ``keep`` the
-    ring synthesis' tables are kept as well, each if it fits in what is left of TARGET_CACHE_BYTES:
-    e^{imλ} (grids.rings.fourier_powers) at each distinct longitude (the face points have ≈ 3·nlon of them, to
-    rounding), gathered per target, then the Legendre table y_lm(μ_r) of every ring; what is not
-    kept :meth:`powers` and :meth:`legendre` compute as needed.  Every value is the one the direct
+    rings of equispaced longitudes) take the ring synthesis: Legendre sums per ring, then the
+    ring layout's synthesis in longitude (``layout``, :class:`~spherepde.grids.rings.RingLayout`:
+    an inverse real FFT per ring of equispaced longitudes).  Other targets (``scattered``) take
+    SphericalHarmonics.evaluate at (``lon``, ``lat``).  With ``keep`` the tables are kept as
+    well, each if it fits in what is left of TARGET_CACHE_BYTES: the layout's e^{imλ} at the
+    points off equispaced rings, then the Legendre table y_lm(μ_r) of every ring; what is not kept
+    :meth:`legendre` and the layout compute as needed.  Every value is the one the direct
     computation gives, bit for bit (the recursions are elementwise, and every product sees the
     same operands).
     """
@@ -101,25 +101,19 @@ class _SphereTargets:
     def __init__(self, spec, u: np.ndarray, keep: bool) -> None:
         n, L = u.shape[0], spec.L
         self.L, self._rec = L, spec._rec  # (not spec itself: no reference cycle via its cache)
-        self.lon = np.arctan2(u[:, 1], u[:, 0])
-        mu, self.ring = np.unique(u[:, 2], return_inverse=True)
-        self.scattered = mu.size * 4 > n or n < 256
-        self.lat = self.mu = self._Y = self._E = self._lon_index = None
+        layout = None if n < 256 else RingLayout.build(u, L, keep=keep,
+                                                       table_bytes=TARGET_CACHE_BYTES)
+        self.layout = layout
+        self.scattered = layout is None
+        self._Y = None
         if self.scattered:
+            self.lon = np.arctan2(u[:, 1], u[:, 0])
             r = np.linalg.norm(u, axis=1)
             self.lat = np.arcsin(np.clip(u[:, 2] / r, -1.0, 1.0))
             return
-        self.mu = np.clip(mu, -1.0, 1.0)
-        if keep:  # the longitude table first: it saves the most (_powers at every target)
-            budget = TARGET_CACHE_BYTES
-            lon_u, lon_index = np.unique(self.lon, return_inverse=True)
-            size = 16 * (L + 1) * lon_u.size + 8 * n
-            if size <= budget:
-                self._E = fourier_powers(lon_u, L)  # (distinct longitudes, L+1)
-                self._lon_index = lon_index
-                budget -= size
-            if 8 * (L + 1) ** 2 * mu.size <= budget:
-                self._Y = _ring_legendre(self.mu, self._rec)  # [m, ring, l]
+        self.mu = layout.mu
+        if keep and 8 * (L + 1) ** 2 * self.mu.size <= TARGET_CACHE_BYTES - layout.nbytes:
+            self._Y = _ring_legendre(self.mu, self._rec)  # [m, ring, l]
 
     def legendre(self, a: int, b: int) -> np.ndarray:
         """The Legendre table of rings a..b−1, [m, ring, l] (see _ring_legendre)."""
@@ -127,32 +121,20 @@ class _SphereTargets:
             return _ring_legendre(self.mu[a:b], self._rec)
         return np.ascontiguousarray(self._Y[:, a:b])
 
-    def powers(self, sl: slice) -> np.ndarray:
-        """e^{imλ}, m = 0..L, at the targets ``sl``: (targets, L+1) complex."""
-        if self._E is None:
-            return fourier_powers(self.lon[sl], self.L)
-        return np.take(self._E, self._lon_index[sl], axis=0)
-
-    def subset(self, rows: np.ndarray) -> "_SphereTargets | None":
-        """The targets (these targets)[rows] (the split pass) with the kept tables, as
-        ``_SphereTargets(spec, (these targets)[rows], False)`` would describe them; None where
-        that would not take the ring synthesis."""
-        n = rows.size
-        if self.scattered or n < 256:
+    def subset(self, u: np.ndarray, rows: np.ndarray) -> "_SphereTargets | None":
+        """The targets u = (these targets)[rows] (the split pass) with the kept Legendre table, as
+        ``_SphereTargets(spec, u, False)`` would describe them; None where that would not take
+        the ring synthesis."""
+        if self.scattered or rows.size < 256:
             return None
-        rings = self.ring[rows]
-        present = np.flatnonzero(np.bincount(rings, minlength=self.mu.size))  # = np.unique(u[:, 2])
-        if present.size * 4 > n:
+        layout = RingLayout.build(u, self.L, keep=False)
+        if layout is None:
             return None
         sub = copy.copy(self)
-        sub.lon = self.lon[rows]
-        renumber = np.zeros(self.mu.size, dtype=np.intp)
-        renumber[present] = np.arange(present.size)
-        sub.ring, sub.mu = renumber[rings], self.mu[present]
-        if self._Y is not None and present.size < self.mu.size:
+        sub.layout, sub.mu = layout, layout.mu
+        if self._Y is not None:  # the rings present, in order: those of the sorted distinct z
+            present = np.flatnonzero(np.bincount(self.layout.ring[rows], minlength=self.mu.size))
             sub._Y = np.take(self._Y, present, axis=1)
-        if self._E is not None:
-            sub._lon_index = self._lon_index[rows]
         return sub
 
 
@@ -219,33 +201,21 @@ class _SpectralSphere(_SphereKernel):
         return self._evaluate(q, u, rows)
 
     def _evaluate(self, q: np.ndarray, u: np.ndarray, rows=None) -> np.ndarray:
-        n = u.shape[0]
-        out = np.empty((q.shape[0], n))
-        if n == 0:
-            return out
+        if u.shape[0] == 0:
+            return np.empty((q.shape[0], 0))
         if rows is None:
             t = self._targets.get(u, lambda v, keep: _SphereTargets(self, v, keep))
         else:  # a subset of the last targets: their kept tables serve, else computed as needed
             kept = self._targets.rows(u, rows)
-            t = None if kept is None else kept.subset(np.asarray(rows))
+            t = None if kept is None else kept.subset(u, np.asarray(rows))
             if t is None:
                 t = _SphereTargets(self, u, False)
         if t.scattered:  # scattered targets: the general point evaluation
             return self._sh.evaluate(q, t.lon, t.lat)
         # targets on few latitude rings (e.g. the face points of the FFSL transport when R = I):
-        # Legendre sums once per ring, then a Fourier sum in longitude per point
+        # Legendre sums once per ring, then the synthesis in longitude ring by ring
         P = self._ring_sums(q, t)  # (rings, nb, L+1), factor 2 for m > 0
-        Pr, Pi = np.ascontiguousarray(P.real), np.ascontiguousarray(P.imag)
-        # gathered per point and contracted with einsum: many tiny per-ring BLAS calls were
-        # 5–20× slower (multithreaded OpenBLAS on a shared machine)
-        step = max(64, (1 << 21) // (Pr.shape[1] * (self.L + 1)))
-        for a in range(0, n, step):
-            sl = slice(a, min(n, a + step))
-            e = t.powers(sl)
-            rr = t.ring[sl]
-            out[:, sl] = (np.einsum("pm,pbm->bp", e.real, Pr[rr])
-                          - np.einsum("pm,pbm->bp", e.imag, Pi[rr]))
-        return out
+        return t.layout.synthesise(P.transpose(1, 0, 2))
 
     def _ring_sums(self, q: np.ndarray, t: "_SphereTargets") -> np.ndarray:
         """P[r, b, m] = c_m Σ_l q_b,lm y_lm(μ_r) at the rings μ_r = t.mu (c_0 = 1 on the real part,
