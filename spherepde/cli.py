@@ -131,6 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     vsub = val.add_subparsers(dest="suite", required=True)
     _transport_parser(vsub, "transport", "one standard transport test, error norms after one period", many=False)
     _transport_parser(vsub, "convergence", "a transport test at several resolutions, with fitted orders", many=True)
+    sp = vsub.add_parser("sync-path", help="Paper 2: noise-only SPDE vs the exact pushforward on one "
+                                           "Brownian path, E_β ratio over time")
+    sp.add_argument("--nlat", type=int, default=48, help="Gauss latitudes of the density (default 48)")
+    sp.add_argument("--t-end", type=float, default=6.0, help="final time (default 6)")
+    sp.add_argument("--dt", type=float, default=0.01, help="time step (default 0.01)")
+    sp.add_argument("--seed", type=int, default=0, help="Brownian path seed (default 0)")
+    sp.add_argument("--realisation", type=int, default=0, help="realisation of that seed (default 0)")
+    sp.add_argument("--scheme", default="ffsl-ppm", help="density scheme (default ffsl-ppm)")
+    sp.add_argument("--json", action="store_true", help="print the result as JSON")
 
     _noise_kernel_parser(sub)
     return parser
@@ -148,6 +157,14 @@ def _transport_config(args, nlat: int):
 def _cmd_validate(args) -> int:
     from spherepde.validation.transport_runs import fit_order, run_transport
 
+    if args.suite == "sync-path":
+        from spherepde.validation.sync_path import SyncPathConfig, run_sync_path
+
+        config = SyncPathConfig(nlat=args.nlat, t_end=args.t_end, dt=args.dt, seed=args.seed,
+                                realisation=args.realisation, scheme=args.scheme)
+        out = run_sync_path(config, progress=not args.json)
+        _emit(out, args.json)
+        return 130 if out["interrupted"] else 0
     if args.suite == "transport":
         config = _transport_config(args, args.nlat)
         if args.output is not None and not Path(args.output).parent.is_dir():

@@ -1,0 +1,154 @@
+"""Pathwise synchronisation by common noise (Paper 2): a density scheme against the exact
+pushforward on the same Brownian path (``spherepde validate sync-path``).
+
+Set-up (the defaults of :class:`SyncPathConfig`): the noise-only SPDE on S²,
+
+    dρ + ∇·(ρ ∘ P_x W(dt, x)) = 0,
+
+ReLU MLP noise with σ_U = σ_W = 0.5 truncated at n_max = 4, ρ₀ a von Mises–Fisher density
+(κ = 10, direction (0.48, 0.6, 0.64)), one Brownian path (``seed``, ``realisation``), Δt = 0.01,
+t_end = 6.  Under common noise the measure contracts to a point: its rms width shrinks like
+e^{λ₁t} (λ₁ = −κ_{n_max}(1) on S²), so the scaled interaction energy
+e^{−β}E_β = ½∬(1 − e^{β(⟨x,y⟩−1)}) dρ dρ (β = 1) decays like e^{2λ₁t}.
+
+Reference: every cell centre y_j of a GaussGrid(``nlat``) carries the weight ρ₀(y_j)|cell_j|
+and is moved by the particle SDE (:class:`~spherepde.solvers.lagrangian.sde.ParticleSDE`, the same
+Heun step and the same increments as the density's noise velocity): the exact pushforward of the
+quadrature of ρ₀ — no Monte Carlo error.  ``ratio`` = E(density)/E(reference) at each output
+time; ``decades`` = log₁₀ E_ref(0)/E_ref(t_end); ``rate_*`` the least-squares slopes of log E over
+the second half of the run, against ``two_lambda_1``.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+#: density schemes this validation runs (the SPDE solvers registered for noise-only runs)
+SCHEMES = ("ffsl-ppm",)
+
+
+@dataclass(frozen=True)
+class SyncPathConfig:
+    """Parameters of one sync-path run (see the module docstring)."""
+
+    nlat: int = 48
+    t_end: float = 6.0
+    dt: float = 0.01
+    seed: int = 0
+    realisation: int = 0
+    scheme: str = "ffsl-ppm"
+    beta: float = 1.0
+    output_every: float = 0.25
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nlat, bool) or not isinstance(self.nlat, (int, np.integer)) \
+                or self.nlat < 4 or self.nlat % 2:
+            raise ValueError(f"nlat must be an even integer ≥ 4, got {self.nlat!r}")
+        for name in ("t_end", "dt", "beta", "output_every"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+        if self.dt > self.output_every or self.output_every > self.t_end:
+            raise ValueError(f"need dt ≤ output_every ≤ t_end, got dt = {self.dt}, output_every = "
+                             f"{self.output_every}, t_end = {self.t_end}")
+        for name in ("seed", "realisation"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ValueError(f"{name} must be an integer ≥ 0, got {v!r}")
+        if self.scheme not in SCHEMES:
+            raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
+
+    def spde(self):
+        """The noise-only :class:`~spherepde.validation.ensemble.SPDEConfig` of this run."""
+        from spherepde.validation.ensemble import SPDEConfig
+
+        return SPDEConfig(grid="sphere", nlat=self.nlat, activation="relu", sigma_u=0.5,
+                          sigma_w=0.5, nmax=4, t_end=self.t_end, dt=self.dt,
+                          initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64],
+                                   "concentration": 10.0},
+                          energy_beta=self.beta, seed=self.seed)
+
+
+def _rate(t, e) -> float:
+    """Least-squares slope of log e against t (points with e > 0; NaN if fewer than 3)."""
+    t, e = np.asarray(t, float), np.asarray(e, float)
+    ok = e > 0
+    if ok.sum() < 3:
+        return math.nan
+    return float(np.polyfit(t[ok], np.log(e[ok]), 1)[0])
+
+
+def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool = False) -> dict:
+    """Run the density scheme and the reference side by side; the result of the module docstring.
+
+    On Ctrl-C the outputs reached so far are returned with ``"interrupted": True``.
+    """
+    from spherepde import __version__
+    from spherepde.solvers.eulerian.spde import SPDEFFSL
+    from spherepde.solvers.lagrangian.sde import ParticleSDE
+    from spherepde.validation.ensemble import initial_density
+    from spherepde.validation.metrics import interaction_energy
+
+    spde = config.spde()
+    g = spde.make_grid()
+    noise = spde.make_noise()
+    path = spde.make_path(noise, config.realisation)
+    rho = initial_density(spde, g)
+    y = g.xyz.reshape(-1, 3)
+    area = g.cell_area.reshape(-1)
+    w0 = (rho * g.cell_area).reshape(-1)
+    keep = w0 > 1e-13 * w0.max()  # weights below this carry < 1e-9 of the mass: no effect on E
+    xq, wq = y[keep].copy(), w0[keep] / w0[keep].sum()
+    stepper = SPDEFFSL(g, None, noise=noise, path=path)
+    particles = ParticleSDE(noise=noise, path=path)
+    nsteps = int(round(config.t_end / config.dt))
+    every = max(1, int(round(config.output_every / config.dt)))
+    out = {"times": [], "energy_density": [], "energy_reference": [], "ratio": []}
+    seconds = {"density": 0.0, "reference": 0.0}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=nsteps, desc="sync-path", unit="step", leave=False)
+    interrupted = False
+    try:
+        for k in range(nsteps + 1):
+            t = k * config.dt
+            if k % every == 0 or k == nsteps:
+                w = np.clip(rho.reshape(-1) * area, 0.0, None)
+                ed = interaction_energy(y, w / w.sum(), config.beta)
+                er = interaction_energy(xq, wq, config.beta)
+                for key, v in (("times", t), ("energy_density", ed), ("energy_reference", er),
+                               ("ratio", ed / er if er > 0 else math.nan)):
+                    out[key].append(float(v))
+            if k == nsteps:
+                break
+            t0 = time.perf_counter()
+            rho = stepper.step(rho, t, config.dt)
+            t1 = time.perf_counter()
+            xq = particles.step(xq, t, config.dt)
+            seconds["density"] += t1 - t0
+            seconds["reference"] += time.perf_counter() - t1
+            if bar is not None:
+                bar.update(1)
+    except KeyboardInterrupt:
+        interrupted = True
+    finally:
+        if bar is not None:
+            bar.close()
+    e_ref, times = out["energy_reference"], np.asarray(out["times"])
+    late = times >= 0.5 * times[-1] if times.size else times
+    lam1 = -noise.variance  # λ₁ = −κ_{n_max}(1) on S² (see paper2.synchronization)
+    out.update(
+        decades=float(math.log10(e_ref[0] / e_ref[-1])) if len(e_ref) > 1 and e_ref[-1] > 0 else math.nan,
+        ratio_range=[float(min(out["ratio"])), float(max(out["ratio"]))] if out["ratio"] else [],
+        rate_density=_rate(times[late], np.asarray(out["energy_density"])[late]),
+        rate_reference=_rate(times[late], np.asarray(e_ref)[late]),
+        two_lambda_1=2.0 * lam1, seconds=seconds, scheme=config.scheme,
+        mass_error=float(g.integrate(rho) - 1.0), min_density=float(rho.min()),
+        reference_points=int(xq.shape[0]), interrupted=interrupted,
+        config=asdict(config), spherepde_version=__version__)
+    return out

@@ -1,0 +1,75 @@
+"""``validate sync-path``: the noise-only SPDE against the exact pushforward on one Brownian path
+(spherepde.validation.sync_path)."""
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from spherepde.cli import main
+from spherepde.validation.sync_path import SyncPathConfig, run_sync_path
+
+KEYS = ("times", "energy_density", "energy_reference", "ratio", "decades", "seconds", "scheme")
+
+
+def test_short_run_keys_conservation_and_start():
+    out = run_sync_path(SyncPathConfig(nlat=16, t_end=0.5))
+    for k in KEYS:
+        assert k in out
+    assert out["times"] == [0.0, 0.25, 0.5] and not out["interrupted"]
+    assert out["scheme"] == "ffsl-ppm" and out["config"]["nlat"] == 16
+    # t = 0: the same quadrature of ρ₀; the reference drops weights < 1e-13·max (≤ 512 of them)
+    assert abs(out["ratio"][0] - 1.0) <= 512 * 1e-13 * 10
+    assert abs(out["mass_error"]) <= 1e-13 and out["min_density"] >= 0.0
+    assert all(e > 0 for e in out["energy_reference"])
+
+
+def test_density_approaches_the_reference_as_the_grid_is_refined():
+    """At t = 0.5 the density's departure from the exact pushforward (numerical diffusion of a
+    cluster still many cells wide) shrinks under refinement: |ratio − 1| at nlat 32 is below
+    half of that at nlat 16 (a first-order or better scheme gives ≤ 1/2)."""
+    dev = []
+    for nlat in (16, 32):
+        out = run_sync_path(SyncPathConfig(nlat=nlat, t_end=0.5))
+        dev.append(abs(out["ratio"][-1] - 1.0))
+    assert dev[1] <= 0.5 * dev[0], dev
+
+
+def test_same_seed_same_bits_and_seed_matters():
+    a = run_sync_path(SyncPathConfig(nlat=16, t_end=0.25, output_every=0.25))
+    b = run_sync_path(SyncPathConfig(nlat=16, t_end=0.25, output_every=0.25))
+    c = run_sync_path(SyncPathConfig(nlat=16, t_end=0.25, output_every=0.25, seed=1))
+    assert a["energy_density"] == b["energy_density"] and a["energy_reference"] == b["energy_reference"]
+    assert a["energy_reference"][-1] != c["energy_reference"][-1]
+
+
+@pytest.mark.parametrize("kw, name", [
+    ({"nlat": 15}, "nlat"), ({"nlat": 2}, "nlat"), ({"t_end": -1.0}, "t_end"),
+    ({"dt": math.nan}, "dt"), ({"dt": 0.5, "output_every": 0.25}, "dt ≤ output_every"),
+    ({"seed": -1}, "seed"), ({"realisation": 1.5}, "realisation"), ({"scheme": "upwind"}, "scheme"),
+])
+def test_bad_input_is_refused_before_work(kw, name):
+    with pytest.raises(ValueError, match=name):
+        SyncPathConfig(**kw)
+
+
+def test_cli_json(capsys):
+    assert main(["validate", "sync-path", "--nlat", "16", "--t-end", "0.25", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(KEYS) <= set(out) and len(out["times"]) == 2
+    assert main(["validate", "sync-path", "--nlat", "17", "--json"]) == 2
+    assert "nlat" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+@pytest.mark.xfail(strict=True, reason="issue 11: ffsl-ppm diffuses the contracting cluster "
+                                       "(ratio up to ~100 at t = 6); the scheme that follows the "
+                                       "concentration must pass this")
+def test_default_run_meets_the_issue_target():
+    """The issue's target with the defaults: ≥ 2.5 decades and every ratio in [0.67, 1.5]."""
+    out = run_sync_path(SyncPathConfig())
+    assert out["decades"] >= 2.5
+    r = np.asarray(out["ratio"])
+    assert np.all((r >= 0.67) & (r <= 1.5)), out["ratio_range"]
