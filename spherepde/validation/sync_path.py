@@ -149,6 +149,7 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
         rate_reference=_rate(times[late], np.asarray(e_ref)[late]),
         two_lambda_1=2.0 * lam1, seconds=seconds, scheme=config.scheme,
         mass_error=float(g.integrate(rho) - 1.0), min_density=float(rho.min()),
+        max_density=float(rho.max()),
         reference_points=int(xq.shape[0]), interrupted=interrupted,
         config=asdict(config), spherepde_version=__version__)
     return out
