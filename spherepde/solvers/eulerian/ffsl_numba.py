@@ -10,8 +10,9 @@ line's length instead of whole-array temporaries — and these details, none of 
 result:
 
 * the limiters are written with selects instead of masks, so that the loops vectorise; the
-  positivity limiter runs its exact test on every cell (numpy pre-filters with a bound that only
-  skips cells passing that test, see ``ppm._scale_positive``);
+  positivity scaling runs its exact test on every cell (numpy pre-filters with a bound that only
+  skips cells passing that test, see ``ppm._scale_positive``); the Colella–Sekora step of the
+  ``positive`` limiter is computed face by face and cell by cell, the numpy code on whole slices;
 * when every departure point (and midpoint) of a line lies in one of the two cells at its face
   — the usual case at Courant numbers below 1 — a line takes a vectorised path without a cell
   search or cumulative sum; otherwise the line is redone the general way (cell search by a walk
@@ -129,6 +130,71 @@ def _cell(qb, qprev, qnext, eL, eR, limiter, may_flatten):
         dq = dq * theta if bad else dq
         q6 = q6 * theta if bad else q6
     return qL, dq, q6
+
+
+@njit(error_model="numpy")
+def _same_sign_min(d2, o1, o2, o3, three):
+    """ppm._same_sign_min for d2 and two others (three=False: o3 unused) or three."""
+    mag = abs(d2)
+    pos = d2 > 0.0
+    neg = d2 < 0.0
+    mag = _fmin(mag, ppm.CS_C * abs(o1))
+    pos &= o1 > 0.0
+    neg &= o1 < 0.0
+    mag = _fmin(mag, ppm.CS_C * abs(o2))
+    pos &= o2 > 0.0
+    neg &= o2 < 0.0
+    if three:
+        mag = _fmin(mag, ppm.CS_C * abs(o3))
+        pos &= o3 > 0.0
+        neg &= o3 < 0.0
+    return mag if pos else (-mag if neg else 0.0)
+
+
+@njit(error_model="numpy")
+def _extremum_face(e, qm2, qm1, q0, qp1):
+    """ppm.extremum_limit_edges for one face (same operations)."""
+    out = (e - qm1) * (q0 - e) < 0.0
+    d2 = 3.0 * (qm1 - 2.0 * e + q0)
+    lim = _same_sign_min(d2, qm2 - 2.0 * qm1 + q0, qm1 - 2.0 * q0 + qp1, 0.0, False)
+    return 0.5 * (qm1 + q0) - lim / 6.0 if out else e
+
+
+@njit(error_model="numpy")
+def _extremum_cell(qL, qR, qm2, qm1, q, qp1, qp2):
+    """ppm.extremum_limit_cells for one cell (same operations): the new (qL, qR)."""
+    ext = ((qR - q) * (q - qL) <= 0.0) | ((qm1 - q) * (q - qp1) <= 0.0)
+    d2 = 6.0 * (qL + qR) - 12.0 * q
+    lim = _same_sign_min(d2, qm1 - 2.0 * q + qp1, qm2 - 2.0 * qm1 + q, q - 2.0 * qp1 + qp2,
+                         True)
+    ratio = lim / (d2 if d2 != 0.0 else 1.0)
+    dl = qL - q
+    dr = qR - q
+    big_r = abs(dr) >= 2.0 * abs(dl)
+    big_l = abs(dl) >= 2.0 * abs(dr)
+    newL = q + dl * ratio if ext else (q - 2.0 * dr if big_l else qL)
+    newR = q + dr * ratio if ext else (q - 2.0 * dl if big_r else qR)
+    return newL, newR
+
+
+@njit(error_model="numpy")
+def _parabolas_positive(qx, off, e, f_lo, f_hi, c_lo, c_hi, el, qL, dq, q6):
+    """The "positive" limiter of a line of n cells with means q_k = qx[k + off]: the
+    Colella–Sekora limits on faces f_lo..f_hi and cells c_lo..c_hi (their stencils q_{f−2..f+1}
+    and q_{i−2..i+2} must lie in qx), then the scaling of every cell (``el``: scratch of n+1)."""
+    n = qL.size
+    for f in range(n + 1):
+        el[f] = e[f]
+    for f in range(f_lo, f_hi + 1):
+        el[f] = _extremum_face(e[f], qx[f - 2 + off], qx[f - 1 + off], qx[f + off],
+                               qx[f + 1 + off])
+    for i in range(n):
+        lo = el[i]
+        hi = el[i + 1]
+        if c_lo <= i <= c_hi:
+            lo, hi = _extremum_cell(lo, hi, qx[i - 2 + off], qx[i - 1 + off], qx[i + off],
+                                    qx[i + 1 + off], qx[i + 2 + off])
+        qL[i], dq[i], q6[i] = _cell(qx[i + off], 0.0, 0.0, lo, hi, _POSITIVE, False)
 
 
 @njit(error_model="numpy")
@@ -288,6 +354,7 @@ def _sweep_periodic(qs, columns, s, index, wraps, one_cell, same_cell, limiter, 
     nrows, n = s.shape
     qp = np.empty(n + 4)
     e = np.empty(n + 1)
+    el = np.empty(n + 1)
     qL = np.empty(n)
     dq = np.empty(n)
     q6 = np.empty(n)
@@ -314,7 +381,10 @@ def _sweep_periodic(qs, columns, s, index, wraps, one_cell, same_cell, limiter, 
         qp[n + 3] = qr[1 % n]
         for i in range(n + 1):  # face i − 1/2; e[n] is face −1/2 again
             e[i] = _C7 * (qp[i + 2] + qp[i + 1]) - _C1 * (qp[i + 3] + qp[i])
-        _parabolas(qp[1:], e, limiter, qL, dq, q6)
+        if limiter == _POSITIVE:  # every face and cell: the ghosts wrap
+            _parabolas_positive(qp, 2, e, 0, n, 0, n - 1, el, qL, dq, q6)
+        else:
+            _parabolas(qp[1:], e, limiter, qL, dq, q6)
         # fluxes.  Fast path (vectorised): x_d in one of the two cells at the face, i.e. exactly
         # cell f − 1 (shift 1) or no whole cell (shift 0) between x_d and the face
         row0 = r * n
@@ -377,6 +447,7 @@ def _sweep_bounded(m, a, dt, X, h, start, w, limiter, out):
     xd = np.empty(n + 1)
     e = np.empty(n + 1)
     qbp = np.empty(n + 2)
+    el = np.empty(n + 1)
     qL = np.empty(n)
     dq = np.empty(n)
     q6 = np.empty(n)
@@ -429,7 +500,10 @@ def _sweep_bounded(m, a, dt, X, h, start, w, limiter, out):
             qbp[i + 1] = mr[i] / h[i]
         qbp[0] = qbp[1]
         qbp[n + 1] = qbp[n]
-        _parabolas(qbp, e, limiter, qL, dq, q6)
+        if limiter == _POSITIVE:  # faces 2..n−2 and cells 2..n−3: stencils on the line
+            _parabolas_positive(qbp, 1, e, 2, n - 2, 2, n - 3, el, qL, dq, q6)
+        else:
+            _parabolas(qbp, e, limiter, qL, dq, q6)
         if limiter == _MONOTONE:  # the end cells are never flagged as extrema
             for i in (0, n - 1):
                 qL[i], dq[i], q6[i] = _cell(qbp[i + 1], qbp[i], qbp[i + 2], e[i], e[i + 1],
