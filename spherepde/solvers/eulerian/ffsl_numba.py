@@ -133,47 +133,38 @@ def _cell(qb, qprev, qnext, eL, eR, limiter, may_flatten):
 
 
 @njit(error_model="numpy")
-def _same_sign_min(d2, o1, o2, o3, three):
-    """ppm._same_sign_min for d2 and two others (three=False: o3 unused) or three."""
-    mag = abs(d2)
-    pos = d2 > 0.0
-    neg = d2 < 0.0
-    mag = _fmin(mag, ppm.CS_C * abs(o1))
-    pos &= o1 > 0.0
-    neg &= o1 < 0.0
-    mag = _fmin(mag, ppm.CS_C * abs(o2))
-    pos &= o2 > 0.0
-    neg &= o2 < 0.0
+def _one_sign(d2, o1, o2, o3, three):
+    """ppm._one_sign for d2 and two others (three=False: o3 unused) or three."""
+    pos = (d2 > 0.0) & (o1 > 0.0) & (o2 > 0.0)
+    neg = (d2 < 0.0) & (o1 < 0.0) & (o2 < 0.0)
     if three:
-        mag = _fmin(mag, ppm.CS_C * abs(o3))
         pos &= o3 > 0.0
         neg &= o3 < 0.0
-    return mag if pos else (-mag if neg else 0.0)
+    return pos | neg
 
 
 @njit(error_model="numpy")
 def _extremum_face(e, qm2, qm1, q0, qp1):
     """ppm.extremum_limit_edges for one face (same operations)."""
     out = (e - qm1) * (q0 - e) < 0.0
-    d2 = 3.0 * (qm1 - 2.0 * e + q0)
-    lim = _same_sign_min(d2, qm2 - 2.0 * qm1 + q0, qm1 - 2.0 * q0 + qp1, 0.0, False)
-    return 0.5 * (qm1 + q0) - lim / 6.0 if out else e
+    smooth = _one_sign(qm1 - 2.0 * e + q0, qm2 - 2.0 * qm1 + q0, qm1 - 2.0 * q0 + qp1, 0.0,
+                       False)
+    return 0.5 * (qm1 + q0) if out and not smooth else e
 
 
 @njit(error_model="numpy")
 def _extremum_cell(qL, qR, qm2, qm1, q, qp1, qp2):
     """ppm.extremum_limit_cells for one cell (same operations): the new (qL, qR)."""
     ext = ((qR - q) * (q - qL) <= 0.0) | ((qm1 - q) * (q - qp1) <= 0.0)
-    d2 = 6.0 * (qL + qR) - 12.0 * q
-    lim = _same_sign_min(d2, qm1 - 2.0 * q + qp1, qm2 - 2.0 * qm1 + q, q - 2.0 * qp1 + qp2,
-                         True)
-    ratio = lim / (d2 if d2 != 0.0 else 1.0)
+    smooth = _one_sign(6.0 * (qL + qR) - 12.0 * q, qm1 - 2.0 * q + qp1, qm2 - 2.0 * qm1 + q,
+                       q - 2.0 * qp1 + qp2, True)
+    flat = ext and not smooth
     dl = qL - q
     dr = qR - q
     big_r = abs(dr) >= 2.0 * abs(dl)
     big_l = abs(dl) >= 2.0 * abs(dr)
-    newL = q + dl * ratio if ext else (q - 2.0 * dr if big_l else qL)
-    newR = q + dr * ratio if ext else (q - 2.0 * dl if big_r else qR)
+    newL = (q if flat else qL) if ext else (q - 2.0 * dr if big_l else qL)
+    newR = (q if flat else qR) if ext else (q - 2.0 * dl if big_r else qR)
     return newL, newR
 
 
