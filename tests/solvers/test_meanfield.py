@@ -339,3 +339,50 @@ def test_in_place_modified_density_not_stale():
     fresh = make_stepper("meanfield-ffsl", g, da)
     np.testing.assert_allclose(stepper.step(buf, 0.0, 0.1), fresh.step(r2.copy(), 0.0, 0.1),
                                rtol=0, atol=1e-15)
+
+
+def test_unlimited_parabolas_refused_with_density_dependent_attention():
+    """limiter='none' undershoots below zero at a forming cluster, and the attention weights
+    must be non-negative (it used to crash mid-run with 'w must be non-negative'): the stepper
+    refuses the combination before any velocity evaluation, naming the argument; the SPDE
+    stepper inherits the check.  Density-independent velocities (β = ∞, noise only) and
+    velocities that declare accepts_signed_density keep the unlimited scheme."""
+    from spherepde.solvers.eulerian.spde import SPDEFFSL
+
+    g = CircleGrid(32)
+    da = DensityAttention(Attention(np.eye(2), np.eye(2), np.eye(2), 10.0), g)
+    calls = []
+
+    def counted(t, x, rho=None):
+        calls.append(t)
+        return da(t, x, rho)
+
+    counted.depends_on_density = da.depends_on_density  # a wrapper passes the flag on
+    for vel in (da, counted):
+        with pytest.raises(ValueError, match="limiter='none'.*density-dependent"):
+            make_stepper("meanfield-ffsl", g, vel, limiter="none")
+    with pytest.raises(ValueError, match="limiter='none'"):
+        SPDEFFSL(g, da, limiter="none")
+    assert calls == []
+    # allowed: β = ∞ (no density dependence), no drift, a velocity for signed densities
+    inf = DensityAttention(Attention(np.eye(2), np.eye(2), np.eye(2), math.inf), g)
+    assert make_stepper("meanfield-ffsl", g, inf, limiter="none").options()["limiter"] == "none"
+    assert SPDEFFSL(g, None, limiter="none").options()["limiter"] == "none"
+
+    def signed(t, x, rho=None):
+        return np.zeros_like(x)
+
+    assert make_stepper("meanfield-ffsl", g, signed, limiter="none").options()["limiter"] == "none"
+    signed.depends_on_density = True
+    with pytest.raises(ValueError, match="accepts_signed_density"):
+        make_stepper("meanfield-ffsl", g, signed, limiter="none")
+    signed.accepts_signed_density = True
+    st = make_stepper("meanfield-ffsl", g, signed, limiter="none")
+    rho = np.ones(g.shape) / (2 * np.pi)
+    np.testing.assert_array_equal(st.step(rho, 0.0, 0.1), rho)
+    # the default limiter runs the same attention through a collapse without negative values
+    st = make_stepper("meanfield-ffsl", g, da)
+    rho = (1.0 + 0.3 * np.cos(g.theta)) / (2 * np.pi)
+    for k in range(40):
+        rho = st.step(rho, 0.5 * k, 0.5)
+    assert rho.min() >= 0.0 and rho.max() > 5 * rho.mean()

@@ -193,6 +193,13 @@ def sweep_periodic_departed(q: np.ndarray, dep: PeriodicDepartures, limiter: str
     eL, eR = e[:, :-1], e[:, 1:]
     if limiter == "monotone":
         eL, eR = ppm.bound_edges(eL, eR, np.roll(q, 1, axis=-1), q, np.roll(q, -1, axis=-1))
+    elif limiter == "positive":
+        # Colella–Sekora on every face and cell (two ghost cells each side), then the scaling
+        qp = ppm.periodic_pad(q)  # column k: q_{k−2}
+        e = ppm.extremum_limit_edges(e, qp[:, 0:n + 1], qp[:, 1:n + 2], qp[:, 2:n + 3],
+                                     qp[:, 3:n + 4])
+        eL, eR = ppm.extremum_limit_cells(e[:, :-1], e[:, 1:], qp[:, 0:n], qp[:, 1:n + 1], q,
+                                          qp[:, 3:n + 3], qp[:, 4:n + 4])
     qL, dq, q6 = ppm.parabola(q, eL, eR, limiter)
 
     idx = dep.index
@@ -297,6 +304,17 @@ class BoundedLine:
             eL, eR = ppm.bound_edges(eL, eR, qprev, qbar, qnext)
             extremum = (eR - qbar) * (qbar - eL) <= 0.0
             extremum[:, [0, -1]] = False  # the end cells have no outer neighbour: never flagged
+        elif limiter == "positive":
+            # Colella–Sekora where its stencil lies on the line: faces 2..n−2 (cells f−2..f+1)
+            # and cells 2..n−3 (cells i−2..i+2); the two cells at each closed end keep the
+            # unlimited edge values at their outer faces and get the scaling only
+            e[:, 2:n - 1] = ppm.extremum_limit_edges(e[:, 2:n - 1], qbar[:, 0:n - 3],
+                                                     qbar[:, 1:n - 2], qbar[:, 2:n - 1],
+                                                     qbar[:, 3:n])
+            eL, eR = e[:, :-1].copy(), e[:, 1:].copy()
+            eL[:, 2:n - 2], eR[:, 2:n - 2] = ppm.extremum_limit_cells(
+                e[:, 2:n - 2], e[:, 3:n - 1], qbar[:, 0:n - 4], qbar[:, 1:n - 3], qbar[:, 2:n - 2],
+                qbar[:, 3:n - 1], qbar[:, 4:n])
         qL, dq, q6 = ppm.parabola(qbar, eL, eR, limiter, extremum)
 
         k = self._cell_of(xd)

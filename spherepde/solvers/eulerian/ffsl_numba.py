@@ -10,8 +10,9 @@ line's length instead of whole-array temporaries — and these details, none of 
 result:
 
 * the limiters are written with selects instead of masks, so that the loops vectorise; the
-  positivity limiter runs its exact test on every cell (numpy pre-filters with a bound that only
-  skips cells passing that test, see ``ppm._scale_positive``);
+  positivity scaling runs its exact test on every cell (numpy pre-filters with a bound that only
+  skips cells passing that test, see ``ppm._scale_positive``); the Colella–Sekora step of the
+  ``positive`` limiter is computed face by face and cell by cell, the numpy code on whole slices;
 * when every departure point (and midpoint) of a line lies in one of the two cells at its face
   — the usual case at Courant numbers below 1 — a line takes a vectorised path without a cell
   search or cumulative sum; otherwise the line is redone the general way (cell search by a walk
@@ -129,6 +130,88 @@ def _cell(qb, qprev, qnext, eL, eR, limiter, may_flatten):
         dq = dq * theta if bad else dq
         q6 = q6 * theta if bad else q6
     return qL, dq, q6
+
+
+@njit(error_model="numpy")
+def _one_sign(d2, o1, o2, o3, three):
+    """ppm._one_sign for d2 and two others (three=False: o3 unused) or three (selects, no
+    branches: the loops that call it vectorise)."""
+    pos = (d2 > 0.0) & (o1 > 0.0) & (o2 > 0.0)
+    neg = (d2 < 0.0) & (o1 < 0.0) & (o2 < 0.0)
+    if three:
+        pos &= o3 > 0.0
+        neg &= o3 < 0.0
+    return pos | neg
+
+
+@njit(error_model="numpy")
+def _extremum_face(e, qm1, q0, d2l, d2r):
+    """ppm.extremum_limit_edges for one face (same operations); d2l, d2r are the second
+    differences qm2 − 2 qm1 + q0 and qm1 − 2 q0 + qp1 of the means on either side."""
+    out = (e - qm1) * (q0 - e) < 0.0
+    smooth = _one_sign(qm1 - 2.0 * e + q0, d2l, d2r, 0.0, False)
+    avg = 0.5 * (qm1 + q0)
+    return avg if out > smooth else e  # out and not smooth
+
+
+@njit(error_model="numpy")
+def _extremum_cell(qL, qR, qm1, q, qp1, d2l, d2c, d2r):
+    """ppm.extremum_limit_cells for one cell (same operations): the new (qL, qR); d2l, d2c,
+    d2r are the second differences of the means at the left neighbour, the cell, the right
+    neighbour."""
+    ext = ((qR - q) * (q - qL) <= 0.0) | ((qm1 - q) * (q - qp1) <= 0.0)
+    smooth = _one_sign(6.0 * (qL + qR) - 12.0 * q, d2c, d2l, d2r, True)
+    dl = qL - q
+    dr = qR - q
+    big_r = abs(dr) >= 2.0 * abs(dl)
+    big_l = abs(dl) >= 2.0 * abs(dr)
+    mono_l = q - 2.0 * dr
+    mono_r = q - 2.0 * dl
+    keep_l = qL if smooth else q
+    keep_r = qR if smooth else q
+    alt_l = mono_l if big_l else qL
+    alt_r = mono_r if big_r else qR
+    return (keep_l if ext else alt_l), (keep_r if ext else alt_r)
+
+
+@njit(error_model="numpy")
+def _scaled_cells(q, el, qL, dq, q6):
+    """_cell(..., _POSITIVE) for cells j with means q[j] and edges el[j], el[j+1]."""
+    for j in range(qL.size):
+        qL[j], dq[j], q6[j] = _cell(q[j], 0.0, 0.0, el[j], el[j + 1], _POSITIVE, False)
+
+
+@njit(error_model="numpy")
+def _parabolas_positive(qx, off, e, f_lo, f_hi, c_lo, c_hi, el, dd, qL, dq, q6):
+    """The "positive" limiter of a line of n cells with means q_k = qx[k + off]: the
+    Colella–Sekora test on faces f_lo..f_hi and cells c_lo..c_hi (their stencils q_{f−2..f+1}
+    and q_{i−2..i+2} must lie in qx; c_lo = f_lo, c_hi ≥ f_hi − 1), then the scaling of every
+    cell.  Scratch: ``el`` (n+1) and ``dd`` (≥ c_hi − c_lo + 3), which holds the second
+    differences q_{k−1} − 2 q_k + q_{k+1} of cells k = c_lo − 1 .. c_hi + 1 (each computed
+    once, as numpy computes every one of them).  Each range is its own loop over views indexed
+    from 0, without branches or negative indices, so that the loops vectorise."""
+    n = qL.size
+    nd = c_hi - c_lo + 3
+    qd = qx[c_lo - 2 + off:]  # q_{k−1} for k = c_lo − 1 + j
+    for j in range(nd):
+        dd[j] = qd[j] - 2.0 * qd[j + 1] + qd[j + 2]
+    el[:f_lo] = e[:f_lo]
+    el[f_hi + 1:] = e[f_hi + 1:]
+    ef = e[f_lo:f_hi + 1]
+    out = el[f_lo:f_hi + 1]
+    qf = qx[f_lo - 1 + off:]  # q_{f−1} for f = f_lo + j; dd[j] is cell f − 1 (f_lo = c_lo)
+    for j in range(ef.size):
+        out[j] = _extremum_face(ef[j], qf[j], qf[j + 1], dd[j], dd[j + 1])
+    _scaled_cells(qx[off:c_lo + off], el[:c_lo + 1], qL[:c_lo], dq[:c_lo], q6[:c_lo])
+    qc = qx[c_lo - 1 + off:]  # q_{i−1} for i = c_lo + j; dd[j + 1] is cell i
+    ec = el[c_lo:]
+    cL, cdq, c6 = qL[c_lo:c_hi + 1], dq[c_lo:c_hi + 1], q6[c_lo:c_hi + 1]
+    for j in range(cL.size):
+        lo, hi = _extremum_cell(ec[j], ec[j + 1], qc[j], qc[j + 1], qc[j + 2], dd[j], dd[j + 1],
+                                dd[j + 2])
+        cL[j], cdq[j], c6[j] = _cell(qc[j + 1], 0.0, 0.0, lo, hi, _POSITIVE, False)
+    _scaled_cells(qx[c_hi + 1 + off:n + off], el[c_hi + 1:], qL[c_hi + 1:], dq[c_hi + 1:],
+                  q6[c_hi + 1:])
 
 
 @njit(error_model="numpy")
@@ -288,6 +371,8 @@ def _sweep_periodic(qs, columns, s, index, wraps, one_cell, same_cell, limiter, 
     nrows, n = s.shape
     qp = np.empty(n + 4)
     e = np.empty(n + 1)
+    el = np.empty(n + 1)
+    dd = np.empty(n + 2)
     qL = np.empty(n)
     dq = np.empty(n)
     q6 = np.empty(n)
@@ -314,7 +399,10 @@ def _sweep_periodic(qs, columns, s, index, wraps, one_cell, same_cell, limiter, 
         qp[n + 3] = qr[1 % n]
         for i in range(n + 1):  # face i − 1/2; e[n] is face −1/2 again
             e[i] = _C7 * (qp[i + 2] + qp[i + 1]) - _C1 * (qp[i + 3] + qp[i])
-        _parabolas(qp[1:], e, limiter, qL, dq, q6)
+        if limiter == _POSITIVE:  # every face and cell: the ghosts wrap
+            _parabolas_positive(qp, 2, e, 0, n, 0, n - 1, el, dd, qL, dq, q6)
+        else:
+            _parabolas(qp[1:], e, limiter, qL, dq, q6)
         # fluxes.  Fast path (vectorised): x_d in one of the two cells at the face, i.e. exactly
         # cell f − 1 (shift 1) or no whole cell (shift 0) between x_d and the face
         row0 = r * n
@@ -377,6 +465,8 @@ def _sweep_bounded(m, a, dt, X, h, start, w, limiter, out):
     xd = np.empty(n + 1)
     e = np.empty(n + 1)
     qbp = np.empty(n + 2)
+    el = np.empty(n + 1)
+    dd = np.empty(n + 2)
     qL = np.empty(n)
     dq = np.empty(n)
     q6 = np.empty(n)
@@ -429,7 +519,10 @@ def _sweep_bounded(m, a, dt, X, h, start, w, limiter, out):
             qbp[i + 1] = mr[i] / h[i]
         qbp[0] = qbp[1]
         qbp[n + 1] = qbp[n]
-        _parabolas(qbp, e, limiter, qL, dq, q6)
+        if limiter == _POSITIVE:  # faces 2..n−2 and cells 2..n−3: stencils on the line
+            _parabolas_positive(qbp, 1, e, 2, n - 2, 2, n - 3, el, dd, qL, dq, q6)
+        else:
+            _parabolas(qbp, e, limiter, qL, dq, q6)
         if limiter == _MONOTONE:  # the end cells are never flagged as extrema
             for i in (0, n - 1):
                 qL[i], dq[i], q6[i] = _cell(qbp[i + 1], qbp[i], qbp[i + 2], e[i], e[i + 1],

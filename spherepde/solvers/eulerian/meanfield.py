@@ -11,6 +11,15 @@ transport scheme (two evaluations per step).  A velocity that does not depend on
 (``velocity.depends_on_density`` false, e.g. attention at β = ∞) is transported directly
 (one evaluation per step).
 
+Limiters.  ``limiter="none"`` is refused (``ValueError``, before any work) for a velocity that
+declares ``depends_on_density`` true — :class:`~spherepde.dynamics.attention.DensityAttention`
+at finite β does — unless it also declares ``accepts_signed_density = True``: the unlimited
+parabolas undershoot below zero at steep profiles (a forming cluster), and the attention
+velocity is defined for non-negative densities only (its weights are checked, and the run used
+to stop mid-way with "w must be non-negative").  A plain callable that declares nothing is
+taken as it comes (prescribed velocities, noise only, β = ∞ keep the unlimited scheme); one that
+wraps the attention should copy its ``depends_on_density``.
+
 :class:`~spherepde.solvers.eulerian.spde.SPDEFFSL` extends this stepper with a common noise
 velocity (the hooks :meth:`MeanFieldFFSL._velocity_values` and :meth:`MeanFieldFFSL._cache_key`).
 """
@@ -34,6 +43,15 @@ class MeanFieldFFSL:
         self.velocity = velocity
         self.grid = grid
         self.transport = ffsl_ppm(grid, lambda t, x: velocity(t, x, None), **options)
+        if (self.transport.limiter == "none" and getattr(velocity, "depends_on_density", False)
+                and not getattr(velocity, "accepts_signed_density", False)):
+            raise ValueError(
+                f"limiter='none' cannot be combined with a density-dependent velocity "
+                f"({type(velocity).__name__}): the unlimited parabolas undershoot below zero "
+                f"where the density is steep, and the velocity is then evaluated on a signed "
+                f"density (attention needs non-negative weights). Use limiter='positive' (the "
+                f"default) or 'monotone'; a velocity defined for signed densities may declare "
+                f"accepts_signed_density = True")
         self._sphere = isinstance(grid, GaussGrid)
         self._last = None  # (t, rho, face velocities) of the last evaluation
 
