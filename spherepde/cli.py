@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -138,7 +139,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dt", type=float, default=0.01, help="time step (default 0.01)")
     sp.add_argument("--seed", type=int, default=0, help="Brownian path seed (default 0)")
     sp.add_argument("--realisation", type=int, default=0, help="realisation of that seed (default 0)")
-    sp.add_argument("--scheme", default="ffsl-ppm", help="density scheme (default ffsl-ppm)")
+    sp.add_argument("--scheme", default="ffsl-ppm", choices=("ffsl-ppm", "lagrangian-remap"),
+                    help="density scheme (default ffsl-ppm)")
+    sp.add_argument("--output-every", type=float, default=None,
+                    help="time between outputs (default min(0.25, t_end))")
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
 
     _noise_kernel_parser(sub)
@@ -160,8 +164,16 @@ def _cmd_validate(args) -> int:
     if args.suite == "sync-path":
         from spherepde.validation.sync_path import SyncPathConfig, run_sync_path
 
-        config = SyncPathConfig(nlat=args.nlat, t_end=args.t_end, dt=args.dt, seed=args.seed,
-                                realisation=args.realisation, scheme=args.scheme)
+        every = min(0.25, args.t_end) if args.output_every is None else args.output_every
+        try:
+            config = SyncPathConfig(nlat=args.nlat, t_end=args.t_end, dt=args.dt, seed=args.seed,
+                                    realisation=args.realisation, scheme=args.scheme,
+                                    output_every=every)
+        except ValueError as exc:  # name the options, not the fields
+            msg = str(exc)
+            for field_name in ("output_every", "t_end", "nlat", "dt", "seed", "realisation"):
+                msg = re.sub(rf"\b{field_name}\b", "--" + field_name.replace("_", "-"), msg)
+            raise ValueError(msg) from None
         out = run_sync_path(config, progress=not args.json)
         _emit(out, args.json)
         return 130 if out["interrupted"] else 0

@@ -19,8 +19,9 @@ One implementation of each of the three pieces that the point evaluation of
   rings that uses it (:class:`RingLayout`: per ring, Fourier coefficients in longitude → values
   at the ring's points).
 
-Every function is elementwise in its points: a point's values do not depend on the other points
-(the attention's target cache relies on this for bitwise-equal results).
+The table functions are elementwise in their points (a point's values do not depend on the other
+points); :meth:`RingLayout.synthesise` is not (the path a point takes and the FFT's rounding
+depend on its ring), but it gives the same bits whether or not it keeps its tables.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ __all__ = ["legendre_recursion", "legendre_table", "fourier_powers", "ring_synth
 _TWO_PI = 2.0 * math.pi
 #: a ring's longitudes within this (radians) of φ_0 + 2πj/n, j = 0..n−1, are synthesised by an FFT
 #: (with the first-order correction of :meth:`RingLayout.synthesise`; actual deviations on the
-#: grids' face points are ≤ 1.5e-15)
+#: grids' face points are ≤ 1.8e-15)
 RING_LON_TOL = 1e-14
 
 
@@ -116,7 +117,7 @@ class RingLayout:
     sorted; ``mu`` holds them clipped to [−1, 1]).  A ring whose n points sit at φ_0 + 2πj/n + δ_p
     (any order, |δ_p| ≤ :data:`RING_LON_TOL`) is synthesised by two inverse real FFTs of length n,
     the values and the longitude derivative at φ_0 + 2πj/n, and g(φ_p) = g + δ_p g' (the
-    neglected term is ≤ δ²/2 Σ m²|F_m|: below 1e-27 Σ|F_m| for M ≤ 1000): O(n log n) per ring.
+    neglected term is ≤ δ²/2 Σ m²|F_m|: below 5e-23 Σ|F_m| for M ≤ 1000): O(n log n) per ring.
     The other points are synthesised point by point with e^{imφ_p}, O(M) each, the table kept
     (``keep``, within ``table_bytes``) or computed in chunks per call — bitwise the same values.
     """

@@ -273,7 +273,8 @@ class LatitudeRings:
     def build(cls, field: NoiseField, x: np.ndarray):
         """The rings of the points x (P, 3), or None when they lie on more than
         RING_FRACTION × P distinct latitudes."""
-        layout = RingLayout.build(x, field.nmax, max_fraction=RING_FRACTION)
+        layout = RingLayout.build(x, field.nmax, max_fraction=RING_FRACTION,
+                                  table_bytes=BASIS_CACHE_BYTES)
         return None if layout is None else cls(field, layout)
 
     def ring_coefficients(self, a: np.ndarray) -> np.ndarray:

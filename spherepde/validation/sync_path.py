@@ -26,8 +26,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-#: density schemes this validation runs (the SPDE solvers registered for noise-only runs)
-SCHEMES = ("ffsl-ppm",)
+#: schemes this validation runs: the finite-volume SPDE solver on the Gauss grid, and weighted
+#: Lagrangian points with a conservative remap onto a cluster-adapted grid (solvers.lagrangian.remap)
+SCHEMES = ("ffsl-ppm", "lagrangian-remap")
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,11 @@ class SyncPathConfig:
         if self.dt > self.output_every or self.output_every > self.t_end:
             raise ValueError(f"need dt ≤ output_every ≤ t_end, got dt = {self.dt}, output_every = "
                              f"{self.output_every}, t_end = {self.t_end}")
+        for name in ("t_end", "output_every"):
+            k = getattr(self, name) / self.dt
+            if abs(k - round(k)) > 1e-9 * k:
+                raise ValueError(f"{name} must be a whole number of steps dt = {self.dt}, got "
+                                 f"{name} = {getattr(self, name)}")
         for name in ("seed", "realisation"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -81,6 +87,18 @@ def _rate(t, e) -> float:
     return float(np.polyfit(t[ok], np.log(e[ok]), 1)[0])
 
 
+def _state_checks(scheme, state, grid, stepper) -> dict:
+    """Mass error and extreme densities of the final state (points: extreme weights, the
+    number of points and of remaps)."""
+    if scheme == "ffsl-ppm":
+        return {"mass_error": float(grid.integrate(state) - 1.0), "min_density": float(state.min()),
+                "max_density": float(state.max())}
+    x, w = state
+    return {"mass_error": float(w.sum() - 1.0), "min_density": float(w.min()),
+            "max_density": float(w.max()), "points": int(w.size), "remaps": stepper.remaps,
+            "remap_every": stepper.remap_every, "cells_per_width": stepper.cells_per_width}
+
+
 def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool = False) -> dict:
     """Run the density scheme and the reference side by side; the result of the module docstring.
 
@@ -88,6 +106,7 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     """
     from spherepde import __version__
     from spherepde.solvers.eulerian.spde import SPDEFFSL
+    from spherepde.solvers.lagrangian.remap import LagrangianRemap
     from spherepde.solvers.lagrangian.sde import ParticleSDE
     from spherepde.validation.ensemble import initial_density
     from spherepde.validation.metrics import interaction_energy
@@ -102,8 +121,13 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     w0 = (rho * g.cell_area).reshape(-1)
     keep = w0 > 1e-13 * w0.max()  # weights below this carry < 1e-9 of the mass: no effect on E
     xq, wq = y[keep].copy(), w0[keep] / w0[keep].sum()
-    stepper = SPDEFFSL(g, None, noise=noise, path=path)
     particles = ParticleSDE(noise=noise, path=path)
+    if config.scheme == "ffsl-ppm":
+        stepper = SPDEFFSL(g, None, noise=noise, path=path)
+        state = rho
+    else:  # the same quadrature points as the reference, then remapped (module docstring)
+        stepper = LagrangianRemap(ParticleSDE(noise=noise, path=path), grid_nlat=config.nlat)
+        state = (xq.copy(), wq.copy())
     nsteps = int(round(config.t_end / config.dt))
     every = max(1, int(round(config.output_every / config.dt)))
     out = {"times": [], "energy_density": [], "energy_reference": [], "ratio": []}
@@ -118,8 +142,11 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
         for k in range(nsteps + 1):
             t = k * config.dt
             if k % every == 0 or k == nsteps:
-                w = np.clip(rho.reshape(-1) * area, 0.0, None)
-                ed = interaction_energy(y, w / w.sum(), config.beta)
+                if config.scheme == "ffsl-ppm":
+                    w = np.clip(state.reshape(-1) * area, 0.0, None)
+                    ed = interaction_energy(y, w / w.sum(), config.beta)
+                else:
+                    ed = interaction_energy(state[0], state[1], config.beta)
                 er = interaction_energy(xq, wq, config.beta)
                 for key, v in (("times", t), ("energy_density", ed), ("energy_reference", er),
                                ("ratio", ed / er if er > 0 else math.nan)):
@@ -127,7 +154,10 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
             if k == nsteps:
                 break
             t0 = time.perf_counter()
-            rho = stepper.step(rho, t, config.dt)
+            if config.scheme == "ffsl-ppm":
+                state = stepper.step(state, t, config.dt)
+            else:
+                state = stepper.step(*state, t, config.dt)
             t1 = time.perf_counter()
             xq = particles.step(xq, t, config.dt)
             seconds["density"] += t1 - t0
@@ -148,8 +178,7 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
         rate_density=_rate(times[late], np.asarray(out["energy_density"])[late]),
         rate_reference=_rate(times[late], np.asarray(e_ref)[late]),
         two_lambda_1=2.0 * lam1, seconds=seconds, scheme=config.scheme,
-        mass_error=float(g.integrate(rho) - 1.0), min_density=float(rho.min()),
-        max_density=float(rho.max()),
+        **_state_checks(config.scheme, state, g, stepper),
         reference_points=int(xq.shape[0]), interrupted=interrupted,
         config=asdict(config), spherepde_version=__version__)
     return out

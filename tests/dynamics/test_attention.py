@@ -329,7 +329,7 @@ def test_float32_error(qkv, beta):
 
 def test_choose_method(qkv, monkeypatch):
     """The "direct" choice among the numpy sums, as where the compiled sums are not importable
-    (with them, "direct" takes "compiled" for tol ≥ 1e-12: test_compiled.py)."""
+    (with them, "direct" takes "compiled" for tol ≥ 1e-12: test_attention_compiled.py)."""
     from spherepde.dynamics.attention import compiled
 
     monkeypatch.setattr(compiled, "available", lambda: False)

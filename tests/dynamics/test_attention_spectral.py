@@ -135,16 +135,18 @@ def test_spectral_sums_within_error_model(nlat, kappa, where):
     assert spec.err <= 4e-14  # the model itself stays small (round-off level)
 
 
-@pytest.mark.parametrize("nlat, kappa", [(32, 3.0), (48, 20.0)])
-def test_ring_sums_at_face_points_within_error_model(nlat, kappa):
+@pytest.mark.parametrize("nlat, kappa, sample", [(32, 3.0, 1), (48, 20.0, 1), (128, 100.0, 157)])
+def test_ring_sums_at_face_points_within_error_model(nlat, kappa, sample):
     """The same error model at the FFSL face points, which take the ring synthesis (Legendre sums
-    per ring, then an inverse FFT per ring of equispaced longitudes, grids.rings.RingLayout)."""
+    per ring, then an inverse FFT per ring of equispaced longitudes, grids.rings.RingLayout);
+    at nlat 128 the long-double reference is formed at every ``sample``-th face point."""
     g = GaussGrid(nlat)
-    u = FFSLSphere(g, lambda t, x: 0 * x).points
+    pts = FFSLSphere(g, lambda t, x: 0 * x).points
     w = (vmf(g.xyz, MU, 200.0) + 1e-12) * g.cell_area
     spec = grid_sums._SpectralSphere(g, kappa)
-    S = spec.sums(w, u)
-    assert not grid_sums._SphereTargets(spec, u, False).scattered  # the ring path was taken
+    S = spec.sums(w, pts)[:, ::sample]
+    u = pts[::sample]
+    assert not grid_sums._SphereTargets(spec, pts, False).scattered  # the ring path was taken
     y = g.xyz.reshape(-1, 3).astype(np.longdouble)
     E = np.exp(kappa * (u.astype(np.longdouble) @ y.T - 1)) * w.reshape(-1).astype(np.longdouble)
     want = np.concatenate([(E @ y).T, E.sum(axis=1)[None]]).astype(float)

@@ -24,7 +24,7 @@ class _CircleTargets:
     """The angles φ of the targets u (n, 2) of :meth:`_SpectralCircle.sums` and, with ``keep``
     (within TARGET_CACHE_BYTES), the table e^{ikφ}, k = 0..L (grids.rings.fourier_powers) at every target, kept
     between calls with the same targets (_TargetCache); without it, :meth:`powers` computes the
-    table chunk by chunk as needed (bitwise the same values: _powers is elementwise)."""
+    table chunk by chunk as needed (bitwise the same values: fourier_powers is elementwise)."""
 
     def __init__(self, L: int, u: np.ndarray, keep: bool) -> None:
         self.L = L

@@ -21,6 +21,7 @@ from spherepde.dynamics.attention.funk_hecke import orthogonal_scale
 from spherepde.dynamics.attention.grid_sums import _SpectralSphere, _TargetBessel
 from spherepde.dynamics.attention.model import Attention, nonnegative_weights
 
+#: the split pass chooses its level τ so that all but this fraction of its targets can pass
 _SPLIT_QUANTILE = 0.02
 #: ... and is skipped when more than this fraction of the cells would lie above τ
 _SPLIT_MAX_FRACTION = 0.5
@@ -71,8 +72,8 @@ class DensityAttention:
     attention : Attention
     grid : GaussGrid (d = 3) or CircleGrid (d = 2)
     method : {"auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32"}
-        * ``"spectral"`` — the Funk–Hecke fast path (see the comment block above
-          :data:`DENSITY_METHODS`): needs B = QᵀK = c·R with R orthogonal (singular values equal
+        * ``"spectral"`` — the Funk–Hecke fast path (see the comment block of
+          :mod:`.certify`): needs B = QᵀK = c·R with R orthogonal (singular values equal
           to 1e-12 relative), β finite and a GaussGrid or CircleGrid; every target whose
           spectral value cannot be certified to ``tol`` is evaluated exactly (split pass, then
           :meth:`Attention.mean` "direct" with ``tol/8``).  ValueError where not applicable.

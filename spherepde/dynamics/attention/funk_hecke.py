@@ -128,7 +128,7 @@ class _SphereKernel:
 # --------------------------------------------------------------------------------------------
 #
 # For any B, ⟨Bᵀx, y⟩ = r⟨u, y⟩ with r = |Bᵀx|, u = Bᵀx/r, so each target sees the zonal kernel
-# of the comment block above with its own κ = βr (scaled by its own peak e^{βr}):
+# of the zonal path (certify's comment block) with its own κ = βr (scaled by its own peak e^{βr}):
 #
 #     S̃_f(x) = Σ_j w_j f(y_j) e^{βr(⟨u, y_j⟩ − 1)} = Σ_{l ≤ L} 4π ĩ_l(βr) Σ_m Y_lm(u) a^f_lm + err,
 #

@@ -285,7 +285,7 @@ def _backend_gauss_weights(sh) -> np.ndarray:
 
 class _TargetBessel(_SpectralSphere):
     """S̃_f(x) = Σ_j w_j f(y_j) e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|} of cell weights on a GaussGrid, any B
-    (comment block above), at unit targets x: ``sums``, ``near_terms``, ``err``, ``L`` as
+    (funk_hecke, comment block "Every B"), at unit targets x: ``sums``, ``near_terms``, ``err``, ``L`` as
     :class:`_SpectralSphere` (targets x themselves, scale c = |Bᵀx| per target)."""
 
     def __init__(self, grid, B: np.ndarray, beta: float) -> None:

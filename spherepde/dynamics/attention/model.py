@@ -255,9 +255,6 @@ class Attention:
         return project_tangent(x, m @ self.V.T)
 
 
-#: target rows per block are chosen so that one (rows × sources) buffer stays ≈ 16 MB: the
-
-
 #: negative weights down to −ROUND_OFF × max|w| are taken as round-off zeros
 ROUND_OFF = 1e-12
 
