@@ -43,6 +43,20 @@ import numpy as np
 
 
 
+def _accepted(kind: str, num: np.ndarray, den: np.ndarray, eta: float, tol: float,
+              extra=0.0) -> np.ndarray:
+    """The certification test for sums S_y = ``num`` (k, d) and S_1 = ``den`` (k,), each off by
+    at most η (+ ``extra``, a number or one per row, for an exactly summed part): softmax
+    η + extra ≤ (tol/8)·S_1 and √d·η + extra ≤ (tol/8)·|S_y|; usa √d·η + extra ≤ (tol/4)·|S_y|.
+    Rows with NaN or inf are never accepted.  Boolean mask (k,)."""
+    sd = math.sqrt(num.shape[1])
+    nnum = np.linalg.norm(num, axis=1)
+    finite = np.all(np.isfinite(num), axis=1) & np.isfinite(den)
+    if kind == "softmax":
+        return finite & (eta + extra <= tol / 8.0 * den) & (sd * eta + extra <= tol / 8.0 * nnum)
+    return finite & (sd * eta + extra <= tol / 4.0 * nnum)
+
+
 def _certified_mean(att, c: float, tol: float, x: np.ndarray, eta: float, sums,
                     exact, second_pass=None, general=False) -> tuple[np.ndarray, dict]:
     """The attention mean at targets x (n, d) from spectral sums, every target certified.
@@ -73,16 +87,13 @@ def _certified_mean(att, c: float, tol: float, x: np.ndarray, eta: float, sums,
         u = z[ok] / c
     S = sums(u)
     num, den = S[:d].T, S[d]
-    nnum = np.linalg.norm(num, axis=1)
     out = np.empty((n, d))
     if not eta > 0:  # the tests below then need den, |S_y| > 0 (callers pass unit mass)
         raise ValueError(f"spectral error bound must be positive and finite, got {eta!r}")
-    finite = np.all(np.isfinite(num), axis=1) & np.isfinite(den)
+    good = _accepted(att.kind, num, den, eta, tol)
     if att.kind == "softmax":
-        good = finite & (eta <= tol / 8.0 * den) & (math.sqrt(d) * eta <= tol / 8.0 * nnum)
         out[ok[good]] = num[good] / den[good, None]
     else:
-        good = finite & (math.sqrt(d) * eta <= tol / 4.0 * nnum)
         with np.errstate(over="ignore"):
             scale = np.exp(beta * (c[good] if general else c) - beta)
             out[ok[good]] = num[good] * np.reshape(scale, (-1, 1))

@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from spherepde.dynamics.attention import compiled, torch_sums
-from spherepde.dynamics.attention.certify import _certified_mean
+from spherepde.dynamics.attention.certify import _accepted, _certified_mean
 from spherepde.dynamics.attention.circle_sums import _SpectralCircle
 from spherepde.dynamics.attention.direct import _FLUSH_LOGIT, _culled_blocks, _sums_direct
 from spherepde.dynamics.attention.funk_hecke import orthogonal_scale
@@ -298,13 +298,9 @@ class DensityAttention:
             nb, db = _sums_direct(z, y_hi, lw_hi, beta, shift)
             num += nb
             den += db
-        nnum = np.linalg.norm(num, axis=1)
         err_hi = tol_hi * den + np.maximum(floor_hi, math.exp(_FLUSH_LOGIT))  # > 0: den = 0 fails
-        finite = np.all(np.isfinite(num), axis=1) & np.isfinite(den)
+        good = _accepted(att.kind, num, den, eta, tol, err_hi)
         if att.kind == "softmax":
-            good = finite & ((eta + err_hi <= tol / 8.0 * den)
-                             & (math.sqrt(d) * eta + err_hi <= tol / 8.0 * nnum))
             return good, num[good] / den[good, None]
-        good = finite & (math.sqrt(d) * eta + err_hi <= tol / 4.0 * nnum)
         with np.errstate(over="ignore"):
             return good, num[good] * np.exp(shift[good] - beta)[:, None]
