@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-__all__ = ["legendre_recursion", "legendre_table", "fourier_powers", "ring_synthesis", "RingLayout",
+__all__ = ["legendre_recursion", "legendre_table", "legendre_at_colatitudes", "fourier_powers", "ring_synthesis", "RingLayout",
            "RING_LON_TOL"]
 
 _TWO_PI = 2.0 * math.pi
@@ -71,6 +71,15 @@ def legendre_table(mu: np.ndarray, s: np.ndarray, rec) -> np.ndarray:
                                          - (b[l, :l, None] * T[:l, l - 2] if l > 1 else 0.0))
             T[l, l] = c[l - 1] * s * T[l - 1, l - 1]
     return T
+
+
+def legendre_at_colatitudes(theta: np.ndarray, rec) -> np.ndarray:
+    """:func:`legendre_table` at colatitudes θ ∈ [0, π] (μ = cos θ, sin θ taken as 0 within
+    1e-12 of θ = π): T[m, l, j]."""
+    theta = np.asarray(theta, dtype=np.float64)
+    s = np.sin(theta)
+    s[np.abs(theta - np.pi) < 1e-12] = 0.0
+    return legendre_table(np.cos(theta), s, rec)
 
 
 def fourier_powers(x: np.ndarray, n: int) -> np.ndarray:

@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 from spherepde.grids.gauss import GaussGrid, gauss_legendre
-from spherepde.grids.rings import fourier_powers, legendre_recursion, legendre_table
+from spherepde.grids.rings import fourier_powers, legendre_at_colatitudes, legendre_recursion
 
 __all__ = ["SphericalHarmonics", "BACKENDS", "SHTNS_MIN_NLAT", "shtns_available"]
 
@@ -823,10 +823,7 @@ class SphericalHarmonics:
         rec = self._recursion_tables()
         jc = max(8, min(theta.size, (1 << 22) // (L + 1) ** 2))
         for j0 in range(0, theta.size, jc):
-            t = theta[j0:j0 + jc]
-            s = np.sin(t)
-            s[np.abs(t - np.pi) < 1e-12] = 0.0
-            yield j0, legendre_table(np.cos(t), s, rec)
+            yield j0, legendre_at_colatitudes(theta[j0:j0 + jc], rec)
 
     def _dfs_coefficients(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Colatitude Fourier coefficients of each order: cosine series for even ``m``

@@ -43,7 +43,7 @@ import math
 import numpy as np
 
 from spherepde.grids.geometry import project_tangent
-from spherepde.grids.rings import RingLayout, legendre_recursion, legendre_table
+from spherepde.grids.rings import RingLayout, legendre_at_colatitudes, legendre_recursion
 
 _TWO_PI = 2.0 * math.pi
 #: largest table kept for repeated evaluation points (dense basis: points × coefficients × 8 bytes;
@@ -254,9 +254,7 @@ class LatitudeRings:
         self.nmax = L
         self.layout = layout
         theta = 0.5 * math.pi - np.arcsin(layout.mu)
-        s = np.sin(theta)
-        s[np.abs(theta - np.pi) < 1e-12] = 0.0
-        T = legendre_table(np.cos(theta), s, legendre_recursion(L))  # [m, n, r]
+        T = legendre_at_colatitudes(theta, legendre_recursion(L))  # [m, n, r]
         self._legendre = np.ascontiguousarray(T.transpose(0, 2, 1))  # (L+1 [m], R, L+1 [n])
         # real index k → (m, n, re/im, factor) of its term in F_{r,m}
         self._m = field._order

@@ -303,7 +303,7 @@ def lyapunov_exponent(kernel, t_end: float, dt: float, seed: int, delta0: float 
     return total / t_end
 
 
-def _rate(t, y) -> tuple[float, float]:
+def log_rate(t, y) -> tuple[float, float]:
     """Slope of log y against t (least squares) over the points with y > 0, and its stderr."""
     t, y = np.asarray(t, float), np.asarray(y, float)
     ok = y > 0
@@ -366,8 +366,8 @@ def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, pr
                     cos = np.array([o[2] for o in outs])
                     iu = np.triu_indices(config.n_tokens, 1)
                     pairs = cos[:, iu[0], iu[1]]
-                    mean_rate, mean_se = _rate(times[1:], e.mean(0)[1:])
-                    path_rates = [_rate(times[1:], ei[1:])[0] for ei in e]
+                    mean_rate, mean_se = log_rate(times[1:], e.mean(0)[1:])
+                    path_rates = [log_rate(times[1:], ei[1:])[0] for ei in e]
                     rows.append({**base, "attention_scale": s, "times": times.tolist(),
                                  "energy_mean": e.mean(0).tolist(), "energy_paths": e.tolist(),
                                  "rate_mean_energy": mean_rate, "rate_mean_energy_stderr": mean_se,
@@ -407,7 +407,7 @@ def _sync_density(config: SynchronizationConfig, outdir: Path, progress: bool) -
     # still resolved by the grid (width ≥ 3 cells); paths that never enter that window give NaN
     width = np.sqrt(np.clip(2 * e / config.beta, 0.0, None))
     window = (width <= 0.3) & (width >= 3 * grid.dlon)
-    rates = [_rate(t[w], ei[w])[0] if w.sum() >= 3 else math.nan for ei, w in zip(e, window)]
+    rates = [log_rate(t[w], ei[w])[0] if w.sum() >= 3 else math.nan for ei, w in zip(e, window)]
     return {"file": str(path), "nlat": config.density_nlat, "grid_spacing_rad": float(grid.dlon),
             "kappa_truncated": noise.variance, "lambda_1": lam1, "predicted_energy_rate": 2 * lam1,
             "energy_rate_per_path": rates, "fit_points_per_path": window.sum(1).tolist(),

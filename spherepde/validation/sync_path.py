@@ -78,15 +78,6 @@ class SyncPathConfig:
                           energy_beta=self.beta, seed=self.seed)
 
 
-def _rate(t, e) -> float:
-    """Least-squares slope of log e against t (points with e > 0; NaN if fewer than 3)."""
-    t, e = np.asarray(t, float), np.asarray(e, float)
-    ok = e > 0
-    if ok.sum() < 3:
-        return math.nan
-    return float(np.polyfit(t[ok], np.log(e[ok]), 1)[0])
-
-
 def _state_checks(scheme, state, grid, stepper) -> dict:
     """Mass error and extreme densities of the final state (points: extreme weights, the
     number of points and of remaps)."""
@@ -110,6 +101,7 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     from spherepde.solvers.lagrangian.sde import ParticleSDE
     from spherepde.validation.ensemble import initial_density
     from spherepde.validation.metrics import interaction_energy
+    from spherepde.validation.paper2 import log_rate
 
     spde = config.spde()
     g = spde.make_grid()
@@ -122,12 +114,26 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     keep = w0 > 1e-13 * w0.max()  # weights below this carry < 1e-9 of the mass: no effect on E
     xq, wq = y[keep].copy(), w0[keep] / w0[keep].sum()
     particles = ParticleSDE(noise=noise, path=path)
+    # each scheme: its state, one step, and E_β of its state
     if config.scheme == "ffsl-ppm":
         stepper = SPDEFFSL(g, None, noise=noise, path=path)
         state = rho
+
+        def advance(state, t):
+            return stepper.step(state, t, config.dt)
+
+        def energy(state):
+            w = np.clip(state.reshape(-1) * area, 0.0, None)
+            return interaction_energy(y, w / w.sum(), config.beta)
     else:  # the same quadrature points as the reference, then remapped (module docstring)
         stepper = LagrangianRemap(ParticleSDE(noise=noise, path=path), grid_nlat=config.nlat)
         state = (xq.copy(), wq.copy())
+
+        def advance(state, t):
+            return stepper.step(*state, t, config.dt)
+
+        def energy(state):
+            return interaction_energy(state[0], state[1], config.beta)
     nsteps = int(round(config.t_end / config.dt))
     every = max(1, int(round(config.output_every / config.dt)))
     out = {"times": [], "energy_density": [], "energy_reference": [], "ratio": []}
@@ -142,22 +148,14 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
         for k in range(nsteps + 1):
             t = k * config.dt
             if k % every == 0 or k == nsteps:
-                if config.scheme == "ffsl-ppm":
-                    w = np.clip(state.reshape(-1) * area, 0.0, None)
-                    ed = interaction_energy(y, w / w.sum(), config.beta)
-                else:
-                    ed = interaction_energy(state[0], state[1], config.beta)
-                er = interaction_energy(xq, wq, config.beta)
+                ed, er = energy(state), interaction_energy(xq, wq, config.beta)
                 for key, v in (("times", t), ("energy_density", ed), ("energy_reference", er),
                                ("ratio", ed / er if er > 0 else math.nan)):
                     out[key].append(float(v))
             if k == nsteps:
                 break
             t0 = time.perf_counter()
-            if config.scheme == "ffsl-ppm":
-                state = stepper.step(state, t, config.dt)
-            else:
-                state = stepper.step(*state, t, config.dt)
+            state = advance(state, t)
             t1 = time.perf_counter()
             xq = particles.step(xq, t, config.dt)
             seconds["density"] += t1 - t0
@@ -175,8 +173,8 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     out.update(
         decades=float(math.log10(e_ref[0] / e_ref[-1])) if len(e_ref) > 1 and e_ref[-1] > 0 else math.nan,
         ratio_range=[float(min(out["ratio"])), float(max(out["ratio"]))] if out["ratio"] else [],
-        rate_density=_rate(times[late], np.asarray(out["energy_density"])[late]),
-        rate_reference=_rate(times[late], np.asarray(e_ref)[late]),
+        rate_density=log_rate(times[late], np.asarray(out["energy_density"])[late])[0],
+        rate_reference=log_rate(times[late], np.asarray(e_ref)[late])[0],
         two_lambda_1=2.0 * lam1, seconds=seconds, scheme=config.scheme,
         **_state_checks(config.scheme, state, g, stepper),
         reference_points=int(xq.shape[0]), interrupted=interrupted,

@@ -125,8 +125,8 @@ class LagrangianRemap:
         max(1, cells_per_width·(π/grid_nlat)/σ)."""
         sigma, c = spread(x, w)
         ds = math.pi / self.grid_nlat
-        stretch = max(1.0, self.cells_per_width * ds / sigma) if sigma > 0 else 1e12
-        return AdaptedGrid(c, min(stretch, 1e12), self.grid_nlat)
+        stretch = min(1e12, max(1.0, self.cells_per_width * ds / sigma)) if sigma > 0 else 1e12
+        return AdaptedGrid(c, stretch, self.grid_nlat)
 
     def remap(self, x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """One point per non-empty cell of the adapted grid (module docstring)."""
