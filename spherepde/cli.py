@@ -105,6 +105,11 @@ def build_parser() -> argparse.ArgumentParser:
         e.add_argument("--betas", type=float, nargs="+", default=None, help="override β values ('inf' allowed on S²)")
         if name == "particles-vs-density":
             _particle_counts_option(e)
+        if name == "metastability":
+            e.add_argument("--check-nlat", type=int, default=None,
+                           help="nlat of the resolution check: the largest β is run again there and "
+                                "resolution_check reports the change of min W2 (default: even nlat "
+                                "nearest 3/4 of --nlat; 0: no check)")
         e.add_argument("--output", default=f"out/{name}", help="output folder")
         e.add_argument("--json", action="store_true")
     for name, text in PAPER2_EXPERIMENTS:
@@ -313,6 +318,8 @@ def _cmd_experiment(args) -> int:
         if args.name == "circle-clusters" and any(math.isinf(b) for b in args.betas):
             raise ValueError("--betas: β = inf is not used on the circle (the flow is then trivial)")
         over["betas"] = tuple(args.betas)
+    if getattr(args, "check_nlat", None) is not None:
+        over["check_nlat"] = args.check_nlat
     if getattr(args, "particle_counts", None) is not None:
         counts = sorted(set(args.particle_counts))
         if len(counts) < 2 or any(n < 2 for n in counts):
