@@ -20,6 +20,7 @@ unknown key the closest valid key.  Optional sections (``dynamics.attention``,
 """
 from __future__ import annotations
 
+import contextvars
 import difflib
 import json
 import math
@@ -39,6 +40,8 @@ ACTIVATIONS = ("gelu", "relu", "sigmoid", "silu", "tanh")
 CALCULI = ("stratonovich", "ito")
 DIAGNOSTICS = ("mass", "min_density", "max_density", "energy", "dist_eigenspace",
                "w2_particles_density")
+#: the grid's dimension d while a RunConfig is read (so that a wrong-sized matrix is blamed itself)
+_GRID_D: contextvars.ContextVar = contextvars.ContextVar("grid_d", default=None)
 #: limits that keep a configuration inside what this machine can hold
 MAX_NLAT, MAX_CIRCLE_N, MAX_PARTICLES, MAX_NOISE_DEGREE, MAX_OUTPUTS = 512, 65536, 100_000, 128, 10_000
 
@@ -358,10 +361,15 @@ class AttentionConfig(_Section):
 
     def __post_init__(self) -> None:
         p = self.PATH
-        _set(self, "Q", check_matrix(f"{p}.Q", self.Q))
-        d = len(self.Q)
-        _set(self, "K", check_matrix(f"{p}.K", self.K, d))
-        _set(self, "V", check_matrix(f"{p}.V", self.V, d))
+        d = _GRID_D.get()
+        for key in ("Q", "K", "V"):
+            try:
+                _set(self, key, check_matrix(f"{p}.{key}", getattr(self, key), d))
+            except ValueError as err:
+                if d is None:
+                    raise
+                raise ValueError(f"{err} (d = {d} on this grid)") from None
+            d = len(self.Q)
         _set(self, "beta", check_float(f"{p}.beta", self.beta, lo=0.0, lo_open=True, inf_ok=True))
         check_choice(f"{p}.kind", self.kind, ATTENTION_KINDS)
         check_choice(f"{p}.method", self.method, ATTENTION_METHODS)
@@ -588,6 +596,20 @@ class RunConfig(_Section):
         if {"mass", "min_density", "max_density"} & names and not reps.density:
             raise ValueError("outputs.diagnostics: 'mass', 'min_density' and 'max_density' need "
                              "representations.density = true")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+        d = None
+        if isinstance(data, Mapping) and isinstance(data.get("grid", {}), Mapping):
+            try:
+                d = GridConfig.from_dict(data.get("grid", {})).d
+            except ValueError:
+                pass  # reported below, with its key path
+        token = _GRID_D.set(d)
+        try:
+            return super().from_dict(data)
+        finally:
+            _GRID_D.reset(token)
 
     # ---- derived values ------------------------------------------------------------------
     @property
