@@ -16,7 +16,8 @@ writes TOML that :mod:`tomllib` reads back, JSON via :func:`json.dumps` of ``to_
 Validation is complete at construction, before any file is created: every error is a
 ``ValueError`` naming the key path (``dynamics.attention.Q``), the allowed values, and for an
 unknown key the closest valid key.  Optional sections (``dynamics.attention``,
-``dynamics.noise``, ``representations.particles``) are absent, or switched off with ``false``.
+``dynamics.noise``, ``representations.particles``) and optional values (``stepping.dt``,
+``stepping.courant``, …) are absent, or switched off with ``false`` (handy with ``--set``).
 """
 from __future__ import annotations
 
@@ -175,9 +176,6 @@ class _Section:
                     raise ValueError(f"{_join(path, key)}: not used with {_join(path, 'kind')} = "
                                      f"{kind!r} (its keys: {sorted(allowed)})")
             required += list(cls.KIND_REQUIRED.get(kind, ()))
-        for key in required:
-            if key not in data:
-                raise ValueError(f"{_join(path, key)}: required, missing")
         kw = {}
         for key, value in data.items():
             if key in cls.SUBSECTIONS:
@@ -188,8 +186,13 @@ class _Section:
                 if value is True and key in cls.OPTIONAL:
                     value = {}
                 kw[key] = sub.from_dict(value)
+            elif value is False and cls.__dataclass_fields__[key].default is None:
+                continue  # an optional value switched off: as if absent
             else:
                 kw[key] = value
+        for key in required:  # after the given keys: a misspelt key is reported as such first
+            if key not in data:
+                raise ValueError(f"{_join(path, key)}: required, missing")
         return cls(**kw)
 
     def _kept(self) -> list[str]:
