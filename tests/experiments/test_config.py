@@ -244,3 +244,10 @@ def test_low_mode_depends_on_the_seed_only():
     mk = lambda s: RunConfig.from_dict(apply_set(DEFAULT, f'initial={{kind = "low-mode", seed = {s}}}'))  # noqa: E731
     a, b, c = (initial_density(mk(s).initial, grid) for s in (0, 0, 1))
     assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_readme_configuration_is_valid():
+    text = (Path(__file__).parents[2] / "README.md").read_text()
+    block = text.split("```toml\n", 1)[1].split("```", 1)[0]
+    c = RunConfig.from_dict(tomllib.loads(block))
+    assert c.dynamics.noise is not None and c.representations.particles.n == 500
