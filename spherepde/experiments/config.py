@@ -7,7 +7,8 @@ A run is described by one :class:`RunConfig`, a tree of frozen dataclasses::
     dynamics
       attention      Q, K, V (d×d; d = 3 on S², 2 on S¹), beta (> 0, inf allowed), kind, method
       noise          activation, sigma_u, sigma_w, n_max or variance_fraction, seed, calculus
-    representations  density (true/false); particles (n, seed), on the same noise path
+    representations  density (true/false); particles (n, seed) on the same noise path;
+                     transformer (depth L, width m or inf, n, seed)
     stepping         t_end, dt or courant, output_every
     outputs          fields, positions, diagnostics, energy_beta
 
@@ -456,25 +457,60 @@ class ParticlesConfig(_Section):
 
 
 @dataclass(frozen=True)
-class RepresentationsConfig(_Section):
-    """What is run side by side: the density (``density = true``) and/or particles.
+class TransformerConfig(_Section):
+    """The discrete transformer of Paper 2: ``n`` tokens drawn from ρ_0 with ``seed``, ``depth``
+    L layers over [0, t_end] (Δt = t_end/L; L a multiple of the number of output intervals), MLP
+    ``width`` m (an int: layers drawn from ``seed``; ``inf``: the Gaussian m = ∞ layers built
+    from the run's Brownian path, so the transformer is coupled path by path with the density
+    and the particles; absent: attention only, no noise).  Activation, σ_U, σ_W come from
+    ``dynamics.noise``."""
 
-    The discrete transformer (finite L, m) is not part of this tree yet."""
+    PATH: ClassVar[str] = "representations.transformer"
+    REQUIRED: ClassVar[tuple] = ("depth",)
+
+    depth: int = 100
+    width: float | int | None = None
+    n: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        p = self.PATH
+        check_int(f"{p}.depth", self.depth, 1, 100_000)
+        if self.width is not None:
+            w = self.width
+            if isinstance(w, str) and w.strip().lower() == "inf" or (isinstance(w, float) and w == math.inf):
+                _set(self, "width", math.inf)
+            else:
+                try:
+                    check_int(f"{p}.width", w, 1, 100_000)
+                except ValueError:
+                    raise ValueError(f"{p}.width: must be an integer in 1..100000 or inf, got {w!r}") from None
+        check_int(f"{p}.n", self.n, 1, MAX_PARTICLES)
+        check_int(f"{p}.seed", self.seed, 0)
+
+
+@dataclass(frozen=True)
+class RepresentationsConfig(_Section):
+    """What is run side by side: the density (``density = true``), particles (the limit ODE/SDE)
+    and the discrete transformer, each optional."""
 
     PATH: ClassVar[str] = "representations"
-    SUBSECTIONS: ClassVar[dict] = {"particles": ParticlesConfig}
-    OPTIONAL: ClassVar[tuple] = ("particles",)
+    SUBSECTIONS: ClassVar[dict] = {"particles": ParticlesConfig, "transformer": TransformerConfig}
+    OPTIONAL: ClassVar[tuple] = ("particles", "transformer")
 
     density: bool = True
     particles: ParticlesConfig | None = None
+    transformer: TransformerConfig | None = None
 
     def __post_init__(self) -> None:
         check_bool(f"{self.PATH}.density", self.density)
-        if self.particles is not None and not isinstance(self.particles, ParticlesConfig):
-            raise ValueError(f"{self.PATH}.particles: must be a table of keys, got {self.particles!r}")
-        if not self.density and self.particles is None:
+        for key, cls in self.SUBSECTIONS.items():
+            v = getattr(self, key)
+            if v is not None and not isinstance(v, cls):
+                raise ValueError(f"{self.PATH}.{key}: must be a table of keys, got {v!r}")
+        if not self.density and self.particles is None and self.transformer is None:
             raise ValueError("representations: nothing to run; set representations.density = true "
-                             "and/or give representations.particles")
+                             "and/or give representations.particles or representations.transformer")
 
 
 @dataclass(frozen=True)
@@ -588,6 +624,18 @@ class RunConfig(_Section):
             if step.dt is None:
                 raise ValueError("stepping.dt: required with dynamics.noise (a fixed step that "
                                  "does not depend on the path; stepping.courant is for noise-free runs)")
+        tr = reps.transformer
+        if tr is not None:
+            p = tr.PATH
+            if tr.width is not None and noise is None:
+                raise ValueError(f"{p}.width: an MLP needs dynamics.noise (its activation, sigma_u, "
+                                 "sigma_w); without noise leave width out (attention only)")
+            if tr.width is None and noise is not None:
+                raise ValueError(f"{p}.width: required with dynamics.noise (an integer m, or inf for "
+                                 "the Gaussian layers on the run's Brownian path)")
+            if tr.depth % step.n_outputs:
+                raise ValueError(f"{p}.depth: must be a multiple of the number of output intervals "
+                                 f"t_end/output_every = {step.n_outputs}, got {tr.depth}")
         names = set(out.diagnostics)
         if "w2_particles_density" in names and not (reps.density and reps.particles is not None):
             raise ValueError("outputs.diagnostics: 'w2_particles_density' needs both "
@@ -628,9 +676,10 @@ class RunConfig(_Section):
 
     def seeds(self) -> dict:
         """Every seed of the run, by what it seeds (None where that part is absent)."""
-        noise, parts = self.dynamics.noise, self.representations.particles
+        noise, reps = self.dynamics.noise, self.representations
         return {"initial": self.initial.seed, "noise": None if noise is None else noise.seed,
-                "particles": None if parts is None else parts.seed}
+                "particles": None if reps.particles is None else reps.particles.seed,
+                "transformer": None if reps.transformer is None else reps.transformer.seed}
 
 
 def _A(att: AttentionConfig):
@@ -706,8 +755,9 @@ def apply_seed(raw: dict, seed: int) -> dict:
     if isinstance(dyn, dict) and isinstance(dyn.get("noise"), dict):
         dyn["noise"]["seed"] = seed
     reps = out.get("representations")
-    if isinstance(reps, dict) and isinstance(reps.get("particles"), dict):
-        reps["particles"]["seed"] = seed
+    for key in ("particles", "transformer"):
+        if isinstance(reps, dict) and isinstance(reps.get(key), dict):
+            reps[key]["seed"] = seed
     init = out.get("initial")
     if isinstance(init, dict) and init.get("kind") == "low-mode":
         init["seed"] = seed
@@ -774,5 +824,5 @@ def default_config() -> RunConfig:
 
 __all__ = ["AttentionConfig", "DEFAULT", "DynamicsConfig", "GridConfig", "InitialConfig",
            "NoiseConfig", "OutputsConfig", "ParticlesConfig", "RepresentationsConfig", "RunConfig",
-           "SteppingConfig", "apply_seed", "apply_set", "default_config", "dumps_toml", "load",
+           "SteppingConfig", "TransformerConfig", "apply_seed", "apply_set", "default_config", "dumps_toml", "load",
            "parse_value", "read_raw"]

@@ -4,10 +4,11 @@ diagnostics on the same output times, written slice by slice as the run goes.
 Layout (the grid description and provenance attributes of :mod:`spherepde.io.netcdf`)::
 
     dims    time (k = number of outputs), lat, lon (S²) or theta (S¹), bnds,
-            particle (N), dim (d), dim_row, dim_col (d, with attention)
+            particle (N), token (N_T), dim (d), dim_row, dim_col (d, with attention)
     coords  time(time)                  the output times (units "1", model time)
     data    density(time, lat, lon)     ρ at the output times (outputs.fields)
             position(time, particle, dim)   particle positions (outputs.positions)
+            transformer_position(time, token, dim)   the discrete transformer's tokens
             weight(particle)            w_i of μ^N = Σ_i w_i δ_{x_i}
             <diagnostic>(time)          one per diagnostic, e.g. mass, energy,
                                         particles_energy, w2_particles_density
@@ -52,7 +53,9 @@ class RunFile:
     particles : (N, d) or None
         Shape of the particle state; ``weights`` (N,) its weights.
     positions : bool
-        Whether ``position`` is stored.
+        Whether ``position`` (and ``transformer_position``) is stored.
+    tokens : (N_T, d) or None
+        Shape of the transformer's token state (dimension ``token``).
     series : dict
         ``name -> attributes`` of the (time,) diagnostics.
     static : dict
@@ -61,7 +64,8 @@ class RunFile:
 
     def __init__(self, path: Path, grid, times: np.ndarray, *, config: Mapping, seeds: Mapping,
                  fields: bool, particles: tuple[int, int] | None, weights=None,
-                 positions: bool = True, series: Mapping[str, Mapping] = {},
+                 positions: bool = True, tokens: tuple[int, int] | None = None,
+                 series: Mapping[str, Mapping] = {},
                  static: Mapping[str, tuple] = {}) -> None:
         seed = next((seeds[k] for k in ("noise", "particles") if seeds.get(k) is not None), None)
         attrs = provenance_attrs(config, seed)
@@ -96,6 +100,16 @@ class RunFile:
                                           fill_value=np.nan)
                     p.setncatts({"units": "1", "long_name": f"Cartesian coordinates of the tokens "
                                  f"on the unit sphere S^{d - 1} in R^{d}"})
+            if tokens is not None:
+                n, d = tokens
+                ds.createDimension("token", n)
+                if "dim" not in ds.dimensions:
+                    ds.createDimension("dim", d)
+                if positions:
+                    p = ds.createVariable("transformer_position", "f8", ("time", "token", "dim"),
+                                          fill_value=np.nan)
+                    p.setncatts({"units": "1", "long_name": f"tokens of the discrete transformer "
+                                 f"(after the layers up to this time) on S^{d - 1} in R^{d}"})
             for name, vattrs in series.items():
                 s = ds.createVariable(name, "f8", ("time",), fill_value=np.nan)
                 s.setncatts(dict(vattrs))

@@ -11,8 +11,9 @@ both see the same increments ΔW over the same steps.  Trackers write each outpu
 
 The velocity and noise formulas are those of :mod:`spherepde.dynamics.attention`
 (:class:`DensityAttention`, :class:`Attention`) and :mod:`spherepde.noise`; the steppers are
-``meanfield-ffsl`` / ``spde-ffsl`` (density) and :class:`ParticleODE` (RK4) /
-:class:`ParticleSDE` (Heun: Stratonovich; Euler–Maruyama: Itô) for the particles.
+``meanfield-ffsl`` / ``spde-ffsl`` (density), :class:`ParticleODE` (RK4) /
+:class:`ParticleSDE` (Heun: Stratonovich; Euler–Maruyama: Itô) for the particles, and
+:class:`DiscreteTransformer` (one layer per step of Δt = t_end/L) for the transformer.
 """
 from __future__ import annotations
 
@@ -37,7 +38,8 @@ from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
 from spherepde.solvers import make_stepper
 from spherepde.solvers.controller import Controller
 from spherepde.solvers.eulerian.spde import SPDEFFSL
-from spherepde.solvers.lagrangian import ParticleODE, ParticleSDE, retract
+from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, ParticleSDE, retract
+from spherepde.solvers.lagrangian.transformer import GaussianLayer
 from spherepde.solvers.trackers import ProgressTracker, Tracker
 from spherepde.validation.metrics import (as_measure, dist_to_subspace, interaction_energy,
                                           top_eigenspace, w2_with_bound)
@@ -78,6 +80,36 @@ class ParticleStepper:
         return self.system.step(x, t, dt)
 
 
+class TransformerStepper:
+    """A :class:`DiscreteTransformer` as a controller stepper: one layer per step of Δt = T/L,
+    state (N_T, d).  Layer ℓ is drawn from the transformer's generator (width m) in order, or
+    for m = ∞ built from the Brownian path over the step (:meth:`GaussianLayer.from_path`), so
+    that its noise is the increment W(t + Δt) − W(t) the density and the particles see."""
+
+    name = "transformer"
+
+    def __init__(self, transformer: DiscreteTransformer, n: int, seed: int, noise=None,
+                 path=None) -> None:
+        self.transformer = transformer
+        self.grid = ParticleSpace(n, transformer.d)
+        self.rng = DiscreteTransformer.realisation_rngs(seed, 1)[0]
+        self.noise, self.path = noise, path
+
+    def stable_dt(self, x, t):
+        raise ValueError("the transformer takes one layer per step, Δt = t_end/depth")
+
+    def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
+        tr = self.transformer
+        if abs(dt - tr.dt) > 1e-9 * tr.dt:
+            raise RuntimeError(f"the transformer steps by Δt = T/L = {tr.dt}, asked for {dt}")
+        layer = None
+        if tr.is_gaussian:
+            layer = GaussianLayer.from_path(self.noise, self.path, t, t + dt)
+        elif tr.has_mlp:
+            layer = tr.draw_layer(self.rng)
+        return tr.step(x, layer)
+
+
 @dataclass
 class Model:
     """Everything :func:`run` needs, built and checked by :func:`build`.
@@ -85,6 +117,7 @@ class Model:
     grid : GaussGrid or CircleGrid; rho0 : grid.shape, mass 1; times : (k,) output times;
     dt : the fixed step; attention, noise, path : Attention / NoiseField / BrownianPath or None;
     density : the density stepper or None; particles : ParticleStepper or None; x0 : (N, d);
+    transformer : TransformerStepper or None; z0 : its tokens (N_T, d);
     eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None.
     """
 
@@ -99,6 +132,8 @@ class Model:
     density: Any
     particles: ParticleStepper | None
     x0: np.ndarray | None
+    transformer: TransformerStepper | None
+    z0: np.ndarray | None
     eigenspace: np.ndarray | None
 
 
@@ -170,11 +205,20 @@ def build(config: RunConfig) -> Model:
                                  f"{PARTICLE_CALCULUS[system.method]} form")
         particles = ParticleStepper(system, p.n)
         x0 = retract(sample_density(grid, rho0, p.n, seed=p.seed))
+    transformer = z0 = None
+    tc = config.representations.transformer
+    if tc is not None:
+        kw = {} if n is None else {"activation": n.activation, "sigma_u": n.sigma_u,
+                                   "sigma_w": n.sigma_w}
+        tr = DiscreteTransformer(d=config.d, depth=tc.depth, T=st.t_end, width=tc.width,
+                                 attention=att, **kw)
+        transformer = TransformerStepper(tr, tc.n, tc.seed, noise, path)
+        z0 = retract(sample_density(grid, rho0, tc.n, seed=tc.seed))
     basis = None
     if "dist_eigenspace" in config.outputs.diagnostics:
         basis = top_eigenspace(att.A).basis
     return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
-                 basis)
+                 transformer, z0, basis)
 
 
 # ---- diagnostics and the trackers that write run.nc -------------------------------------
@@ -189,6 +233,10 @@ SERIES_ATTRS = {
                          "of the particles"},
     "particles_dist_eigenspace": {"units": "1", "long_name": "distance of the particles to the top "
                                   "eigenspace of A = V B^T"},
+    "transformer_energy": {"units": "1", "long_name": "scaled interaction energy exp(-beta) E_beta "
+                           "of the transformer's tokens"},
+    "transformer_dist_eigenspace": {"units": "1", "long_name": "distance of the transformer's "
+                                    "tokens to the top eigenspace of A = V B^T"},
     "w2_particles_density": {"units": "1", "long_name": "W2 distance (chordal cost) between the "
                              "particles and the density"},
 }
@@ -215,6 +263,8 @@ def series_names(model: Model) -> list[str]:
         out += list(_measure_diagnostics(model, names, "particles_"))
         if "w2_particles_density" in names:
             out.append("w2_particles_density")
+    if model.transformer is not None:
+        out += list(_measure_diagnostics(model, names, "transformer_"))
     return out
 
 
@@ -253,17 +303,20 @@ class DensityOutput(Tracker):
 
 
 class ParticleOutput(Tracker):
-    """Write the particle positions and diagnostics at every output time; W₂ against the kept
-    density snapshots of a :class:`DensityOutput` when given."""
+    """Write the positions (variable ``variable``) and diagnostics (names starting ``prefix``) of
+    a weighted point set at every output time; W₂ against the kept density snapshots of a
+    :class:`DensityOutput` when given."""
 
     name = "particle-output"
 
     def __init__(self, file: RunFile, model: Model, weights: np.ndarray,
-                 density: DensityOutput | None = None) -> None:
+                 density: DensityOutput | None = None, *, prefix: str = "particles_",
+                 variable: str = "position") -> None:
         super().__init__()
         self.file, self.model, self.w, self.density = file, model, weights, density
-        self.measures = _measure_diagnostics(model, model.config.outputs.diagnostics, "particles_")
+        self.measures = _measure_diagnostics(model, model.config.outputs.diagnostics, prefix)
         self.positions = model.config.outputs.positions
+        self.variable = variable
         self.last: dict = {}
 
     def initialize(self, state, t, info) -> None:
@@ -275,9 +328,9 @@ class ParticleOutput(Tracker):
             x, w = as_measure(self.model.grid, np.clip(self.density.snapshots[self.i], 0.0, None))
             values["w2_particles_density"] = float(w2_with_bound(state, self.w, x, w).value)
         if self.positions:
-            values["position"] = state
+            values[self.variable] = state
         self.file.write(self.i, **values)
-        self.last = {k: v for k, v in values.items() if k != "position"}
+        self.last = {k: v for k, v in values.items() if k != self.variable}
         self.i += 1
 
 
@@ -325,6 +378,7 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
     nc = outdir / "run.nc"
     reps = config.representations
     n_part = None if model.particles is None else model.particles.grid.shape
+    n_tok = None if model.transformer is None else model.transformer.grid.shape
     weights = None if n_part is None else np.full(n_part[0], 1.0 / n_part[0])
     static = {}
     if model.attention is not None:
@@ -334,7 +388,7 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
     names = series_names(model)
     file = RunFile(nc, model.grid, model.times, config=cfg, seeds=config.seeds(),
                    fields=reps.density and config.outputs.fields, particles=n_part,
-                   weights=weights, positions=config.outputs.positions,
+                   weights=weights, positions=config.outputs.positions, tokens=n_tok,
                    series={k: SERIES_ATTRS[k] for k in names}, static=static)
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
@@ -363,6 +417,17 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
                              dt=model.dt).run(model.x0, span, output_times=model.times)
             summary["particles"] = {"n": n_part[0], "steps": res.n_steps,
                                     "seconds": round(res.wall_time, 2), "final": parts.last}
+        if model.transformer is not None:
+            toks = ParticleOutput(file, model, np.full(n_tok[0], 1.0 / n_tok[0]),
+                                  prefix="transformer_", variable="transformer_position")
+            res = Controller(model.transformer,
+                             [toks, ProgressTracker(disable=quiet, desc="transformer")],
+                             dt=model.transformer.transformer.dt).run(model.z0, span,
+                                                                      output_times=model.times)
+            tr = model.transformer.transformer
+            summary["transformer"] = {"n": n_tok[0], "depth": tr.depth, "width": tr.width,
+                                      "layers": res.n_steps, "seconds": round(res.wall_time, 2),
+                                      "final": toks.last}
     except KeyboardInterrupt:
         summary["interrupted"] = True
         raise
@@ -375,4 +440,4 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
 
 
 __all__ = ["DensityOutput", "Model", "ParticleOutput", "ParticleSpace", "ParticleStepper",
-           "build", "prepare_output", "run", "series_names"]
+           "TransformerStepper", "build", "prepare_output", "run", "series_names"]

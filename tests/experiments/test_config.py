@@ -26,7 +26,8 @@ FULL = {  # every section, on S¹, with noise and the Itô calculus (particles a
                                "beta": math.inf},
                  "noise": {"activation": "tanh", "sigma_u": 0.1, "sigma_w": 0.2, "n_max": 6,
                            "seed": 7, "calculus": "ito"}},
-    "representations": {"density": False, "particles": {"n": 32, "seed": 3}},
+    "representations": {"density": False, "particles": {"n": 32, "seed": 3},
+                        "transformer": {"depth": 8, "width": math.inf, "n": 16, "seed": 4}},
     "stepping": {"t_end": 1.0, "dt": 0.01, "output_every": 0.25},
     "outputs": {"fields": False, "positions": True, "diagnostics": ["energy"], "energy_beta": 2.0},
 }
@@ -63,7 +64,8 @@ def test_defaults_filled_and_derived_values():
     assert c.stepping.n_outputs == round(c.stepping.t_end / c.stepping.output_every)
     assert c.energy_beta() == c.dynamics.attention.beta
     assert RunConfig.from_dict(FULL).energy_beta() == 2.0
-    assert RunConfig.from_dict(FULL).seeds() == {"initial": None, "noise": 7, "particles": 3}
+    assert RunConfig.from_dict(FULL).seeds() == {"initial": None, "noise": 7, "particles": 3,
+                                                 "transformer": 4}
 
 
 @pytest.mark.parametrize("text, value", [
@@ -80,12 +82,15 @@ def test_apply_set_and_seed():
     raw = apply_set(raw, "dynamics.noise.sigma_u=0.1")  # creates the section
     raw = apply_set(raw, "stepping.dt=0.05")
     del raw["stepping"]["courant"]
+    raw = apply_set(raw, "representations.transformer={depth = 32, width = inf}")
     raw = apply_seed(raw, 11)
     c = RunConfig.from_dict(raw)
     assert c.dynamics.attention.beta == 100.0 and c.grid.nlat == 16
     assert c.dynamics.noise.seed == 11 and c.representations.particles.seed == 11
+    assert c.representations.transformer.seed == 11 and math.isinf(c.representations.transformer.width)
     assert DEFAULT["grid"]["nlat"] == 24  # not modified
-    off = RunConfig.from_dict(apply_set(raw, "dynamics.noise=false"))
+    off = RunConfig.from_dict(apply_set(apply_set(raw, "dynamics.noise=false"),
+                                        "representations.transformer=false"))
     assert off.dynamics.noise is None
     with pytest.raises(ValueError, match="KEY.PATH=VALUE"):
         apply_set(DEFAULT, "grid.nlat")
@@ -178,6 +183,18 @@ BAD = [
     (_bad("dynamics.noise.variance_fraction=1", base=NOISY), ["dynamics.noise.variance_fraction", "(0, 1)"]),
     (_bad("dynamics.noise.calculus=ito", base=NOISY), ["dynamics.noise.calculus", "stratonovich"]),
     (_bad("dynamics.noise.calculus=levy", base=NOISY), ["dynamics.noise.calculus", "'ito'"]),
+    (_bad("representations.transformer={width = 8}"), ["representations.transformer.depth", "required"]),
+    (_bad("representations.transformer={depth = 32, width = 8}"),
+     ["representations.transformer.width", "needs dynamics.noise"]),
+    (_bad("representations.transformer={depth = 32}", base=NOISY),
+     ["representations.transformer.width", "required with dynamics.noise"]),
+    (_bad("representations.transformer={depth = 33}"), ["representations.transformer.depth", "multiple", "32"]),
+    (_bad("representations.transformer={depth = 32, width = 0}", base=NOISY),
+     ["representations.transformer.width", "or inf"]),
+    (_bad("representations.transformer={depth = 32, width = 2.5}", base=NOISY),
+     ["representations.transformer.width", "or inf"]),
+    (_bad("representations.transformer={depth = 32, layers = 3}"),
+     ["representations.transformer.layers", "unknown key"]),
 ]
 
 

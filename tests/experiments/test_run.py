@@ -113,6 +113,32 @@ def test_density_and_particles_share_one_brownian_path():
     assert model.density.scheme == "stratonovich" and model.particles.system.method == "heun"
 
 
+def test_transformer_on_the_same_path_approaches_the_sde_with_depth(tmp_path):
+    """m = ∞ layers built from the run's Brownian path: the transformer's tokens (drawn like the
+    particles, same seed) approach the limit SDE's particles as L grows (Thm 1.1)."""
+    base = apply_set(apply_set(NOISY, "representations.density=false"), 'outputs.diagnostics=["energy"]')
+    base = apply_set(base, "stepping.dt=0.0025")
+    errors = []
+    for depth in (20, 80):
+        raw = apply_set(base, f"representations.transformer={{depth = {depth}, width = inf, n = 30, seed = 6}}")
+        summary, ds = _run(tmp_path, raw, f"L{depth}")
+        assert summary["transformer"]["layers"] == depth
+        x, z = ds["position"].values, ds["transformer_position"].values
+        assert np.all(np.isfinite(x)) and np.all(np.isfinite(z))
+        assert np.array_equal(x[0], z[0])  # the same initial tokens
+        errors.append(float(np.max(np.abs(x[-1] - z[-1]))))
+    assert errors[1] < 0.6 * errors[0]
+
+
+def test_transformer_with_finite_width_is_reproducible(tmp_path):
+    raw = apply_set(NOISY, "representations.transformer={depth = 10, width = 16, n = 12, seed = 2}")
+    _, a = _run(tmp_path, raw, "a")
+    _, b = _run(tmp_path, raw, "b")
+    za = a["transformer_position"].values
+    assert np.all(np.isfinite(za)) and np.array_equal(za, b["transformer_position"].values)
+    assert np.allclose(np.linalg.norm(za, axis=-1), 1.0, atol=1e-12)
+
+
 def test_ito_particles_alone_on_the_circle(tmp_path):
     raw = {"grid": {"kind": "circle", "n": 32},
            "dynamics": {"noise": {"activation": "relu", "sigma_u": 0.3, "n_max": 4, "calculus": "ito"}},
@@ -184,8 +210,11 @@ def _shrunk(path: Path) -> list[str]:
     raw = read_raw(path)
     sets = ["stepping.t_end=0.4", "stepping.output_every=0.2"]
     sets.append("grid.nlat=12" if raw["grid"]["kind"] == "sphere" else "grid.n=64")
-    if "particles" in raw.get("representations", {}):
+    reps = raw.get("representations", {})
+    if "particles" in reps:
         sets.append("representations.particles.n=40")
+    if "transformer" in reps:
+        sets += ["representations.transformer.n=20", "representations.transformer.depth=20"]
     return sets
 
 
@@ -203,6 +232,8 @@ def test_every_example_runs_shrunk(tmp_path, capsys, example):
         assert abs(float(ds["mass"].values[-1]) - 1.0) <= 1e3 * EPS * json.loads(stdout)["density"]["steps"]
     if cfg.representations.particles is not None:
         assert np.all(np.isfinite(ds["position"].values))
+    if cfg.representations.transformer is not None:
+        assert np.all(np.isfinite(ds["transformer_position"].values))
 
 
 @pytest.mark.slow
@@ -212,5 +243,9 @@ def test_every_example_runs_full_size(tmp_path, capsys, example):
 
     t0 = time.perf_counter()
     rc, _, _ = _cli(["run", str(example), "--output", str(tmp_path / "o"), "--quiet", "--json"], capsys)
-    assert rc == 0 and time.perf_counter() - t0 < 120
-    assert math.isfinite(float(open_dataset(tmp_path / "o" / "run.nc")["energy"].values[-1]))
+    seconds = time.perf_counter() - t0
+    assert rc == 0 and seconds < 120
+    ds = open_dataset(tmp_path / "o" / "run.nc")
+    energies = [v for v in ("energy", "particles_energy", "transformer_energy") if v in ds]
+    assert energies and all(math.isfinite(float(ds[v].values[-1])) for v in energies)
+    print(f"{example.stem}: {seconds:.1f} s")
