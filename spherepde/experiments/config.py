@@ -41,7 +41,7 @@ ATTENTION_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torc
 ACTIVATIONS = ("gelu", "relu", "sigmoid", "silu", "tanh")
 CALCULI = ("stratonovich", "ito")
 DIAGNOSTICS = ("mass", "min_density", "max_density", "energy", "dist_eigenspace",
-               "w2_particles_density")
+               "dist_eigenspace_V", "w2_projection", "w2_particles_density")
 #: the grid's dimension d while a RunConfig is read (so that a wrong-sized matrix is blamed itself)
 _GRID_D: contextvars.ContextVar = contextvars.ContextVar("grid_d", default=None)
 #: limits that keep a configuration inside what this machine can hold
@@ -559,7 +559,11 @@ class OutputsConfig(_Section):
     * ``energy`` — e^{−β} E_β of Paper 2 (β = ``energy_beta``, default the attention's β when
       finite, else 1);
     * ``dist_eigenspace`` — (∫ |P_{E⊥}x|² dρ)^{1/2}, E the top eigenspace of A = VBᵀ
-      (symmetric A only);
+      (symmetric A only); ``dist_eigenspace_V`` — the same for V's eigenspace of largest
+      |eigenvalue| (symmetric V; the terminal phase of Paper 1);
+    * ``w2_projection`` — W₂(·, Π_#ρ_0) (chordal), Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} the
+      projection of the initial density onto A's top eigenvector e (Paper 1's metastable
+      state; symmetric A with a one-dimensional top eigenspace);
     * ``w2_particles_density`` — W₂ (chordal) between the particles and the density.
     """
 
@@ -640,10 +644,13 @@ class RunConfig(_Section):
         if "w2_particles_density" in names and not (reps.density and reps.particles is not None):
             raise ValueError("outputs.diagnostics: 'w2_particles_density' needs both "
                              "representations.density = true and representations.particles")
-        if "dist_eigenspace" in names:
-            if att is None or not _symmetric(_A(att)):
-                raise ValueError("outputs.diagnostics: 'dist_eigenspace' needs dynamics.attention "
+        for name in ("dist_eigenspace", "w2_projection"):
+            if name in names and (att is None or not _symmetric(_A(att))):
+                raise ValueError(f"outputs.diagnostics: {name!r} needs dynamics.attention "
                                  "with A = V Bᵀ (B = QᵀK) symmetric")
+        if "dist_eigenspace_V" in names and (att is None or not _symmetric(_matrix(att.V))):
+            raise ValueError("outputs.diagnostics: 'dist_eigenspace_V' needs dynamics.attention "
+                             "with V symmetric")
         if {"mass", "min_density", "max_density"} & names and not reps.density:
             raise ValueError("outputs.diagnostics: 'mass', 'min_density' and 'max_density' need "
                              "representations.density = true")
@@ -680,6 +687,12 @@ class RunConfig(_Section):
         return {"initial": self.initial.seed, "noise": None if noise is None else noise.seed,
                 "particles": None if reps.particles is None else reps.particles.seed,
                 "transformer": None if reps.transformer is None else reps.transformer.seed}
+
+
+def _matrix(m):
+    import numpy as np
+
+    return np.asarray(m, float)
 
 
 def _A(att: AttentionConfig):
@@ -813,7 +826,7 @@ DEFAULT = {
     "representations": {"density": True, "particles": {"n": 500, "seed": 0}},
     "stepping": {"t_end": 16.0, "courant": 0.8, "output_every": 0.5},
     "outputs": {"diagnostics": ["mass", "min_density", "energy", "dist_eigenspace",
-                                "w2_particles_density"]},
+                                "w2_projection", "w2_particles_density"]},
 }
 
 

@@ -42,7 +42,8 @@ from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, Parti
 from spherepde.solvers.lagrangian.transformer import GaussianLayer
 from spherepde.solvers.trackers import ProgressTracker, Tracker
 from spherepde.validation.metrics import (as_measure, dist_to_subspace, interaction_energy,
-                                          top_eigenspace, w2_with_bound)
+                                          top_eigenspace, two_point_weight, w2_two_point,
+                                          w2_with_bound)
 
 #: the stochastic calculus each stepper integrates (checked against dynamics.noise.calculus)
 DENSITY_CALCULUS = {"stratonovich": "stratonovich", "ito-euler": "ito"}
@@ -118,7 +119,8 @@ class Model:
     dt : the fixed step; attention, noise, path : Attention / NoiseField / BrownianPath or None;
     density : the density stepper or None; particles : ParticleStepper or None; x0 : (N, d);
     transformer : TransformerStepper or None; z0 : its tokens (N_T, d);
-    eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None.
+    eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None; eigenspace_V : the same
+    for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None.
     """
 
     config: RunConfig
@@ -135,6 +137,8 @@ class Model:
     transformer: TransformerStepper | None
     z0: np.ndarray | None
     eigenspace: np.ndarray | None
+    eigenspace_V: np.ndarray | None = None
+    projection: tuple | None = None
 
 
 def _named(prefix: str, err: Exception) -> ValueError:
@@ -214,32 +218,43 @@ def build(config: RunConfig) -> Model:
                                  attention=att, **kw)
         transformer = TransformerStepper(tr, tc.n, tc.seed, noise, path)
         z0 = retract(sample_density(grid, rho0, tc.n, seed=tc.seed))
-    basis = None
-    if "dist_eigenspace" in config.outputs.diagnostics:
-        basis = top_eigenspace(att.A).basis
+    names = config.outputs.diagnostics
+    basis = top_eigenspace(att.A).basis if {"dist_eigenspace", "w2_projection"} & set(names) else None
+    basis_v = top_eigenspace(att.V, by_magnitude=True).basis if "dist_eigenspace_V" in names else None
+    projection = None
+    if "w2_projection" in names:
+        if basis.shape[1] != 1:
+            raise ValueError(f"outputs.diagnostics: 'w2_projection' needs a one-dimensional top "
+                             f"eigenspace of A = V Bᵀ, this one has dimension {basis.shape[1]}")
+        e = basis[:, 0]
+        projection = (e, two_point_weight(*as_measure(grid, rho0), e))
     return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
-                 transformer, z0, basis)
+                 transformer, z0, basis, basis_v, projection)
 
 
 # ---- diagnostics and the trackers that write run.nc -------------------------------------
-SERIES_ATTRS = {
-    "mass": {"units": "1", "long_name": "total mass of the density (integral of rho)"},
-    "min_density": {"units": "1", "long_name": "minimum of the density over the cells"},
-    "max_density": {"units": "1", "long_name": "maximum of the density over the cells"},
-    "energy": {"units": "1", "long_name": "scaled interaction energy exp(-beta) E_beta of the density"},
-    "dist_eigenspace": {"units": "1", "long_name": "(int |P_perp x|^2 drho)^(1/2), distance of the "
-                        "density to the top eigenspace of A = V B^T"},
-    "particles_energy": {"units": "1", "long_name": "scaled interaction energy exp(-beta) E_beta "
-                         "of the particles"},
-    "particles_dist_eigenspace": {"units": "1", "long_name": "distance of the particles to the top "
-                                  "eigenspace of A = V B^T"},
-    "transformer_energy": {"units": "1", "long_name": "scaled interaction energy exp(-beta) E_beta "
-                           "of the transformer's tokens"},
-    "transformer_dist_eigenspace": {"units": "1", "long_name": "distance of the transformer's "
-                                    "tokens to the top eigenspace of A = V B^T"},
-    "w2_particles_density": {"units": "1", "long_name": "W2 distance (chordal cost) between the "
-                             "particles and the density"},
+SERIES_LONG_NAMES = {  # {what}: "the density", "the particles", "the transformer's tokens"
+    "mass": "total mass of {what} (integral of rho)",
+    "min_density": "minimum of {what} over the cells",
+    "max_density": "maximum of {what} over the cells",
+    "energy": "scaled interaction energy exp(-beta) E_beta of {what}",
+    "dist_eigenspace": "(int |P_perp x|^2 drho)^(1/2), distance of {what} to the top eigenspace of "
+                       "A = V B^T",
+    "dist_eigenspace_V": "distance of {what} to the eigenspace of V of largest |eigenvalue|",
+    "w2_projection": "W2 distance (chordal) of {what} to the projected initial measure "
+                     "a delta_e + (1 - a) delta_-e (Paper 1)",
+    "w2_particles_density": "W2 distance (chordal cost) between the particles and the density",
 }
+_WHAT = {"particles_": "the particles", "transformer_": "the transformer's tokens"}
+
+
+def series_attrs(name: str) -> dict:
+    """CF attributes of the (time,) variable ``name`` (e.g. ``particles_energy``)."""
+    what, base = "the density", name
+    for prefix, text in _WHAT.items():
+        if name.startswith(prefix) and name[len(prefix):] in SERIES_LONG_NAMES:
+            what, base = text, name[len(prefix):]
+    return {"units": "1", "long_name": SERIES_LONG_NAMES[base].format(what=what)}
 
 
 def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
@@ -250,6 +265,11 @@ def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
         out[prefix + "energy"] = lambda x, w: interaction_energy(x, w, beta)
     if "dist_eigenspace" in names:
         out[prefix + "dist_eigenspace"] = lambda x, w: dist_to_subspace(x, w, model.eigenspace)
+    if "dist_eigenspace_V" in names:
+        out[prefix + "dist_eigenspace_V"] = lambda x, w: dist_to_subspace(x, w, model.eigenspace_V)
+    if "w2_projection" in names:
+        e, a = model.projection
+        out[prefix + "w2_projection"] = lambda x, w: w2_two_point(x, w, e, a)
     return out
 
 
@@ -389,7 +409,7 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
     file = RunFile(nc, model.grid, model.times, config=cfg, seeds=config.seeds(),
                    fields=reps.density and config.outputs.fields, particles=n_part,
                    weights=weights, positions=config.outputs.positions, tokens=n_tok,
-                   series={k: SERIES_ATTRS[k] for k in names}, static=static)
+                   series={k: series_attrs(k) for k in names}, static=static)
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
                      "seeds": config.seeds(), "dt": model.dt, "outputs": int(model.times.size),

@@ -52,6 +52,7 @@ def test_default_run_end_to_end(tmp_path, capsys):
         assert (out / name).is_file()
     ds = open_dataset(out / "run.nc")
     expected = {"density", "position", "weight", "mass", "min_density", "energy", "dist_eigenspace",
+                "w2_projection", "particles_w2_projection",
                 "particles_energy", "particles_dist_eigenspace", "w2_particles_density", "Q", "K", "V",
                 "cell_area"}
     assert expected <= set(ds.data_vars)
@@ -171,6 +172,9 @@ BAD_CLI = [
     (["--set", "stepping.dt=0.5"], "stepping.courant"),
     (["--set", "initial={kind = \"netcdf\", path = \"/nonexistent/x.nc\"}"], "initial.path"),
     (["--set", "grid.nlat"], "--set"),
+    (["--set", "dynamics.attention.K=[[1, 0, 0], [0, 1, 0], [0, 0, 1]]", "--set",
+      "dynamics.attention.V=[[1, 0, 0], [0, 1, 0], [0, 0, 1]]", "--set",
+      "outputs.diagnostics=[\"w2_projection\"]"], "one-dimensional top eigenspace"),
     (["--seed", "-3"], "--seed"),
 ]
 
