@@ -183,7 +183,10 @@ def build(config: RunConfig) -> Model:
             raise _named("stepping.dt", err) from None
     density = None
     if config.representations.density:
-        drift = None if att is None else DensityAttention(att, grid, method=a.method)
+        try:
+            drift = None if att is None else DensityAttention(att, grid, method=a.method)
+        except (ValueError, ImportError) as err:
+            raise _named("dynamics.attention.method", err) from None
         try:
             if noise is None:
                 density = make_stepper("meanfield-ffsl", grid, drift, limiter=g.limiter)

@@ -172,6 +172,7 @@ BAD_CLI = [
     (["--set", "stepping.dt=0.5"], "stepping.courant"),
     (["--set", "initial={kind = \"netcdf\", path = \"/nonexistent/x.nc\"}"], "initial.path"),
     (["--set", "grid.nlat"], "--set"),
+    (["--set", "dynamics.attention.method=spectral"], "dynamics.attention.method"),
     (["--set", "dynamics.attention.K=[[1, 0, 0], [0, 1, 0], [0, 0, 1]]", "--set",
       "dynamics.attention.V=[[1, 0, 0], [0, 1, 0], [0, 0, 1]]", "--set",
       "outputs.diagnostics=[\"w2_projection\"]"], "one-dimensional top eigenspace"),
