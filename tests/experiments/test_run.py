@@ -254,3 +254,26 @@ def test_every_example_runs_full_size(tmp_path, capsys, example):
     energies = [v for v in ("energy", "particles_energy", "transformer_energy") if v in ds]
     assert energies and all(math.isfinite(float(ds[v].values[-1])) for v in energies)
     print(f"{example.stem}: {seconds:.1f} s")
+
+
+def test_interrupted_run_leaves_a_readable_file_and_summary(tmp_path, monkeypatch):
+    from spherepde.experiments import run as run_module
+
+    calls = {"n": 0}
+    original = run_module.ParticleStepper.step
+
+    def step(self, x, t, dt):
+        calls["n"] += 1
+        if calls["n"] > 5:
+            raise KeyboardInterrupt
+        return original(self, x, t, dt)
+
+    monkeypatch.setattr(run_module.ParticleStepper, "step", step)
+    with pytest.raises(KeyboardInterrupt):
+        run(RunConfig.from_dict(NOISY), tmp_path / "o", progress=False)
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["interrupted"] is True and "density" in summary and "particles" not in summary
+    ds = open_dataset(tmp_path / "o" / "run.nc")
+    assert np.all(np.isfinite(ds["density"].values))          # the density run finished
+    pos = ds["position"].values
+    assert np.all(np.isfinite(pos[0])) and np.all(np.isnan(pos[-1]))  # particles: up to the stop
