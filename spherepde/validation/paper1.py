@@ -189,9 +189,18 @@ def _w2_minimum(row: dict, times: np.ndarray, band: float) -> dict:
     return {"w2_min": float(w2[i]), "t_min": float(times[i]), "exit_time": exit_time(times, w2, band)}
 
 
+#: min W₂ counts as resolved when it changes by less than this between the two finest settings
+RESOLVED_CHANGE = 0.05
+
+
 def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, progress: bool) -> dict | None:
     """Run the largest β again at ``config.resolution_nlat``: the change of min W₂ between the
-    two finest settings, |w_fine − w_coarse| / w_fine (None when the check is off)."""
+    two finest settings, |w_fine − w_coarse| / w_fine (None when the check is off).
+
+    ``at_end`` says, per setting, whether the minimum is the last output (W₂ still falling at
+    t_end: the minimum was not reached); ``resolved`` is relative_change < RESOLVED_CHANGE with
+    both minima reached.
+    """
     coarse_nlat = config.resolution_nlat
     if not coarse_nlat:
         return None
@@ -199,9 +208,12 @@ def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, prog
     info, row, _ = next(_sphere_runs(coarse_cfg, outdir, "metastability_check", progress))
     coarse = _w2_minimum(row, info["times"], config.band)
     w_f, w_c = fine["w2_min"], coarse["w2_min"]
+    change = abs(w_f - w_c) / w_f if w_f > 0 else math.nan
+    at_end = [bool(r["t_min"] >= config.t_end) for r in (coarse, fine)]
     return {"beta": fine["beta"], "nlat": [coarse_nlat, config.nlat], "w2_min": [w_c, w_f],
-            "t_min": [coarse["t_min"], fine["t_min"]],
-            "relative_change": abs(w_f - w_c) / w_f if w_f > 0 else math.nan, "file": row["file"]}
+            "t_min": [coarse["t_min"], fine["t_min"]], "at_end": at_end,
+            "relative_change": change, "resolved": bool(change < RESOLVED_CHANGE and not any(at_end)),
+            "file": row["file"]}
 
 
 def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progress: bool = False) -> dict:

@@ -117,6 +117,9 @@ def test_metastability_concentrates_then_leaves(tmp_path):
     assert check["w2_min"][1] == runs[math.inf]["w2_min"] and 0.0 < check["w2_min"][0] < 1.0
     assert check["relative_change"] == pytest.approx(abs(check["w2_min"][1] - check["w2_min"][0])
                                                      / check["w2_min"][1], rel=1e-12)
+    assert check["at_end"] == [check["t_min"][0] >= 16.0, check["t_min"][1] >= 16.0]
+    assert check["resolved"] == (check["relative_change"] < paper1.RESOLVED_CHANGE
+                                 and not any(check["at_end"]))
     ds = open_dataset(runs[5.0]["file"])
     assert ds.sizes["time"] == 17 and {"Q", "K", "V"} <= set(ds.data_vars)
     assert read_config(runs[5.0]["file"])["beta"] == 5.0
@@ -192,6 +195,16 @@ def test_cli_circle_clusters_json(tmp_path, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["experiment"] == "circle-clusters" and (tmp_path / "circle_clusters.png").is_file()
+
+
+def test_resolution_check_flags_a_minimum_not_reached(tmp_path):
+    """Stopped in the early phase (t = 2), W₂ is still falling: the minimum is the last output
+    on both grids, so the check cannot call it resolved, whatever the change."""
+    cfg = dataclasses.replace(paper1.MetastabilityConfig.quick(), nlat=8, betas=(5.0,), t_end=2.0,
+                              n_outputs=4)
+    check = paper1.run_metastability(cfg, tmp_path)["resolution_check"]
+    assert check["nlat"] == [6, 8] and check["t_min"] == [2.0, 2.0]
+    assert check["at_end"] == [True, True] and check["resolved"] is False
 
 
 @pytest.mark.parametrize("bad", [3, 2, 12, 13, True, 6.0])
