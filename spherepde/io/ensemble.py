@@ -3,14 +3,16 @@
 Layout (CF-1.8, same grid description and provenance attributes as :mod:`.netcdf`)::
 
     dims    realisation (unlimited), time, <grid dims>, <extra dims>, bnds
-    coords  realisation(realisation)  int, the realisation index r (files are appended in the
-                                      order realisations finish, which need not be r = 0, 1, …)
+    coords  realisation(realisation)  int, the realisation index r (as appended: run_ensemble
+                                      appends in increasing r, whatever order they finish in)
             time(time)                model time of the outputs
     data    <field>(realisation, time, lat, lon)   (or theta on S¹), float32 or float64
             <series>(realisation, time[, extra])    diagnostics per output time
 
-Each realisation is written (and the file synced) as soon as it is complete, so an interrupted
-ensemble leaves a valid file holding every finished realisation.
+Each realisation is written (and the file synced) as soon as it is appended, so an interrupted
+ensemble leaves a valid file holding every appended realisation; the global attribute
+``status`` is ``"running"`` until :meth:`EnsembleWriter.close` sets ``"complete"`` or
+``"interrupted"``.
 """
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ import netCDF4
 import numpy as np
 
 from spherepde.grids import CircleGrid, GaussGrid
-from spherepde.io.netcdf import _attr_order, _check_attr_value, provenance_attrs, write_grid
+from spherepde.io.netcdf import _attr_order, _check_attr_value, provenance_attrs, set_status, write_grid
 
 
 class EnsembleWriter:
@@ -147,12 +149,17 @@ class EnsembleWriter:
         self._n += 1
         self._ds.sync()
 
-    def close(self) -> None:
+    def close(self, status: str = "complete") -> None:
+        """Set the ``status`` attribute (``"complete"`` or ``"interrupted"``) and close the file
+        (idempotent)."""
         if self._ds.isopen():
-            self._ds.close()
+            try:
+                set_status(self._ds, status)
+            finally:
+                self._ds.close()
 
     def __enter__(self) -> EnsembleWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc: object) -> None:
+        self.close("complete" if exc_type is None else "interrupted")

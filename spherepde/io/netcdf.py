@@ -22,6 +22,8 @@ CircleGrid ``(n,)``: dims ``time, theta, bnds``; ``theta`` in radians with bound
 so fields on S¹ carry no ``cell_measures``).
 
 Global attributes: ``Conventions = "CF-1.8"``, ``title``, ``source``, ``history`` (UTC),
+``status`` (``"running"`` from the moment the file is created, ``"complete"`` after a normal
+end, ``"interrupted"`` after Ctrl-C, SIGTERM or an error: see :func:`open_dataset`),
 ``spherepde_version``, ``config_json`` (the whole configuration as one JSON string),
 ``seed`` (int or ``"none"``), ``grid_json``, ``python_version``, ``numpy_version``,
 ``netcdf4_version``, ``netcdf_c_version``, ``hdf5_version``.
@@ -32,6 +34,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +52,12 @@ if TYPE_CHECKING:  # xarray is imported lazily: writers (and the CLI start-up) d
 Grid = GaussGrid | CircleGrid
 
 CONVENTIONS = "CF-1.8"
+#: values of the ``status`` global attribute
+STATUSES = ("running", "complete", "interrupted")
+
+
+class IncompleteFileWarning(UserWarning):
+    """A file whose ``status`` attribute is not ``"complete"`` was opened."""
 _RESERVED = {"time", "lat", "lon", "theta", "bnds", "lat_bnds", "lon_bnds", "theta_bnds",
              "cell_area", "cell_length"}
 
@@ -108,10 +117,36 @@ def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def provenance_attrs(config: Mapping[str, Any] | None = None, seed: int | None = None) -> dict:
+def _check_status(status: str) -> str:
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+    return status
+
+
+def set_status(ds: netCDF4.Dataset, status: str) -> None:
+    """Set the ``status`` global attribute of an open (writable) file and flush it to disk."""
+    ds.setncattr("status", _check_status(status))
+    ds.sync()
+
+
+def mark_status(path: str | os.PathLike, status: str) -> None:
+    """Set the ``status`` global attribute of a closed file (reopened for appending)."""
+    with netCDF4.Dataset(path, "a") as ds:
+        set_status(ds, status)
+
+
+def file_status(path: str | os.PathLike) -> str | None:
+    """The ``status`` global attribute of a file (None for files written before it existed)."""
+    with netCDF4.Dataset(path, "r") as ds:
+        return str(ds.getncattr("status")) if "status" in ds.ncattrs() else None
+
+
+def provenance_attrs(config: Mapping[str, Any] | None = None, seed: int | None = None,
+                     status: str = "running") -> dict:
     """Global attributes that every spherepde file carries (see the module docstring)."""
     attrs: dict[str, Any] = {
         "Conventions": CONVENTIONS,
+        "status": _check_status(status),
         "source": f"spherepde {__version__}",
         "history": f"{_utc_now()} created by spherepde {__version__}",
         "spherepde_version": __version__,
@@ -384,16 +419,21 @@ class NetCDFWriter:
         v[...] = a
         self._ds.sync()
 
-    def close(self) -> None:
-        """Close the file (idempotent)."""
+    def close(self, status: str = "complete") -> None:
+        """Set the ``status`` attribute (``"complete"`` or ``"interrupted"``) and close the file
+        (idempotent: a closed file is left as it is)."""
+        _check_status(status)
         if self._ds.isopen():
-            self._ds.close()
+            try:
+                set_status(self._ds, status)
+            finally:
+                self._ds.close()
 
     def __enter__(self) -> NetCDFWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc: object) -> None:
+        self.close("complete" if exc_type is None else "interrupted")
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -401,13 +441,13 @@ class NetCDFWriter:
 
 
 def _attr_order(key: str) -> tuple[int, str]:
-    first = ["Conventions", "title", "source", "history"]
+    first = ["Conventions", "title", "status", "source", "history"]
     return (first.index(key), "") if key in first else (len(first), key)
 
 
 # ---- readers and the small-dataset writer --------------------------------------------------
-def open_dataset(path: str | os.PathLike, *, load: bool = True) -> xr.Dataset:
-    """Open a spherepde NetCDF file with xarray.
+def open_dataset(path: str | os.PathLike, *, load: bool = True, incomplete: str = "warn") -> xr.Dataset:
+    """Open a spherepde NetCDF file with xarray, checking its ``status`` attribute.
 
     Times are left as plain floats (``decode_times=False``, ``decode_timedelta=False``: model
     time is dimensionless) and values are returned bit for bit as written.
@@ -418,14 +458,32 @@ def open_dataset(path: str | os.PathLike, *, load: bool = True) -> xr.Dataset:
     load : bool
         If True (default) read everything into memory and close the file, so the file is not
         held open; if False return a lazily loaded dataset (close it yourself).
+    incomplete : {"warn", "error", "ignore"}
+        What to do when the file's ``status`` is not ``"complete"`` (``"running"``: still being
+        written, or its writer was killed; ``"interrupted"``: stopped by Ctrl-C, SIGTERM or an
+        error — the file holds what was computed until then).  Default: an
+        :class:`IncompleteFileWarning`; ``"error"`` raises ``ValueError``.  Files without a
+        ``status`` attribute (written by versions that did not record it) are accepted silently.
     """
     import xarray as xr
 
+    if incomplete not in ("warn", "error", "ignore"):
+        raise ValueError(f"incomplete must be 'warn', 'error' or 'ignore', got {incomplete!r}")
     kwargs = dict(engine="netcdf4", decode_times=False, decode_timedelta=False)
     if not load:
-        return xr.open_dataset(path, **kwargs)
-    with xr.open_dataset(path, **kwargs) as ds:
-        return ds.load()
+        ds = xr.open_dataset(path, **kwargs)
+    else:
+        with xr.open_dataset(path, **kwargs) as lazy:
+            ds = lazy.load()
+    status = ds.attrs.get("status", "complete")
+    if status != "complete" and incomplete != "ignore":
+        text = (f"{path}: status is {status!r}, not 'complete' — the file holds only what was "
+                "written before the run stopped (pass incomplete='ignore' to accept it)")
+        if incomplete == "error":
+            ds.close()
+            raise ValueError(text)
+        warnings.warn(text, IncompleteFileWarning, stacklevel=2)
+    return ds
 
 
 def read_config(path: str | os.PathLike) -> dict:
@@ -462,8 +520,10 @@ def write_dataset(
         attrs["config_json"] = config_to_json(config)
     if seed is not None or "seed" not in attrs:
         attrs["seed"] = _check_seed(seed)
+    attrs["status"] = "running"  # until the whole dataset is on disk
     out.attrs = attrs
     out.to_netcdf(path, engine="netcdf4")
+    mark_status(path, "complete")
 
 
 # ---- the run loop's NetCDF tracker (io sits above solvers: it imports the Tracker base) -------
@@ -473,7 +533,8 @@ class NetCDFTracker(Tracker):
 
     The file is created when the run starts (:meth:`initialize`) and closed by
     :meth:`finalize`, also after Ctrl-C or an error, so it always opens with the snapshots
-    written so far.  See :class:`spherepde.io.netcdf.NetCDFWriter` for the layout.
+    written so far; its ``status`` attribute is ``"running"`` meanwhile, then ``"complete"``,
+    or ``"interrupted"`` when the controller reported an error (:meth:`abort`).  See :class:`spherepde.io.netcdf.NetCDFWriter` for the layout.
 
     Parameters
     ----------
@@ -536,10 +597,12 @@ class NetCDFTracker(Tracker):
         self.static = dict(static or {})
         self.compress = compress
         self.writer = None
+        self._status = "complete"
 
     def initialize(self, state, t, info) -> None:
         if info["grid"] != self.grid:
             raise ValueError(f"grid: tracker grid {self.grid} differs from the stepper's {info['grid']}")
+        self._status = "complete"
         self.writer = NetCDFWriter(
             self.path, self.grid, variables={self.variable: self.attrs}, config=self.config,
             seed=self.seed, title=self.title, compress=self.compress,
@@ -549,15 +612,18 @@ class NetCDFTracker(Tracker):
             for key, (array, dims, *rest) in self.static.items():
                 self.writer.add_static(key, array, dims, rest[0] if rest else None)
         except BaseException:
-            self.writer.close()
+            self.writer.close("interrupted")
             raise
 
     def handle(self, state, t) -> None:
         self.writer.append(t, **{self.variable: state})
 
+    def abort(self, error: BaseException) -> None:
+        self._status = "interrupted"
+
     def finalize(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            self.writer.close(self._status)
 
     @property
     def result(self) -> Path:

@@ -15,7 +15,8 @@ File layout::
 
 Global attributes: the provenance of every spherepde file
 (:func:`spherepde.io.netcdf.provenance_attrs`: ``Conventions``, ``spherepde_version``,
-``history``, ``config_json``, ``seed``, library versions), plus ``title``, ``method``,
+``history``, ``config_json``, ``seed``, library versions, ``status``: ``"running"`` while the
+file is written, then ``"complete"``, or ``"interrupted"`` for an interrupted run), plus ``title``, ``method``,
 ``n_steps``, ``wall_time``, ``interrupted`` (0/1), ``t_final``, and ``attention_beta`` /
 ``attention_kind`` when ``attention`` is given.  Read back with :func:`read_particles_netcdf`
 or :func:`spherepde.io.netcdf.open_dataset`.
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from spherepde.dynamics.attention import Attention
-from spherepde.io.netcdf import config_to_json, open_dataset, provenance_attrs
+from spherepde.io.netcdf import config_to_json, mark_status, open_dataset, provenance_attrs
 from spherepde.solvers.lagrangian.particles import ParticleResult
 
 
@@ -131,12 +132,13 @@ def write_particles_netcdf(
     )
     encoding = {k: {"_FillValue": None} for k in (*ds.data_vars, *ds.coords)}
     ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding)
+    mark_status(path, "interrupted" if result.interrupted else "complete")
     return path
 
 
 def read_particles_netcdf(path: str | os.PathLike) -> ParticleResult:
     """Read a file written by :func:`write_particles_netcdf` back into a ParticleResult."""
-    ds = open_dataset(path)
+    ds = open_dataset(path, incomplete="ignore")  # an interrupted run is read as such
     if "position" not in ds or "weight" not in ds:
         raise ValueError(f"{path}: not a spherepde particle file (no 'position'/'weight')")
     a = ds.attrs
