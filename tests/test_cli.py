@@ -256,3 +256,28 @@ def test_sigterm_stops_a_command_with_an_interrupted_file(tmp_path):
     assert file_status(nc) == "interrupted"
     ds = open_dataset(nc, incomplete="ignore")
     assert ds.sizes["time"] >= 1 and "psi" in ds
+
+
+@pytest.mark.parametrize("attention, word", [
+    ({"Q": [[1.0, 0.0], [0.0, 1.0]], "K": np.eye(3).tolist(), "V": np.eye(3).tolist(), "beta": 1.0},
+     "attention.Q"),
+    ({"Q": np.eye(3).tolist(), "V": np.eye(3).tolist(), "beta": 1.0}, "attention.K"),
+    ({"Q": np.eye(3).tolist(), "K": np.eye(3).tolist(), "V": [[float("nan")] * 3] * 3, "beta": 1.0},
+     "attention.V"),
+])
+def test_ensemble_bad_attention_reported_before_any_file(attention, word, tmp_path, capsys):
+    cfg = tmp_path / "spde.json"
+    cfg.write_text(json.dumps({"nlat": 8, "attention": attention}))
+    out = tmp_path / "out"
+    rc, _, err = run_cli(["ensemble", "--config", str(cfg), "--workers", "0", "--output", str(out)],
+                         capsys)
+    assert rc == 2 and word in err and "Traceback" not in err
+    assert "realisations" not in err  # no progress bar was started
+    assert not out.exists()
+
+
+def test_noise_kernel_refuses_a_degree_beyond_memory(capsys):
+    from spherepde.noise.kernel import max_kl_degree
+
+    rc, _, err = run_cli(["noise-kernel", "--activation", "relu", "--d", "3", "--nmax", "100000"], capsys)
+    assert rc == 2 and "nmax" in err and f"0..{max_kl_degree()}" in err and "GiB" in err
