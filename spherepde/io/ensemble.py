@@ -26,7 +26,8 @@ import netCDF4
 import numpy as np
 
 from spherepde.grids import CircleGrid, GaussGrid
-from spherepde.io.netcdf import _attr_order, _check_attr_value, provenance_attrs, set_status, write_grid
+from spherepde.io.netcdf import (TIME_ATTRS, _attr_order, _check_attr_value, provenance_attrs, set_status,
+                                 write_grid)
 
 
 class EnsembleWriter:
@@ -96,9 +97,9 @@ class EnsembleWriter:
             for dim, size in extra_dims.items():
                 ds.createDimension(dim, int(size))
             rv = ds.createVariable("realisation", "i8", ("realisation",), fill_value=False)
-            rv.setncatts({"long_name": "realisation index r (independent Brownian path r)"})
+            rv.setncatts({"long_name": "realisation index r (independent Brownian path r)", "units": "1"})
             tv = ds.createVariable("time", "f8", ("time",), fill_value=False)
-            tv.setncatts({"units": "1", "long_name": "model time (dimensionless)", "axis": "T"})
+            tv.setncatts(TIME_ATTRS)
             tv[:] = times
             for name, attrs in self._fields.items():
                 v = ds.createVariable(name, field_dtype, ("realisation", "time", *spatial),
@@ -113,7 +114,9 @@ class EnsembleWriter:
                 v.setncatts({k: _check_attr_value(name, k, x) for k, x in
                              {"long_name": name, **attrs, "dims": " ".join(dims)}.items() if x != ""})
             for name, (dim, values) in (static or {}).items():
-                ds.createVariable(name, "i4", (dim,), fill_value=False)[:] = np.asarray(values)
+                sv = ds.createVariable(name, "i4", (dim,), fill_value=False)
+                sv.setncatts({"long_name": f"{name} along {dim}", "units": "1"})
+                sv[:] = np.asarray(values)
             ds.sync()
         except BaseException:
             ds.close()

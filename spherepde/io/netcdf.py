@@ -10,12 +10,27 @@ File layout
 GaussGrid ``(nlat, nlon)``::
 
     dims    time (unlimited), lat, lon, bnds = 2
-    coords  time(time)   units "1" (dimensionless model time), axis "T"
+    coords  time(time)   units "1": dimensionless model time (TIME_ATTRS, below)
             lat(lat)     degrees_north, north to south, bounds "lat_bnds"
             lon(lon)     degrees_east, bounds "lon_bnds"
-    data    cell_area(lat, lon)   area of each cell (units "1" on the unit sphere, "m2" if
-                                  ``radius`` in metres is given); Σ = 4π r²
+    data    cell_area(lat, lon)   area of each cell, units "m2" (the unit sphere taken as
+                                  radius 1 m, or ``radius`` metres); Σ = 4π r²
             <field>(time, lat, lon), each with ``cell_measures = "area: cell_area"``
+
+Mapping onto CF
+---------------
+* Model time is dimensionless (the attention and noise equations have no physical time unit).
+  CF reserves the time axis for physical times with a reference date (``units = "s since
+  ..."``), so spherepde does not claim one: ``time`` is a plain coordinate with ``units = "1"``
+  and ``long_name = "model time (dimensionless)"``, without ``standard_name = "time"`` or
+  ``axis = "T"`` (CF 4.4 would otherwise demand a reference time).  Inventing one ("seconds
+  since 1970-01-01") would make readers decode model time into calendar dates.
+* Areas: the unit sphere is mapped onto the sphere of radius 1 m, so ``cell_area`` carries the
+  standard name ``cell_area`` with its canonical units ``m2``; the values are the solid angles
+  in steradian (they sum to 4π), and its attribute ``sphere_radius = 1.0`` (m) says so.  With ``radius``
+  (metres) the areas are scaled by radius².
+* No string variables (they crash some CF checkers): :func:`write_dataset` stores text labels as
+  character arrays.
 
 CircleGrid ``(n,)``: dims ``time, theta, bnds``; ``theta`` in radians with bounds
 ``theta_bnds``; a ``cell_length`` variable (CF ``cell_measures`` knows only area and volume,
@@ -58,6 +73,13 @@ STATUSES = ("running", "complete", "interrupted")
 
 class IncompleteFileWarning(UserWarning):
     """A file whose ``status`` attribute is not ``"complete"`` was opened."""
+#: attributes of the dimensionless model-time coordinate in every file (see "Mapping onto CF")
+TIME_ATTRS = {
+    "units": "1",
+    "long_name": "model time (dimensionless)",
+    "comment": "the model has no physical time unit, so this is not a CF time axis "
+               "(no reference date, no standard_name or axis T)",
+}
 _RESERVED = {"time", "lat", "lon", "theta", "bnds", "lat_bnds", "lon_bnds", "theta_bnds",
              "cell_area", "cell_length"}
 
@@ -186,10 +208,12 @@ def write_grid(ds: netCDF4.Dataset, grid: Grid, radius: float | None) -> tuple[s
             np.stack([of[:-1], of[1:]], axis=-1))
         area = ds.createVariable("cell_area", "f8", ("lat", "lon"), fill_value=False)
         area.setncatts({
-            "units": "1" if radius is None else "m2",
+            "units": "m2",
             "standard_name": "cell_area",
-            "long_name": "cell area on the unit sphere (steradian); cells sum to 4 pi"
+            "long_name": "cell area on the unit sphere, taken as the sphere of radius 1 m (the "
+                         "values are solid angles in steradian); cells sum to 4 pi"
             if radius is None else f"cell area on the sphere of radius {scale} m",
+            "sphere_radius": scale,
         })
         area[:] = grid.cell_area * scale**2
         return ("lat", "lon")
@@ -231,8 +255,9 @@ class NetCDFWriter:
     title : str
         ``title`` global attribute.
     radius : float or None
-        Sphere (circle) radius in metres; ``cell_area`` is then in ``m2`` (``cell_length`` in
-        ``m``).  Default: unit sphere, units ``"1"``.
+        Sphere (circle) radius in metres: ``cell_area`` (``m2``) and ``cell_length`` (``m``) are
+        scaled to it.  Default: the unit sphere, whose areas are stored in ``m2`` on the sphere
+        of radius 1 m (the module docstring) and whose cell lengths have units ``"1"``.
     attrs : dict, optional
         Extra global attributes (strings, numbers, 1-d numeric arrays).
     compress : int
@@ -297,11 +322,7 @@ class NetCDFWriter:
             self._spatial_dims = self._write_grid(grid, radius)
             self._ds.createDimension("time", None)
             tv = self._ds.createVariable("time", "f8", ("time",), fill_value=False)
-            tv.setncatts({
-                "units": "1",
-                "long_name": "model time (dimensionless, the model has no physical time unit)",
-                "axis": "T",
-            })
+            tv.setncatts(TIME_ATTRS)
             chunks = (1, *grid.shape)
             for name, vattrs in self.variables.items():
                 v = self._ds.createVariable(
@@ -522,7 +543,8 @@ def write_dataset(
         attrs["seed"] = _check_seed(seed)
     attrs["status"] = "running"  # until the whole dataset is on disk
     out.attrs = attrs
-    out.to_netcdf(path, engine="netcdf4")
+    text = {k: {"dtype": "S1"} for k, v in out.variables.items() if v.dtype.kind in "OUS"}
+    out.to_netcdf(path, engine="netcdf4", encoding=text)  # text as char arrays, not NC_STRING
     mark_status(path, "complete")
 
 

@@ -3,7 +3,7 @@
 File layout::
 
     dims    time (k), particle (N), dim (d)            [+ dim_row, dim_col = d if attention]
-    coords  time(time)          units "1" (dimensionless model time), axis "T"
+    coords  time(time)          units "1" (dimensionless model time, not a CF time axis)
             particle(particle)  particle index 0..N−1
             dim(dim)            Cartesian component index 0..d−1
     data    position(time, particle, dim)   unit vectors x_i(t) on S^{d−1} ⊂ R^d, units "1"
@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from spherepde.dynamics.attention import Attention
-from spherepde.io.netcdf import config_to_json, mark_status, open_dataset, provenance_attrs
+from spherepde.io.netcdf import TIME_ATTRS, config_to_json, mark_status, open_dataset, provenance_attrs
 from spherepde.solvers.lagrangian.particles import ParticleResult
 
 
@@ -118,12 +118,10 @@ def write_particles_netcdf(
         attrs["attention_beta"] = float(attention.beta)
         attrs["attention_kind"] = attention.kind
     coords = {
-        "time": ("time", times, {
-            "units": "1", "axis": "T",
-            "long_name": "model time (dimensionless, the model has no physical time unit)"}),
-        "particle": ("particle", np.arange(n, dtype=np.int64), {"long_name": "particle index"}),
+        "time": ("time", times, dict(TIME_ATTRS)),
+        "particle": ("particle", np.arange(n, dtype=np.int64), {"long_name": "particle index", "units": "1"}),
         "dim": ("dim", np.arange(d, dtype=np.int64), {
-            "long_name": "Cartesian component index (0 = x, 1 = y, 2 = z, ...)"}),
+            "long_name": "Cartesian component index (0 = x, 1 = y, 2 = z, ...)", "units": "1"}),
     }
     ds = xr.Dataset(
         {k: xr.Variable(dims, v, a) for k, (dims, v, a) in data.items()},

@@ -499,7 +499,7 @@ def write_depth_width_netcdf(path: Path, config: DepthWidthConfig, dep: dict, wi
     """One NetCDF: trajectories of path 0 (largest L and reference), per-path errors, width data."""
     import xarray as xr
 
-    from spherepde.io.netcdf import write_dataset
+    from spherepde.io.netcdf import TIME_ATTRS, write_dataset
 
     Lmax = config.depths[-1]
     names = list(OBSERVABLES)
@@ -521,12 +521,13 @@ def write_depth_width_netcdf(path: Path, config: DepthWidthConfig, dep: dict, wi
          "width_diff_stderr": (("width", "observable"),
                                np.array([[diffs[n]["rows"][i]["stderr"] for n in names] for i in range(len(widths))]),
                                {"units": "1", "long_name": "standard error of width_diff"})},
-        coords={"time": ("time", np.linspace(0.0, config.t_end, Lmax + 1), {"units": "1", "axis": "T"}),
-                "particle": np.arange(config.n_tokens), "dim": np.arange(3),
-                "depth": ("depth", np.asarray(config.depths, dtype=np.int64), {"long_name": "number of layers L"}),
-                "path": np.arange(dep["errors"].shape[1]),
-                "width": ("width", widths, {"long_name": "MLP width m"}),
-                "observable": ("observable", names)},
+        coords={"time": ("time", np.linspace(0.0, config.t_end, Lmax + 1), dict(TIME_ATTRS)),
+                "particle": ("particle", np.arange(config.n_tokens), {"long_name": "token index", "units": "1"}),
+                "dim": ("dim", np.arange(3), {"long_name": "Cartesian component index", "units": "1"}),
+                "depth": ("depth", np.asarray(config.depths, dtype=np.int64), {"long_name": "number of layers L", "units": "1"}),
+                "path": ("path", np.arange(dep["errors"].shape[1]), {"long_name": "Brownian path index", "units": "1"}),
+                "width": ("width", widths, {"long_name": "MLP width m", "units": "1"}),
+                "observable": ("observable", names, {"long_name": "observable name"})},
         attrs={"title": "spherepde depth-width experiment (Paper 2, Thm 1.1)"})
     write_dataset(path, ds, config=config.to_dict(), seed=config.seed)
     return path

@@ -116,7 +116,8 @@ def _sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     e = EA.basis[:, 0] if two_point else None
     a = two_point_weight(x, w0, e) if two_point else math.nan
     times = np.linspace(0.0, config.t_end, config.n_outputs + 1)
-    static = {n: (m, ("dim", "dim2"), {}) for n, m in (("Q", Q), ("K", K), ("V", V))}
+    static = {n: (m, ("dim", "dim2"), {"long_name": f"attention matrix {n}", "units": "1"})
+              for n, m in (("Q", Q), ("K", K), ("V", V))}
     dt = config.courant * grid.dlon / float(np.linalg.norm(V, 2))
     info = {"grid": grid, "e": e, "a": a, "EA": EA, "EV": EV, "times": times, "x": x}
     for beta in config.betas:

@@ -46,7 +46,8 @@ def test_gauss_layout_and_round_trip(tmp_path):
                                "bounds": "lat_bnds"}
     assert ds["lon"].attrs["units"] == "degrees_east" and ds["lon"].attrs["axis"] == "X"
     assert ds["time"].attrs["units"] == "1" and "dimensionless" in ds["time"].attrs["long_name"]
-    assert ds["cell_area"].attrs["units"] == "1"
+    assert ds["cell_area"].attrs["units"] == "m2" and ds["cell_area"].attrs["sphere_radius"] == 1.0
+    assert "axis" not in ds["time"].attrs and "standard_name" not in ds["time"].attrs
     assert ds["density"].attrs == {"long_name": "probability density", "units": "1",
                                    "cell_measures": "area: cell_area"}
     a = ds.attrs
