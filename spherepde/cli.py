@@ -258,13 +258,16 @@ def _cmd_ensemble(args) -> int:
     outdir = Path(args.output)
     outdir.mkdir(parents=True, exist_ok=True)
     nc = outdir / "ensemble.nc"
-    result = {"file": str(nc)}
+    result = {"file": str(nc), "interrupted": True}
     try:
         res = run_ensemble(config, args.realisations, nc, workers=args.workers, progress=not args.json)
-        result.update(realisations=len(res.realisations), seconds=round(res.wall_time, 1))
-    finally:
-        if nc.exists() and config.store_fields and config.grid == "sphere":  # also after Ctrl-C
-            ds = open_dataset(nc)
+        result.update(realisations=len(res.realisations), seconds=round(res.wall_time, 1), interrupted=False)
+    finally:  # also after Ctrl-C or SIGTERM: pictures and summary.json of what was written
+        ds = open_dataset(nc, incomplete="ignore") if nc.exists() else None
+        if ds is not None and result["interrupted"]:  # refused input creates no file, no summary
+            result["realisations_written"] = [int(r) for r in ds["realisation"].values]
+            (outdir / "summary.json").write_text(json.dumps({**result, "config": config.to_dict()}, indent=2))
+        if ds is not None and config.store_fields and config.grid == "sphere":
             if ds.sizes.get("realisation", 0):
                 grid = config.make_grid()
                 rho = np.asarray(ds["density"].values, float)

@@ -281,3 +281,39 @@ def test_noise_kernel_refuses_a_degree_beyond_memory(capsys):
 
     rc, _, err = run_cli(["noise-kernel", "--activation", "relu", "--d", "3", "--nmax", "100000"], capsys)
     assert rc == 2 and "nmax" in err and f"0..{max_kl_degree()}" in err and "GiB" in err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_handler_raises_terminated_and_is_restored():
+    from spherepde.cli import Terminated, sigterm_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated):
+        with sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert issubclass(Terminated, KeyboardInterrupt)
+
+
+def test_interrupted_ensemble_command_writes_summary(tmp_path, monkeypatch, capsys):
+    import spherepde.validation.ensemble as ens
+
+    real = ens.run_realisation
+    calls = {"n": 0}
+
+    def second_one_interrupts(config, r):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise KeyboardInterrupt
+        return real(config, r)
+
+    monkeypatch.setattr(ens, "run_realisation", second_one_interrupts)
+    cfg = tmp_path / "spde.json"
+    cfg.write_text(json.dumps({"grid": "sphere", "nlat": 8, "t_end": 0.2, "dt": 0.05, "n_outputs": 2}))
+    rc, _, err = run_cli(["ensemble", "--config", str(cfg), "--realisations", "3", "--workers", "0",
+                          "--output", str(tmp_path / "out")], capsys)
+    assert rc == 130 and "interrupted" in err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["realisations_written"] == [0]
+    assert file_status(tmp_path / "out" / "ensemble.nc") == "interrupted"
