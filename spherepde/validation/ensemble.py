@@ -6,7 +6,7 @@ drift (optional) and the MLP noise (optional) driven by :class:`~spherepde.noise
 r = 2j, 2j + 1 (equal in law; odd powers of the noise cancel in pair means).  Realisations are
 independent tasks: :func:`run_ensemble` submits them to a ``dask.distributed`` cluster (a
 ``LocalCluster`` of ``workers`` single-threaded processes by default, or the client you pass)
-and appends each finished one to an :class:`~spherepde.io.ensemble.EnsembleWriter` file —
+and writes them, in realisation order r = 0, 1, … as they finish, to an :class:`~spherepde.io.ensemble.EnsembleWriter` file —
 fields (optional, float32), mass, harmonic moments of degree ≤ ``moments_lmax`` and the
 interaction energy E_β at every output time.  The file's ``config_json`` holds the whole
 configuration; realisation r can be recomputed alone with :func:`run_realisation`.
