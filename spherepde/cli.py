@@ -1,4 +1,4 @@
-"""Command line: ``spherepde run``, ``validate transport|convergence``, ``experiment NAME``, ``ensemble``,
+"""Command line: ``spherepde run [CONFIG]``, ``validate transport|convergence|sync-path``, ``experiment NAME``, ``ensemble``,
 ``noise-kernel``.
 
 Errors in the arguments and output paths that are files or not writable are reported before
@@ -90,10 +90,23 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"spherepde {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="the main job: run a configuration (default: the embedded one)")
-    run.add_argument("--config", default=None, help="a .toml or .json configuration (default: embedded)")
+    run = sub.add_parser("run", help="the main job: run a model configuration (default: the embedded one)",
+                         description="Run the model described by CONFIG (a .toml or .json "
+                                     "configuration tree; default: the embedded Paper 1 set-up, "
+                                     "density beside particles). Writes DIR/run.nc, "
+                                     "DIR/summary.json and DIR/config.toml.")
+    run.add_argument("config", nargs="?", default=None, metavar="CONFIG",
+                     help="a .toml or .json configuration (default: the embedded one)")
+    run.add_argument("--config", dest="config_option", default=None, metavar="CONFIG",
+                     help="the same as the positional CONFIG (older spelling)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                     help="override one key before validation; VALUE is a TOML literal "
+                          "(e.g. --set dynamics.attention.beta=30 --set grid.nlat=24); repeatable")
+    run.add_argument("--seed", type=int, default=None,
+                     help="set every seed (noise path, particle draw, low-mode initial density)")
     run.add_argument("--output", default="out", help="output folder (created), default ./out")
-    run.add_argument("--json", action="store_true")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     exp = sub.add_parser("experiment", help="paper experiments (NetCDF + PNG + JSON summary)")
     esub = exp.add_subparsers(dest="name", required=True)
@@ -109,6 +122,11 @@ def build_parser() -> argparse.ArgumentParser:
         e.add_argument("--betas", type=float, nargs="+", default=None, help="override β values ('inf' allowed on S²)")
         if name == "particles-vs-density":
             _particle_counts_option(e)
+        if name == "metastability":
+            e.add_argument("--check-nlat", type=int, default=None,
+                           help="nlat of the resolution check: the largest β is run again there and "
+                                "resolution_check reports the change of min W2 (default: even nlat "
+                                "nearest 3/4 of --nlat; 0: no check)")
         e.add_argument("--output", default=f"out/{name}", help="output folder")
         e.add_argument("--json", action="store_true")
     for name, text in PAPER2_EXPERIMENTS:
@@ -211,31 +229,23 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_run(args) -> int:
-    import numpy as np
+    from spherepde.experiments.config import DEFAULT, RunConfig, apply_seed, apply_set, read_raw
+    from spherepde.experiments.run import run
 
-    from spherepde.io.config import load_config
-    from spherepde.io.netcdf import open_dataset
-    from spherepde.io.plots import plot_snapshots
-    from spherepde.grids import GaussGrid
-    from spherepde.validation.transport_runs import TransportConfig, run_transport
-
-    config = TransportConfig() if args.config is None else TransportConfig.from_dict(load_config(args.config))
-    outdir = Path(args.output)
-    outdir.mkdir(parents=True, exist_ok=True)
-    nc = outdir / "run.nc"
-    try:
-        result = run_transport(config, output=nc, progress=True)
-    finally:
-        if nc.exists():  # also after Ctrl-C: plot what was written
-            ds = open_dataset(nc)
-            if ds.sizes.get("time", 0):
-                grid = GaussGrid(config.nlat)
-                png = plot_snapshots(grid, ds.time.values, np.asarray(ds["psi"].values), outdir / "snapshots.png",
-                                     title=f"{config.case}, {config.field}, nlat={config.nlat}", label="tracer")
-    result["plot"] = str(png)
-    (outdir / "summary.json").write_text(json.dumps(result, indent=2))
-    result["summary"] = str(outdir / "summary.json")
-    _emit(result, args.json)
+    if args.config is not None and args.config_option is not None:
+        raise ValueError("give the configuration once: CONFIG or --config, not both")
+    source = args.config if args.config is not None else args.config_option
+    raw = DEFAULT if source is None else read_raw(source)
+    for assignment in args.overrides:
+        raw = apply_set(raw, assignment)
+    if args.seed is not None:
+        raw = apply_seed(raw, args.seed)
+    config = RunConfig.from_dict(raw)  # validated completely before any file is created
+    summary = run(config, args.output, progress=not args.quiet)
+    short = {k: v for k, v in summary.items() if k != "config"}
+    if not args.json:
+        short = {k: (json.dumps(_strict_json(v)) if isinstance(v, dict) else v) for k, v in short.items()}
+    _emit(short, args.json)
     return 0
 
 
@@ -320,6 +330,8 @@ def _cmd_experiment(args) -> int:
         if args.name == "circle-clusters" and any(math.isinf(b) for b in args.betas):
             raise ValueError("--betas: β = inf is not used on the circle (the flow is then trivial)")
         over["betas"] = tuple(args.betas)
+    if getattr(args, "check_nlat", None) is not None:
+        over["check_nlat"] = args.check_nlat
     if getattr(args, "particle_counts", None) is not None:
         counts = sorted(set(args.particle_counts))
         if len(counts) < 2 or any(n < 2 for n in counts):

@@ -96,21 +96,27 @@ def test_unknown_names_refused_by_argparse(args, capsys):
 
 def test_run_with_config_file(tmp_path, capsys):
     cfg = tmp_path / "c.toml"
-    cfg.write_text('case = "nl-case1"\nfield = "cosine-bells"\nnlat = 12\nn_outputs = 2\n')
-    rc, out, _ = run_cli(["run", "--config", str(cfg), "--output", str(tmp_path / "o"), "--json"], capsys)
+    cfg.write_text('[grid]\nkind = "circle"\nn = 32\n\n[dynamics.attention]\n'
+                   'Q = [[1, 0], [0, 1]]\nK = [[1, 0], [0, 1]]\nV = [[1, 0], [0, 1]]\nbeta = 3\n\n'
+                   '[initial]\nkind = "low-mode"\n\n[stepping]\nt_end = 1.0\noutput_every = 0.5\n')
+    rc, out, _ = run_cli(["run", "--config", str(cfg), "--output", str(tmp_path / "o"), "--quiet",
+                          "--json"], capsys)
     assert rc == 0
     res = json.loads(out)
-    for name in ("run.nc", "snapshots.png", "summary.json"):
+    for name in ("run.nc", "summary.json", "config.toml"):
         assert (tmp_path / "o" / name).is_file()
     assert open_dataset(tmp_path / "o" / "run.nc").sizes["time"] == 3
-    assert json.loads((tmp_path / "o" / "summary.json").read_text())["l2"] == res["l2"]
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["density"]["steps"] == res["density"]["steps"]
+    assert read_config(tmp_path / "o" / "run.nc")["grid"] == {"kind": "circle", "n": 32,
+                                                             "scheme": "ffsl-ppm", "limiter": "positive"}
 
 
 def test_run_refuses_unknown_config_key(tmp_path, capsys):
     cfg = tmp_path / "c.json"
-    cfg.write_text('{"nlat": 12, "resolution": 3}')
-    rc, _, err = run_cli(["run", "--config", str(cfg), "--output", str(tmp_path)], capsys)
-    assert rc == 2 and "resolution" in err
+    cfg.write_text('{"grid": {"nlat": 12, "resolution": 3}}')
+    rc, _, err = run_cli(["run", "--config", str(cfg), "--output", str(tmp_path / "o")], capsys)
+    assert rc == 2 and "grid.resolution" in err and not (tmp_path / "o").exists()
 
 
 def test_module_entry_point_version():

@@ -17,10 +17,11 @@ under y → −y, so Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} has unequal weights
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
@@ -57,10 +58,29 @@ class MetastabilityConfig:
     V: tuple = ((1.0, 0, 0), (0, 0.5, 0), (0, 0, 0.1))
     init_a: tuple = (0.6, 0.5, 0.3)
     band: float = 2.0  # exit when W₂ exceeds band × its minimum, after the minimum
+    #: the coarser of the two finest settings: the largest β is run again at this nlat and
+    #: ``resolution_check`` reports the change of min W₂; None: the even nlat nearest ¾·nlat;
+    #: 0: no check
+    check_nlat: int | None = None
+
+    def __post_init__(self) -> None:
+        c = self.check_nlat
+        if c is not None and c != 0 and (isinstance(c, bool) or not isinstance(c, int) or c < 4
+                                         or c % 2 or c >= self.nlat):
+            raise ValueError(f"check_nlat must be 0 (no check), None (¾·nlat) or an even integer in "
+                             f"[4, nlat = {self.nlat}), got {c!r}")
 
     @classmethod
     def quick(cls) -> "MetastabilityConfig":
         return cls(nlat=16, betas=(5.0, 10.0, 20.0, math.inf), t_end=20.0, n_outputs=40)
+
+    @property
+    def resolution_nlat(self) -> int:
+        """The nlat of the resolution check (0: none)."""
+        if self.check_nlat is not None:
+            return self.check_nlat
+        c = 2 * round(0.375 * self.nlat)
+        return c if 4 <= c < self.nlat else 0
 
     def to_dict(self) -> dict:
         return {"experiment": "metastability", **asdict(self)}
@@ -96,6 +116,11 @@ def _eigenspace_or_none(A: np.ndarray, name: str, **kw):
         return None
 
 
+def _beta_key(beta: float) -> str:
+    """β as it appears in file names and JSON keys: ``"inf"`` for ∞, else ``f"{β:g}"``."""
+    return "inf" if math.isinf(beta) else f"{beta:g}"
+
+
 def _sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     """Run the mean-field density on S² for every β of ``config``; yield per-β results.
 
@@ -123,7 +148,7 @@ def _sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     for beta in config.betas:
         stepper = make_stepper("meanfield-ffsl", grid, DensityAttention(Attention(Q, K, V, beta), grid),
                                courant=config.courant)
-        tag = "inf" if math.isinf(beta) else f"{beta:g}"
+        tag = _beta_key(beta)
         nc = outdir / f"{prefix}_beta{tag}.nc"
         mem = MemoryTracker()
         trackers = [mem, NetCDFTracker(nc, grid, config={**config.to_dict(), "beta": beta}, static=static),
@@ -156,8 +181,37 @@ def fit_vs_log_beta(beta, t) -> dict | None:
     return {"slope": float(coef[0]), "intercept": float(coef[1]), "stderr_slope": se}
 
 
+def _w2_minimum(row: dict, times: np.ndarray, band: float) -> dict:
+    """min_t W₂, the time of the minimum and the exit time of one run (NaN where W₂ is off)."""
+    w2 = np.asarray(row["w2"])
+    if not np.all(np.isfinite(w2)):
+        return {"w2_min": math.nan, "t_min": math.nan, "exit_time": math.nan}
+    i = int(np.argmin(w2))
+    return {"w2_min": float(w2[i]), "t_min": float(times[i]), "exit_time": exit_time(times, w2, band)}
+
+
+def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, progress: bool) -> dict | None:
+    """Run the largest β again at ``config.resolution_nlat``: the change of min W₂ between the
+    two finest settings, |w_fine − w_coarse| / w_fine (None when the check is off)."""
+    coarse_nlat = config.resolution_nlat
+    if not coarse_nlat:
+        return None
+    coarse_cfg = dataclasses.replace(config, nlat=coarse_nlat, betas=(fine["beta"],), check_nlat=0)
+    info, row, _ = next(_sphere_runs(coarse_cfg, outdir, "metastability_check", progress))
+    coarse = _w2_minimum(row, info["times"], config.band)
+    w_f, w_c = fine["w2_min"], coarse["w2_min"]
+    return {"beta": fine["beta"], "nlat": [coarse_nlat, config.nlat], "w2_min": [w_c, w_f],
+            "t_min": [coarse["t_min"], fine["t_min"]],
+            "relative_change": abs(w_f - w_c) / w_f if w_f > 0 else math.nan, "file": row["file"]}
+
+
 def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progress: bool = False) -> dict:
-    """Run every β, write one NetCDF per β, a PNG and ``summary.json``; return the summary."""
+    """Run every β, write one NetCDF per β, a PNG and ``summary.json``; return the summary.
+
+    The summary's ``min_w2`` maps each β ("inf" for ∞) to min_t W₂(ρ_t, Π#ρ₀), and
+    ``resolution_check`` holds the same minimum for the largest β at the coarser
+    ``config.resolution_nlat`` with its ``relative_change``.
+    """
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -165,17 +219,17 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     partial = {"experiment": "metastability", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
         for info, row, _ in _sphere_runs(config, outdir, "metastability", progress):
-            w2 = np.asarray(row["w2"])
-            i = int(np.argmin(w2))
-            row.update(w2_min=float(w2[i]), t_min=float(info["times"][i]),
-                       exit_time=exit_time(info["times"], w2, config.band))
+            row.update(_w2_minimum(row, info["times"], config.band))
             rows.append(row)
         times = info["times"]
+        largest = max(rows, key=lambda r: r["beta"])
+        check = resolution_check(config, largest, outdir, progress)
         finite = [r for r in rows if math.isfinite(r["beta"])]
         summary = {"experiment": "metastability", "config": config.to_dict(), "version": __version__,
                    "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],
                    "e": None if info["e"] is None else info["e"].tolist(),
                    "spectral_gap": None if info["EA"] is None else info["EA"].gap, "times": times.tolist(), "runs": rows,
+                   "min_w2": {_beta_key(r["beta"]): r["w2_min"] for r in rows}, "resolution_check": check,
                    "seconds": round(time.perf_counter() - t_start, 1)}
         if len(finite) >= 3 and all(math.isfinite(r["w2_min"]) for r in finite):
             b = np.array([r["beta"] for r in finite])
@@ -261,7 +315,7 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
             times = info["times"]
             row["switch_time"] = switch_time(times, row["dist_E_VBt"], row["dist_E_V"])
             pick = [int(np.argmin(np.abs(times - tm))) for tm in config.map_times if tm <= config.t_end]
-            tag = "inf" if math.isinf(row["beta"]) else f"{row['beta']:g}"
+            tag = _beta_key(row["beta"])
             row["maps"] = str(plot_snapshots(info["grid"], times[pick], snaps[pick],
                                              outdir / f"terminal_maps_beta{tag}.png",
                                              title=f"terminal phase, β = {tag}", log=True))
@@ -540,7 +594,7 @@ def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Pat
                     dists.append(est.value)
                     bounds.append(est.error_bound)
                     if seed == config.seeds[0]:
-                        tag = "inf" if math.isinf(beta) else f"{beta:g}"
+                        tag = _beta_key(beta)
                         write_particles_netcdf(outdir / f"particles_beta{tag}_N{n}.nc", res,
                                                config={**config.to_dict(), "beta": beta, "N": n}, seed=seed)
                 spacing = math.sqrt(4 * math.pi / n)

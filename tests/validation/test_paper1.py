@@ -111,6 +111,12 @@ def test_metastability_concentrates_then_leaves(tmp_path):
     # finite β leaves the metastable state (V's saddle at e_y); β = ∞ stays (linear flow, no exit)
     assert math.isfinite(runs[5.0]["exit_time"])
     assert math.isnan(runs[math.inf]["exit_time"])
+    assert s["min_w2"] == {"5": runs[5.0]["w2_min"], "inf": runs[math.inf]["w2_min"]}
+    check = s["resolution_check"]  # the largest β again at the even nlat nearest ¾·12
+    assert check["beta"] == math.inf and check["nlat"] == [8, 12]
+    assert check["w2_min"][1] == runs[math.inf]["w2_min"] and 0.0 < check["w2_min"][0] < 1.0
+    assert check["relative_change"] == pytest.approx(abs(check["w2_min"][1] - check["w2_min"][0])
+                                                     / check["w2_min"][1], rel=1e-12)
     ds = open_dataset(runs[5.0]["file"])
     assert ds.sizes["time"] == 17 and {"Q", "K", "V"} <= set(ds.data_vars)
     assert read_config(runs[5.0]["file"])["beta"] == 5.0
@@ -186,6 +192,12 @@ def test_cli_circle_clusters_json(tmp_path, capsys):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["experiment"] == "circle-clusters" and (tmp_path / "circle_clusters.png").is_file()
+
+
+@pytest.mark.parametrize("bad", [3, 2, 12, 13, True, 6.0])
+def test_metastability_check_nlat_is_validated(bad):
+    with pytest.raises(ValueError, match="check_nlat"):
+        dataclasses.replace(paper1.MetastabilityConfig(), nlat=12, check_nlat=bad)
 
 
 def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):

@@ -14,8 +14,9 @@ centroid of what it received, carrying that cell's mass:
 The remap is exact in mass (a sum), positive (weights are sums of positive weights) and keeps
 each cell's first moment up to the projection onto S²; it caps the number of points at the
 grid's cell count.  Depositing at cell centres instead adds spread at every remap, and a fixed,
-unadapted grid loses the cluster (measured in the prototype report).  Limitation: one adapted
-pole — several separated clusters get the resolution of the stretched grid away from its pole.
+unadapted grid loses the cluster (measured in the prototype report).  With attention the points
+carry their own drift (the weighted point attention).  Limitation: one adapted pole — several
+separated clusters get the resolution of the stretched grid away from its pole.
 """
 from __future__ import annotations
 
@@ -96,9 +97,11 @@ class LagrangianRemap:
     ``step(x, t, dt)``), remapped every ``remap_every`` steps (module docstring).
 
     Parameters: ``grid_nlat`` (≥ 4) rings of the adapted grid, ``cells_per_width`` (> 0) polar
-    cells across the rms width, ``remap_every`` (≥ 1) steps between remaps.  So far for
-    noise-only runs (``particles.attention`` None): with attention the point weights change at
-    every remap, which the particle solvers do not take yet.
+    cells across the rms width, ``remap_every`` (≥ 1) steps between remaps.  With attention
+    (``particles.attention`` set) the drift is the weighted attention of the points themselves,
+    X[Σ_j w_j δ_{x_j}](x_i): before every step the current weights are handed to the particle
+    solver (``particles.weights = w``), so the velocity and noise formulas stay those of the
+    particle path.
     """
 
     def __init__(self, particles, *, grid_nlat: int = 48, cells_per_width: float = 8.0,
@@ -111,9 +114,6 @@ class LagrangianRemap:
         if isinstance(remap_every, bool) or not isinstance(remap_every, (int, np.integer)) \
                 or remap_every < 1:
             raise ValueError(f"remap_every must be an integer ≥ 1, got {remap_every!r}")
-        if getattr(particles, "attention", None) is not None:
-            raise ValueError("lagrangian-remap supports noise-only runs so far (particles.attention "
-                             "must be None)")
         self.particles = particles
         self.grid_nlat, self.cells_per_width = int(grid_nlat), float(cells_per_width)
         self.remap_every = int(remap_every)
@@ -137,6 +137,8 @@ class LagrangianRemap:
 
     def step(self, x: np.ndarray, w: np.ndarray, t: float, dt: float):
         """(x, w) after one step of the particles, remapped when the count is due."""
+        if getattr(self.particles, "attention", None) is not None:
+            self.particles.weights = w  # the drift X[Σ w_j δ_{x_j}] of the current points
         x = retract(self.particles.step(x, t, dt))
         self.steps += 1
         if self.steps % self.remap_every == 0:

@@ -1,0 +1,841 @@
+"""One model description: the configuration tree of a run (``spherepde run CONFIG.toml``).
+
+A run is described by one :class:`RunConfig`, a tree of frozen dataclasses::
+
+    grid             kind (sphere | circle), nlat (sphere) or n (circle), scheme, limiter
+    initial          kind (uniform | cosine | vmf | low-mode | netcdf) and that kind's keys
+    dynamics
+      attention      Q, K, V (d×d; d = 3 on S², 2 on S¹), beta (> 0, inf allowed), kind, method
+      noise          activation, sigma_u, sigma_w, n_max or variance_fraction, seed, calculus
+    representations  density (true/false); particles (n, seed) on the same noise path;
+                     transformer (depth L, width m or inf, n, seed)
+    stepping         t_end, dt or courant, output_every
+    outputs          fields, positions, diagnostics, energy_beta
+
+Every section round-trips: ``RunConfig.from_dict(c.to_dict()) == c``; :func:`dumps_toml`
+writes TOML that :mod:`tomllib` reads back, JSON via :func:`json.dumps` of ``to_dict()``.
+Validation is complete at construction, before any file is created: every error is a
+``ValueError`` naming the key path (``dynamics.attention.Q``), the allowed values, and for an
+unknown key the closest valid key.  Optional sections (``dynamics.attention``,
+``dynamics.noise``, ``representations.particles``) and optional values (``stepping.dt``,
+``stepping.courant``, …) are absent, or switched off with ``false`` (handy with ``--set``).
+"""
+from __future__ import annotations
+
+import contextvars
+import difflib
+import json
+import math
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, ClassVar
+
+GRID_KINDS = ("sphere", "circle")
+SCHEMES = ("ffsl-ppm",)
+LIMITERS = ("positive", "monotone", "none")
+INITIAL_KINDS = ("uniform", "cosine", "vmf", "low-mode", "netcdf")
+ATTENTION_KINDS = ("softmax", "usa")
+ATTENTION_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32")
+ACTIVATIONS = ("gelu", "relu", "sigmoid", "silu", "tanh")
+CALCULI = ("stratonovich", "ito")
+DIAGNOSTICS = ("mass", "min_density", "max_density", "energy", "dist_eigenspace",
+               "dist_eigenspace_V", "w2_projection", "w2_particles_density")
+#: the grid's dimension d while a RunConfig is read (so that a wrong-sized matrix is blamed itself)
+_GRID_D: contextvars.ContextVar = contextvars.ContextVar("grid_d", default=None)
+#: limits that keep a configuration inside what this machine can hold
+MAX_NLAT, MAX_CIRCLE_N, MAX_PARTICLES, MAX_NOISE_DEGREE, MAX_OUTPUTS = 512, 65536, 100_000, 128, 10_000
+
+
+# ---- checks of single values ---------------------------------------------------------------
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_int(path: str, v, lo: int, hi: int | None = None) -> int:
+    """An int (not a bool, not a float) in [lo, hi]."""
+    rng = f"an integer >= {lo}" if hi is None else f"an integer in {lo}..{hi}"
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{path}: must be {rng}, got {v!r}")
+    if v < lo or (hi is not None and v > hi):
+        raise ValueError(f"{path}: must be {rng}, got {v}")
+    return int(v)
+
+
+def check_float(path: str, v, *, lo: float = -math.inf, hi: float = math.inf,
+                lo_open: bool = False, hi_open: bool = False, inf_ok: bool = False) -> float:
+    """A real number in the interval (``lo_open``/``hi_open`` exclude the ends); ``inf_ok``
+    admits +inf (also written "inf")."""
+    if isinstance(v, str) and v.strip().lower() in ("inf", "+inf", "infinity") and inf_ok:
+        v = math.inf
+    left, right = "(" if lo_open else "[", ")" if hi_open else "]"
+    if math.isinf(hi):
+        allowed = f"a number {'>' if lo_open else '>='} {lo:g}" + (" (inf allowed)" if inf_ok else ", finite")
+    else:
+        allowed = f"a number in {left}{lo:g}, {hi:g}{right}"
+    if not _is_number(v) or math.isnan(v):
+        raise ValueError(f"{path}: must be {allowed}, got {v!r}")
+    v = float(v)
+    if math.isinf(v) and not (inf_ok and v > 0):
+        raise ValueError(f"{path}: must be {allowed}, got {v}")
+    if math.isinf(v):
+        return v
+    if v < lo or v > hi or (lo_open and v == lo) or (hi_open and v == hi):
+        raise ValueError(f"{path}: must be {allowed}, got {v!r}")
+    return v
+
+
+def check_bool(path: str, v) -> bool:
+    if not isinstance(v, bool):
+        raise ValueError(f"{path}: must be true or false, got {v!r}")
+    return v
+
+
+def check_choice(path: str, v, allowed) -> str:
+    if not isinstance(v, str) or v not in allowed:
+        hint = difflib.get_close_matches(str(v), list(allowed), n=1)
+        extra = f" (did you mean {hint[0]!r}?)" if hint else ""
+        raise ValueError(f"{path}: must be one of {list(allowed)}, got {v!r}{extra}")
+    return v
+
+
+def check_vector(path: str, v, n: int | None = None) -> tuple:
+    """A finite list of numbers (of length n if given), as a tuple of floats."""
+    if not isinstance(v, (list, tuple)) or not v or not all(_is_number(a) for a in v):
+        raise ValueError(f"{path}: must be a non-empty list of numbers, got {v!r}")
+    if n is not None and len(v) != n:
+        raise ValueError(f"{path}: must have {n} entries, got {len(v)}")
+    if not all(math.isfinite(a) for a in v):
+        raise ValueError(f"{path}: must be finite (no NaN or inf), got {list(v)}")
+    return tuple(float(a) for a in v)
+
+
+def check_matrix(path: str, v, d: int | None = None) -> tuple:
+    """A square d×d (any d ≥ 2 if None) finite matrix given as a list of rows."""
+    if not isinstance(v, (list, tuple)) or not v or not all(isinstance(r, (list, tuple)) for r in v):
+        raise ValueError(f"{path}: must be a square matrix given as a list of rows, got {v!r}")
+    n = len(v)
+    shape = (n, *{len(r) for r in v})
+    if len(shape) != 2 or shape[1] != n or (d is not None and n != d) or n < 2:
+        want = f"{d}×{d}" if d is not None else "square, at least 2×2"
+        got = f"{n}×{shape[1]}" if len(shape) == 2 else f"{n} rows of lengths {sorted(shape[1:])}"
+        raise ValueError(f"{path}: must be a {want} matrix, got {got}")
+    rows = tuple(check_vector(f"{path}[{i}]", r, n) for i, r in enumerate(v))
+    return rows
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _set(obj, name: str, value) -> None:
+    object.__setattr__(obj, name, value)
+
+
+# ---- the generic section -------------------------------------------------------------------
+class _Section:
+    """Mixin of every configuration section: ``from_dict`` (unknown keys refused with the closest
+    valid one), ``to_dict`` (only the keys that apply, no None) and ``replace``.
+
+    Class attributes: ``PATH`` (the section's key path), ``SUBSECTIONS`` (field → section
+    class), ``OPTIONAL`` (subsections that may be absent or ``false``), ``REQUIRED`` (keys that
+    must be given), ``KIND_KEYS`` (kind → the keys that kind uses, besides ``kind``).
+    """
+
+    PATH: ClassVar[str] = ""
+    SUBSECTIONS: ClassVar[dict] = {}
+    OPTIONAL: ClassVar[tuple] = ()
+    REQUIRED: ClassVar[tuple] = ()
+    KIND_KEYS: ClassVar[dict | None] = None
+    KIND_REQUIRED: ClassVar[dict] = {}
+
+    @classmethod
+    def keys(cls) -> list[str]:
+        return [f.name for f in fields(cls)]
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        path = cls.PATH
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{path or 'configuration'}: must be a table (a dict of keys), "
+                             f"got {data!r}")
+        names = cls.keys()
+        for key in data:
+            if key not in names:
+                hint = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
+                extra = f"; did you mean {_join(path, hint[0])!r}?" if hint else ""
+                raise ValueError(f"{_join(path, str(key))}: unknown key{extra} "
+                                 f"(valid keys of {path or 'the configuration'}: {names})")
+        required = list(cls.REQUIRED)
+        if cls.KIND_KEYS is not None:
+            kind = data.get("kind", cls.__dataclass_fields__["kind"].default)
+            kind = check_choice(_join(path, "kind"), kind, tuple(cls.KIND_KEYS))
+            allowed = {"kind", *cls.KIND_KEYS[kind]}
+            for key in data:
+                if key not in allowed:
+                    raise ValueError(f"{_join(path, key)}: not used with {_join(path, 'kind')} = "
+                                     f"{kind!r} (its keys: {sorted(allowed)})")
+            required += list(cls.KIND_REQUIRED.get(kind, ()))
+        kw = {}
+        for key, value in data.items():
+            if key in cls.SUBSECTIONS:
+                sub = cls.SUBSECTIONS[key]
+                if value is False and key in cls.OPTIONAL:
+                    kw[key] = None
+                    continue
+                if value is True and key in cls.OPTIONAL:
+                    value = {}
+                kw[key] = sub.from_dict(value)
+            elif value is False and cls.__dataclass_fields__[key].default is None:
+                continue  # an optional value switched off: as if absent
+            else:
+                kw[key] = value
+        for key in required:  # after the given keys: a misspelt key is reported as such first
+            if key not in data:
+                raise ValueError(f"{_join(path, key)}: required, missing")
+        return cls(**kw)
+
+    def _kept(self) -> list[str]:
+        if self.KIND_KEYS is None:
+            return self.keys()
+        return ["kind", *self.KIND_KEYS[self.kind]]
+
+    def to_dict(self) -> dict:
+        """Plain nested dict (lists for vectors and matrices), only the keys that apply."""
+        out = {}
+        for key in self._kept():
+            v = getattr(self, key)
+            if v is None:
+                continue
+            if isinstance(v, _Section):
+                v = v.to_dict()
+            elif isinstance(v, tuple):
+                v = [list(r) if isinstance(r, tuple) else r for r in v]
+            out[key] = v
+        return out
+
+    def replace(self, **changes):
+        return replace(self, **changes)
+
+
+# ---- sections ------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class GridConfig(_Section):
+    """The grid: ``kind = "sphere"`` (Gauss–Legendre, ``nlat`` even latitudes, 2·nlat
+    longitudes; d = 3) or ``"circle"`` (``n`` uniform cells; d = 2); the transport ``scheme``
+    and its PPM ``limiter``."""
+
+    PATH: ClassVar[str] = "grid"
+    KIND_KEYS: ClassVar[dict] = {"sphere": ("nlat", "scheme", "limiter"),
+                                 "circle": ("n", "scheme", "limiter")}
+
+    kind: str = "sphere"
+    nlat: int = 24
+    n: int = 128
+    scheme: str = "ffsl-ppm"
+    limiter: str = "positive"
+
+    def __post_init__(self) -> None:
+        p = self.PATH
+        check_choice(f"{p}.kind", self.kind, GRID_KINDS)
+        check_int(f"{p}.nlat", self.nlat, 4, MAX_NLAT)
+        if self.nlat % 2:
+            raise ValueError(f"{p}.nlat: must be an even integer in 4..{MAX_NLAT}, got {self.nlat}")
+        check_int(f"{p}.n", self.n, 4, MAX_CIRCLE_N)
+        check_choice(f"{p}.scheme", self.scheme, SCHEMES)
+        check_choice(f"{p}.limiter", self.limiter, LIMITERS)
+
+    @property
+    def d(self) -> int:
+        """Ambient dimension: tokens on S^{d−1} ⊂ R^d."""
+        return 3 if self.kind == "sphere" else 2
+
+
+@dataclass(frozen=True)
+class InitialConfig(_Section):
+    """The initial density ρ_0 (normalised to mass 1 on the grid):
+
+    * ``uniform``;
+    * ``cosine``: ρ_0 ∝ 1 + amplitude·⟨x, â⟩, ``direction`` a (d), amplitude in [0, 1];
+    * ``vmf``: Σ_k w_k vMF(x; c_k, κ_k), each component ∝ exp(κ_k ⟨x, ĉ_k⟩) normalised on the
+      grid; ``centres`` (k × d), ``kappas`` (k, ≥ 0), ``weights`` (k, default equal);
+    * ``low-mode``: ρ_0 ∝ 1 + amplitude·p(x), p a random combination (normal coefficients from
+      ``seed``) of the real harmonics of degree 1..``max_degree`` (Fourier modes on S¹),
+      scaled so that sup|p| ≤ 1; amplitude in [0, 1);
+    * ``netcdf``: ``variable`` (default "density") of the file ``path`` at ``time_index``
+      (default −1), on the run's grid.
+    """
+
+    PATH: ClassVar[str] = "initial"
+    KIND_KEYS: ClassVar[dict] = {"uniform": (), "cosine": ("direction", "amplitude"),
+                                 "vmf": ("centres", "kappas", "weights"),
+                                 "low-mode": ("amplitude", "max_degree", "seed"),
+                                 "netcdf": ("path", "variable", "time_index")}
+    KIND_REQUIRED: ClassVar[dict] = {"cosine": ("direction",), "vmf": ("centres", "kappas"),
+                                     "netcdf": ("path",)}
+
+    kind: str = "uniform"
+    direction: tuple | None = None
+    amplitude: float | None = None
+    centres: tuple | None = None
+    kappas: tuple | None = None
+    weights: tuple | None = None
+    max_degree: int | None = None
+    seed: int | None = None
+    path: str | None = None
+    variable: str | None = None
+    time_index: int | None = None
+
+    def __post_init__(self) -> None:
+        p = self.PATH
+        kind = check_choice(f"{p}.kind", self.kind, INITIAL_KINDS)
+        for key in self.keys():
+            if key != "kind" and key not in self.KIND_KEYS[kind] and getattr(self, key) is not None:
+                raise ValueError(f"{p}.{key}: not used with {p}.kind = {kind!r}")
+        for key in self.KIND_REQUIRED.get(kind, ()):
+            if getattr(self, key) is None:
+                raise ValueError(f"{p}.{key}: required with {p}.kind = {kind!r}, missing")
+        if kind == "cosine":
+            _set(self, "direction", check_vector(f"{p}.direction", self.direction))
+            if not any(self.direction):
+                raise ValueError(f"{p}.direction: must be a non-zero vector")
+            amp = 0.5 if self.amplitude is None else self.amplitude
+            _set(self, "amplitude", check_float(f"{p}.amplitude", amp, lo=0.0, hi=1.0))
+        elif kind == "vmf":
+            if not isinstance(self.centres, (list, tuple)) or not self.centres:
+                raise ValueError(f"{p}.centres: must be a non-empty list of vectors, got {self.centres!r}")
+            c = tuple(check_vector(f"{p}.centres[{i}]", v) for i, v in enumerate(self.centres))
+            if len({len(v) for v in c}) != 1:
+                raise ValueError(f"{p}.centres: all centres must have the same length")
+            for i, v in enumerate(c):
+                if not any(v):
+                    raise ValueError(f"{p}.centres[{i}]: must be a non-zero vector")
+            _set(self, "centres", c)
+            k = check_vector(f"{p}.kappas", self.kappas, len(c))
+            if any(a < 0 or a > 1e4 for a in k):
+                raise ValueError(f"{p}.kappas: must be numbers in [0, 1e4], got {list(k)}")
+            _set(self, "kappas", k)
+            w = (1.0,) * len(c) if self.weights is None else check_vector(f"{p}.weights", self.weights, len(c))
+            if any(a < 0 for a in w) or not sum(w) > 0:
+                raise ValueError(f"{p}.weights: must be >= 0 with a positive sum, got {list(w)}")
+            _set(self, "weights", w)
+        elif kind == "low-mode":
+            amp = 0.1 if self.amplitude is None else self.amplitude
+            _set(self, "amplitude", check_float(f"{p}.amplitude", amp, lo=0.0, hi=1.0, hi_open=True))
+            _set(self, "max_degree", check_int(f"{p}.max_degree", 4 if self.max_degree is None
+                                               else self.max_degree, 1, 64))
+            _set(self, "seed", check_int(f"{p}.seed", 0 if self.seed is None else self.seed, 0))
+        elif kind == "netcdf":
+            if not isinstance(self.path, str) or not self.path:
+                raise ValueError(f"{p}.path: must be a file name, got {self.path!r}")
+            var = "density" if self.variable is None else self.variable
+            if not isinstance(var, str) or not var.isidentifier():
+                raise ValueError(f"{p}.variable: must be a variable name, got {var!r}")
+            _set(self, "variable", var)
+            _set(self, "time_index", -1 if self.time_index is None else
+                 check_int(f"{p}.time_index", self.time_index, -MAX_OUTPUTS - 1, MAX_OUTPUTS))
+
+    def check_dimension(self, d: int) -> None:
+        """Vectors of this section must live in R^d."""
+        p = self.PATH
+        if self.kind == "cosine" and len(self.direction) != d:
+            raise ValueError(f"{p}.direction: must have {d} entries (d = {d} for this grid), "
+                             f"got {len(self.direction)}")
+        if self.kind == "vmf" and len(self.centres[0]) != d:
+            raise ValueError(f"{p}.centres: each centre must have {d} entries (d = {d} for this "
+                             f"grid), got {len(self.centres[0])}")
+
+
+@dataclass(frozen=True)
+class AttentionConfig(_Section):
+    """One attention head: ``Q``, ``K``, ``V`` (d×d lists of rows, required), ``beta`` > 0 or
+    inf (required), ``kind`` softmax | usa, ``method`` of the density's attention sums
+    (:class:`~spherepde.dynamics.attention.DensityAttention`; particles use "auto")."""
+
+    PATH: ClassVar[str] = "dynamics.attention"
+    REQUIRED: ClassVar[tuple] = ("Q", "K", "V", "beta")
+
+    Q: tuple = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    K: tuple = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    V: tuple = ((1.0, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    beta: float = 1.0
+    kind: str = "softmax"
+    method: str = "auto"
+
+    def __post_init__(self) -> None:
+        p = self.PATH
+        d = _GRID_D.get()
+        for key in ("Q", "K", "V"):
+            try:
+                _set(self, key, check_matrix(f"{p}.{key}", getattr(self, key), d))
+            except ValueError as err:
+                if d is None:
+                    raise
+                raise ValueError(f"{err} (d = {d} on this grid)") from None
+            d = len(self.Q)
+        _set(self, "beta", check_float(f"{p}.beta", self.beta, lo=0.0, lo_open=True, inf_ok=True))
+        check_choice(f"{p}.kind", self.kind, ATTENTION_KINDS)
+        check_choice(f"{p}.method", self.method, ATTENTION_METHODS)
+        if math.isinf(self.beta) and self.kind != "softmax":
+            raise ValueError(f"{p}.beta: inf is defined for {p}.kind = 'softmax' only")
+
+    def check_dimension(self, d: int, grid_kind: str) -> None:
+        if len(self.Q) != d:
+            raise ValueError(f"{self.PATH}.Q: must be a {d}×{d} matrix on grid.kind = "
+                             f"{grid_kind!r} (d = {d}), got {len(self.Q)}×{len(self.Q)}")
+
+
+@dataclass(frozen=True)
+class NoiseConfig(_Section):
+    """The MLP noise of Paper 2 as a common transport noise: ``activation``, ``sigma_u``,
+    ``sigma_w`` (≥ 0), the truncation ``n_max`` (degree) or ``variance_fraction`` (default
+    0.99), the Brownian path's ``seed``, and the stochastic ``calculus`` the equation is written
+    in ("stratonovich": density ``spde-ffsl`` and particles ``heun``; "ito": particles
+    ``euler-maruyama`` only)."""
+
+    PATH: ClassVar[str] = "dynamics.noise"
+
+    activation: str = "relu"
+    sigma_u: float = 0.0
+    sigma_w: float = 0.0
+    n_max: int | None = None
+    variance_fraction: float | None = None
+    seed: int = 0
+    calculus: str = "stratonovich"
+
+    def __post_init__(self) -> None:
+        p = self.PATH
+        check_choice(f"{p}.activation", self.activation, ACTIVATIONS)
+        for key in ("sigma_u", "sigma_w"):
+            _set(self, key, check_float(f"{p}.{key}", getattr(self, key), lo=0.0, hi=10.0))
+        if self.n_max is not None and self.variance_fraction is not None:
+            raise ValueError(f"{p}.n_max, {p}.variance_fraction: give one of them, not both")
+        if self.n_max is not None:
+            check_int(f"{p}.n_max", self.n_max, 0, MAX_NOISE_DEGREE)
+        else:
+            f = 0.99 if self.variance_fraction is None else self.variance_fraction
+            _set(self, "variance_fraction", check_float(f"{p}.variance_fraction", f, lo=0.0, hi=1.0,
+                                                        lo_open=True, hi_open=True))
+        check_int(f"{p}.seed", self.seed, 0)
+        check_choice(f"{p}.calculus", self.calculus, CALCULI)
+
+
+@dataclass(frozen=True)
+class DynamicsConfig(_Section):
+    """The velocity: attention drift and/or common noise (at least one)."""
+
+    PATH: ClassVar[str] = "dynamics"
+    SUBSECTIONS: ClassVar[dict] = {"attention": AttentionConfig, "noise": NoiseConfig}
+    OPTIONAL: ClassVar[tuple] = ("attention", "noise")
+
+    attention: AttentionConfig | None = None
+    noise: NoiseConfig | None = None
+
+    def __post_init__(self) -> None:
+        for key, cls in self.SUBSECTIONS.items():
+            v = getattr(self, key)
+            if v is not None and not isinstance(v, cls):
+                raise ValueError(f"dynamics.{key}: must be a table of keys, got {v!r}")
+        if self.attention is None and self.noise is None:
+            raise ValueError("dynamics: nothing moves; give dynamics.attention and/or dynamics.noise")
+
+
+@dataclass(frozen=True)
+class ParticlesConfig(_Section):
+    """The N-particle baseline: ``n`` tokens drawn from ρ_0 with ``seed``, moved by the same
+    attention and (where there is noise) the same Brownian path as the density."""
+
+    PATH: ClassVar[str] = "representations.particles"
+
+    n: int = 1000
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_int(f"{self.PATH}.n", self.n, 1, MAX_PARTICLES)
+        check_int(f"{self.PATH}.seed", self.seed, 0)
+
+
+@dataclass(frozen=True)
+class TransformerConfig(_Section):
+    """The discrete transformer of Paper 2: ``n`` tokens drawn from ρ_0 with ``seed``, ``depth``
+    L layers over [0, t_end] (Δt = t_end/L; L a multiple of the number of output intervals), MLP
+    ``width`` m (an int: layers drawn from ``seed``; ``inf``: the Gaussian m = ∞ layers built
+    from the run's Brownian path, so the transformer is coupled path by path with the density
+    and the particles; absent: attention only, no noise).  Activation, σ_U, σ_W come from
+    ``dynamics.noise``."""
+
+    PATH: ClassVar[str] = "representations.transformer"
+    REQUIRED: ClassVar[tuple] = ("depth",)
+
+    depth: int = 100
+    width: float | int | None = None
+    n: int = 256
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        p = self.PATH
+        check_int(f"{p}.depth", self.depth, 1, 100_000)
+        if self.width is not None:
+            w = self.width
+            if isinstance(w, str) and w.strip().lower() == "inf" or (isinstance(w, float) and w == math.inf):
+                _set(self, "width", math.inf)
+            else:
+                try:
+                    check_int(f"{p}.width", w, 1, 100_000)
+                except ValueError:
+                    raise ValueError(f"{p}.width: must be an integer in 1..100000 or inf, got {w!r}") from None
+        check_int(f"{p}.n", self.n, 1, MAX_PARTICLES)
+        check_int(f"{p}.seed", self.seed, 0)
+
+
+@dataclass(frozen=True)
+class RepresentationsConfig(_Section):
+    """What is run side by side: the density (``density = true``), particles (the limit ODE/SDE)
+    and the discrete transformer, each optional."""
+
+    PATH: ClassVar[str] = "representations"
+    SUBSECTIONS: ClassVar[dict] = {"particles": ParticlesConfig, "transformer": TransformerConfig}
+    OPTIONAL: ClassVar[tuple] = ("particles", "transformer")
+
+    density: bool = True
+    particles: ParticlesConfig | None = None
+    transformer: TransformerConfig | None = None
+
+    def __post_init__(self) -> None:
+        check_bool(f"{self.PATH}.density", self.density)
+        for key, cls in self.SUBSECTIONS.items():
+            v = getattr(self, key)
+            if v is not None and not isinstance(v, cls):
+                raise ValueError(f"{self.PATH}.{key}: must be a table of keys, got {v!r}")
+        if not self.density and self.particles is None and self.transformer is None:
+            raise ValueError("representations: nothing to run; set representations.density = true "
+                             "and/or give representations.particles or representations.transformer")
+
+
+@dataclass(frozen=True)
+class SteppingConfig(_Section):
+    """Time stepping: ``t_end``; a fixed ``dt``, or ``courant`` (dt = courant·Δx/‖V‖₂, Δx the
+    longitude spacing; noise-free runs only); ``output_every`` (must divide t_end; default
+    t_end/10).  Density and particles take the same steps."""
+
+    PATH: ClassVar[str] = "stepping"
+
+    t_end: float = 10.0
+    dt: float | None = None
+    courant: float | None = None
+    output_every: float | None = None
+
+    def __post_init__(self) -> None:
+        p = self.PATH
+        _set(self, "t_end", check_float(f"{p}.t_end", self.t_end, lo=0.0, hi=1e6, lo_open=True))
+        if self.dt is not None and self.courant is not None:
+            raise ValueError(f"{p}.dt, {p}.courant: give one of them, not both")
+        if self.dt is not None:
+            _set(self, "dt", check_float(f"{p}.dt", self.dt, lo=0.0, hi=self.t_end, lo_open=True))
+        else:
+            c = 0.8 if self.courant is None else self.courant
+            _set(self, "courant", check_float(f"{p}.courant", c, lo=0.0, hi=4.0, lo_open=True))
+        every = self.t_end / 10 if self.output_every is None else self.output_every
+        every = check_float(f"{p}.output_every", every, lo=0.0, hi=self.t_end, lo_open=True)
+        n = round(self.t_end / every)
+        if n > MAX_OUTPUTS or abs(n * every - self.t_end) > 1e-9 * self.t_end:
+            raise ValueError(f"{p}.output_every: must divide stepping.t_end = {self.t_end:g} into at "
+                             f"most {MAX_OUTPUTS} equal intervals, got {every:g}")
+        _set(self, "output_every", every)
+
+    @property
+    def n_outputs(self) -> int:
+        """Number of output intervals (outputs at 0, every, …, t_end)."""
+        return round(self.t_end / self.output_every)
+
+
+@dataclass(frozen=True)
+class OutputsConfig(_Section):
+    """What ``run.nc`` holds: density ``fields``, particle ``positions``, and the time series
+    ``diagnostics`` (of each representation where it applies):
+
+    * ``mass``, ``min_density``, ``max_density`` — of the density;
+    * ``energy`` — e^{−β} E_β of Paper 2 (β = ``energy_beta``, default the attention's β when
+      finite, else 1);
+    * ``dist_eigenspace`` — (∫ |P_{E⊥}x|² dρ)^{1/2}, E the top eigenspace of A = VBᵀ
+      (symmetric A only); ``dist_eigenspace_V`` — the same for V's eigenspace of largest
+      |eigenvalue| (symmetric V; the terminal phase of Paper 1);
+    * ``w2_projection`` — W₂(·, Π_#ρ_0) (chordal), Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} the
+      projection of the initial density onto A's top eigenvector e (Paper 1's metastable
+      state; symmetric A with a one-dimensional top eigenspace);
+    * ``w2_particles_density`` — W₂ (chordal) between the particles and the density.
+    """
+
+    PATH: ClassVar[str] = "outputs"
+
+    fields: bool = True
+    positions: bool = True
+    diagnostics: tuple = ("mass", "min_density", "energy")
+    energy_beta: float | None = None
+
+    def __post_init__(self) -> None:
+        p = self.PATH
+        check_bool(f"{p}.fields", self.fields)
+        check_bool(f"{p}.positions", self.positions)
+        if not isinstance(self.diagnostics, (list, tuple)):
+            raise ValueError(f"{p}.diagnostics: must be a list of names from {list(DIAGNOSTICS)}, "
+                             f"got {self.diagnostics!r}")
+        for i, name in enumerate(self.diagnostics):
+            check_choice(f"{p}.diagnostics[{i}]", name, DIAGNOSTICS)
+        if len(set(self.diagnostics)) != len(self.diagnostics):
+            raise ValueError(f"{p}.diagnostics: names must not repeat, got {list(self.diagnostics)}")
+        _set(self, "diagnostics", tuple(self.diagnostics))
+        if self.energy_beta is not None:
+            _set(self, "energy_beta", check_float(f"{p}.energy_beta", self.energy_beta, lo=0.0,
+                                                  hi=1e4, lo_open=True))
+
+
+@dataclass(frozen=True)
+class RunConfig(_Section):
+    """The whole run (module docstring); the cross-section rules are checked here."""
+
+    PATH: ClassVar[str] = ""
+    SUBSECTIONS: ClassVar[dict] = {"grid": GridConfig, "initial": InitialConfig,
+                                   "dynamics": DynamicsConfig,
+                                   "representations": RepresentationsConfig,
+                                   "stepping": SteppingConfig, "outputs": OutputsConfig}
+    REQUIRED: ClassVar[tuple] = ("dynamics",)
+
+    grid: GridConfig = field(default_factory=GridConfig)
+    initial: InitialConfig = field(default_factory=InitialConfig)
+    dynamics: DynamicsConfig = field(default_factory=lambda: DynamicsConfig(attention=AttentionConfig()))
+    representations: RepresentationsConfig = field(default_factory=RepresentationsConfig)
+    stepping: SteppingConfig = field(default_factory=SteppingConfig)
+    outputs: OutputsConfig = field(default_factory=OutputsConfig)
+
+    def __post_init__(self) -> None:
+        for key, cls in self.SUBSECTIONS.items():
+            if not isinstance(getattr(self, key), cls):
+                raise ValueError(f"{key}: must be a table of keys, got {getattr(self, key)!r}")
+        d, kind = self.grid.d, self.grid.kind
+        att, noise = self.dynamics.attention, self.dynamics.noise
+        self.initial.check_dimension(d)
+        if att is not None:
+            att.check_dimension(d, kind)
+        reps, step, out = self.representations, self.stepping, self.outputs
+        if noise is not None:
+            if noise.calculus == "ito" and reps.density:
+                raise ValueError(
+                    "dynamics.noise.calculus: 'ito' has no density scheme here (the density stepper "
+                    "spde-ffsl integrates the Stratonovich SPDE); use 'stratonovich', or run "
+                    "particles alone (representations.density = false, Euler–Maruyama)")
+            if step.dt is None:
+                raise ValueError("stepping.dt: required with dynamics.noise (a fixed step that "
+                                 "does not depend on the path; stepping.courant is for noise-free runs)")
+        tr = reps.transformer
+        if tr is not None:
+            p = tr.PATH
+            if tr.width is not None and noise is None:
+                raise ValueError(f"{p}.width: an MLP needs dynamics.noise (its activation, sigma_u, "
+                                 "sigma_w); without noise leave width out (attention only)")
+            if tr.width is None and noise is not None:
+                raise ValueError(f"{p}.width: required with dynamics.noise (an integer m, or inf for "
+                                 "the Gaussian layers on the run's Brownian path)")
+            if tr.depth % step.n_outputs:
+                raise ValueError(f"{p}.depth: must be a multiple of the number of output intervals "
+                                 f"t_end/output_every = {step.n_outputs}, got {tr.depth}")
+        names = set(out.diagnostics)
+        if "w2_particles_density" in names and not (reps.density and reps.particles is not None):
+            raise ValueError("outputs.diagnostics: 'w2_particles_density' needs both "
+                             "representations.density = true and representations.particles")
+        for name in ("dist_eigenspace", "w2_projection"):
+            if name in names and (att is None or not _symmetric(_A(att))):
+                raise ValueError(f"outputs.diagnostics: {name!r} needs dynamics.attention "
+                                 "with A = V Bᵀ (B = QᵀK) symmetric")
+        if "dist_eigenspace_V" in names and (att is None or not _symmetric(_matrix(att.V))):
+            raise ValueError("outputs.diagnostics: 'dist_eigenspace_V' needs dynamics.attention "
+                             "with V symmetric")
+        if {"mass", "min_density", "max_density"} & names and not reps.density:
+            raise ValueError("outputs.diagnostics: 'mass', 'min_density' and 'max_density' need "
+                             "representations.density = true")
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":
+        d = None
+        if isinstance(data, Mapping) and isinstance(data.get("grid", {}), Mapping):
+            try:
+                d = GridConfig.from_dict(data.get("grid", {})).d
+            except ValueError:
+                pass  # reported below, with its key path
+        token = _GRID_D.set(d)
+        try:
+            return super().from_dict(data)
+        finally:
+            _GRID_D.reset(token)
+
+    # ---- derived values ------------------------------------------------------------------
+    @property
+    def d(self) -> int:
+        return self.grid.d
+
+    def energy_beta(self) -> float:
+        """β of the energy diagnostic (outputs.energy_beta, else the attention's when finite, else 1)."""
+        if self.outputs.energy_beta is not None:
+            return self.outputs.energy_beta
+        att = self.dynamics.attention
+        return att.beta if att is not None and math.isfinite(att.beta) else 1.0
+
+    def seeds(self) -> dict:
+        """Every seed of the run, by what it seeds (None where that part is absent)."""
+        noise, reps = self.dynamics.noise, self.representations
+        return {"initial": self.initial.seed, "noise": None if noise is None else noise.seed,
+                "particles": None if reps.particles is None else reps.particles.seed,
+                "transformer": None if reps.transformer is None else reps.transformer.seed}
+
+
+def _matrix(m):
+    import numpy as np
+
+    return np.asarray(m, float)
+
+
+def _A(att: AttentionConfig):
+    import numpy as np
+
+    Q, K, V = (np.asarray(m, float) for m in (att.Q, att.K, att.V))
+    return V @ (Q.T @ K).T
+
+
+def _symmetric(A) -> bool:
+    import numpy as np
+
+    return bool(np.allclose(A, A.T, rtol=1e-10, atol=1e-12 * max(float(np.abs(A).max()), 1e-300)))
+
+
+# ---- files, --set and --seed ---------------------------------------------------------------
+def read_raw(path: str | Path) -> dict:
+    """The raw configuration dict of a ``.toml`` or ``.json`` file (not validated)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ValueError(f"config: no such file {str(path)!r}")
+    try:
+        if path.suffix == ".toml":
+            return tomllib.loads(path.read_text())
+        if path.suffix == ".json":
+            return json.loads(path.read_text())
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"config: {str(path)!r} is not valid {path.suffix[1:].upper()}: {err}") from None
+    raise ValueError(f"config: file must end in .toml or .json, got {path.name!r}")
+
+
+def load(path: str | Path) -> RunConfig:
+    """Read and validate a configuration file."""
+    return RunConfig.from_dict(read_raw(path))
+
+
+def parse_value(text: str):
+    """A ``--set`` value as a TOML literal (``30``, ``inf``, ``[[1, 0], [0, 1]]``, ``"relu"``,
+    ``true``); anything that is not a literal is taken as a bare string (``relu``)."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def apply_set(raw: dict, assignment: str) -> dict:
+    """Apply one ``key.path=value`` to a raw configuration dict (returns a new dict)."""
+    if "=" not in assignment:
+        raise ValueError(f"--set: expected KEY.PATH=VALUE, got {assignment!r}")
+    key, text = assignment.split("=", 1)
+    parts = key.strip().split(".")
+    if not all(p.strip() for p in parts):
+        raise ValueError(f"--set: bad key path {key!r}")
+    out = json.loads(json.dumps(raw))  # a deep copy of plain data
+    node = out
+    for i, p in enumerate(parts[:-1]):
+        nxt = node.get(p)
+        if nxt is None or nxt is False or nxt is True:
+            nxt = node[p] = {}
+        if not isinstance(nxt, dict):
+            raise ValueError(f"--set {key}: {'.'.join(parts[:i + 1])} is a value, not a table")
+        node = nxt
+    node[parts[-1]] = parse_value(text.strip())
+    return out
+
+
+def apply_seed(raw: dict, seed: int) -> dict:
+    """Set every seed of a raw configuration (noise path, particle draw, low-mode initial density)
+    to ``seed``; sections that are absent stay absent."""
+    check_int("--seed", seed, 0)
+    out = json.loads(json.dumps(raw))
+    dyn = out.get("dynamics")
+    if isinstance(dyn, dict) and isinstance(dyn.get("noise"), dict):
+        dyn["noise"]["seed"] = seed
+    reps = out.get("representations")
+    for key in ("particles", "transformer"):
+        if isinstance(reps, dict) and isinstance(reps.get(key), dict):
+            reps[key]["seed"] = seed
+    init = out.get("initial")
+    if isinstance(init, dict) and init.get("kind") == "low-mode":
+        init["seed"] = seed
+    return out
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int):
+        return str(v)
+    if isinstance(v, float):
+        if math.isnan(v):
+            return "nan"
+        if math.isinf(v):
+            return "inf" if v > 0 else "-inf"
+        return repr(v)
+    if isinstance(v, str):
+        return json.dumps(v, ensure_ascii=False)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(_toml_value(a) for a in v) + "]"
+    raise TypeError(f"cannot write {type(v).__name__} to TOML")
+
+
+def dumps_toml(data: Mapping[str, Any]) -> str:
+    """A nested dict of TOML-representable values (no None) as TOML text: scalars first, then
+    one ``[a.b]`` table per nested dict."""
+    lines: list[str] = []
+
+    def emit(table: Mapping[str, Any], prefix: tuple[str, ...]) -> None:
+        scalars = [(k, v) for k, v in table.items() if not isinstance(v, Mapping)]
+        subs = [(k, v) for k, v in table.items() if isinstance(v, Mapping)]
+        if prefix and (scalars or not subs):
+            lines.append(f"\n[{'.'.join(prefix)}]")
+        for k, v in scalars:
+            lines.append(f"{k} = {_toml_value(v)}")
+        for k, v in subs:
+            emit(v, (*prefix, k))
+
+    emit(data, ())
+    return "\n".join(lines).lstrip("\n") + "\n"
+
+
+#: the embedded default: Paper 1's metastability set-up (Q = I, K = diag(0.1, 1, 1),
+#: V = diag(1, 0.5, 0.1), β = 30) on S², density beside 500 particles, about a minute here
+DEFAULT = {
+    "grid": {"kind": "sphere", "nlat": 24},
+    "initial": {"kind": "cosine", "direction": [0.6, 0.5, 0.3], "amplitude": 0.5},
+    "dynamics": {"attention": {"Q": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+                               "K": [[0.1, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
+                               "V": [[1.0, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 0.1]],
+                               "beta": 30.0}},
+    "representations": {"density": True, "particles": {"n": 500, "seed": 0}},
+    "stepping": {"t_end": 16.0, "courant": 0.8, "output_every": 0.5},
+    "outputs": {"diagnostics": ["mass", "min_density", "energy", "dist_eigenspace",
+                                "w2_projection", "w2_particles_density"]},
+}
+
+
+def default_config() -> RunConfig:
+    """The embedded default configuration (:data:`DEFAULT`)."""
+    return RunConfig.from_dict(DEFAULT)
+
+
+__all__ = ["AttentionConfig", "DEFAULT", "DynamicsConfig", "GridConfig", "InitialConfig",
+           "NoiseConfig", "OutputsConfig", "ParticlesConfig", "RepresentationsConfig", "RunConfig",
+           "SteppingConfig", "TransformerConfig", "apply_seed", "apply_set", "default_config", "dumps_toml", "load",
+           "parse_value", "read_raw"]

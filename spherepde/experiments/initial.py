@@ -1,0 +1,124 @@
+"""The initial density of an :class:`~spherepde.experiments.config.InitialConfig` on a grid.
+
+Every density is returned normalised to mass 1 (Σ ρ_j |cell_j| = 1): cell averages on a
+GaussGrid (shape (nlat, nlon), :meth:`GaussGrid.cell_average`), cell-centre values on a
+CircleGrid (shape (n,)).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from spherepde.grids import CircleGrid, GaussGrid
+
+
+def _on_grid(grid, f) -> np.ndarray:
+    """f(x) with x Cartesian (..., d): cell averages on S², centre values on S¹."""
+    if isinstance(grid, GaussGrid):
+        return grid.cell_average(f)
+    return f(np.asarray(grid.xy))
+
+
+def _normalised(grid, rho: np.ndarray, name: str) -> np.ndarray:
+    mass = float(grid.integrate(rho))
+    if not (math.isfinite(mass) and mass > 0):
+        raise ValueError(f"{name}: the initial density has no positive finite mass")
+    return rho / mass
+
+
+def _unit(v) -> np.ndarray:
+    v = np.asarray(v, float)
+    return v / np.linalg.norm(v)
+
+
+def low_mode_perturbation(cfg, d: int):
+    """p(x) = Σ_i c_i Y_i(x) / Σ_i |c_i| sup|Y_i| for the real harmonics Y_i of degree
+    1..max_degree (S²: Y_l0, √2 Re Y_lm, √2 Im Y_lm; S¹: cos kθ, sin kθ), c ~ N(0, 1) from
+    ``seed`` in the order (degree, order, cos/sin); |p| ≤ 1 everywhere, independent of the grid."""
+    rng = np.random.default_rng(cfg.seed)
+    L = cfg.max_degree
+    if d == 2:
+        a, b = rng.standard_normal(L), rng.standard_normal(L)
+        scale = float(np.sum(np.abs(a) + np.abs(b)))
+        k = np.arange(1, L + 1)
+
+        def p(x):
+            th = np.arctan2(x[..., 1], x[..., 0])[..., None]
+            return np.sum(a * np.cos(k * th) + b * np.sin(k * th), axis=-1) / scale
+
+        return p
+    from scipy.special import sph_harm_y
+
+    terms = [(l, m, part) for l in range(1, L + 1) for m in range(l + 1)
+             for part in (("re",) if m == 0 else ("re", "im"))]
+    c = rng.standard_normal(len(terms))
+    sup = np.array([math.sqrt((2 * l + 1) / (4 * math.pi)) for l, _, _ in terms])
+    scale = float(np.sum(np.abs(c) * sup))
+
+    def p(x):
+        theta = np.arccos(np.clip(x[..., 2], -1.0, 1.0))
+        phi = np.arctan2(x[..., 1], x[..., 0])
+        out = np.zeros(x.shape[:-1])
+        for ci, (l, m, part) in zip(c, terms):
+            y = sph_harm_y(l, m, theta, phi)
+            y = y.real if m == 0 else math.sqrt(2.0) * (y.real if part == "re" else y.imag)
+            out += ci * y
+        return out / scale
+
+    return p
+
+
+def _from_netcdf(cfg, grid) -> np.ndarray:
+    from spherepde.io.netcdf import open_dataset
+
+    p = "initial"
+    try:
+        ds = open_dataset(cfg.path)
+    except (OSError, ValueError) as err:
+        raise ValueError(f"{p}.path: cannot read {cfg.path!r}: {err}") from None
+    if cfg.variable not in ds:
+        raise ValueError(f"{p}.variable: {cfg.variable!r} is not in {cfg.path!r} "
+                         f"(variables: {sorted(ds.data_vars)})")
+    da = ds[cfg.variable]
+    if "time" in da.dims:
+        n = da.sizes["time"]
+        if not -n <= cfg.time_index < n:
+            raise ValueError(f"{p}.time_index: must be in {-n}..{n - 1} for {cfg.path!r}, "
+                             f"got {cfg.time_index}")
+        da = da.isel(time=cfg.time_index)
+    rho = np.asarray(da.values, dtype=float)
+    if rho.shape != tuple(grid.shape):
+        raise ValueError(f"{p}.variable: {cfg.variable!r} has shape {rho.shape}, the grid needs "
+                         f"{tuple(grid.shape)} (set grid to the file's grid)")
+    if not np.all(np.isfinite(rho)) or np.any(rho < 0):
+        raise ValueError(f"{p}.variable: {cfg.variable!r} must be finite and >= 0")
+    return rho
+
+
+def initial_density(cfg, grid: GaussGrid | CircleGrid) -> np.ndarray:
+    """ρ_0 of ``cfg`` (an InitialConfig) on ``grid``, mass 1; shape ``grid.shape``."""
+    d = 3 if isinstance(grid, GaussGrid) else 2
+    kind = cfg.kind
+    if kind == "uniform":
+        rho = np.ones(grid.shape)
+    elif kind == "cosine":
+        a = _unit(cfg.direction)
+        rho = _on_grid(grid, lambda x: 1.0 + cfg.amplitude * (x @ a))
+    elif kind == "vmf":
+        w = np.asarray(cfg.weights, float)
+        w = w / w.sum()
+        rho = np.zeros(grid.shape)
+        for wk, c, kappa in zip(w, cfg.centres, cfg.kappas):
+            c = _unit(c)
+            comp = _on_grid(grid, lambda x, c=c, kappa=kappa: np.exp(kappa * (x @ c - 1.0)))
+            rho += wk * _normalised(grid, comp, "initial.kappas")
+    elif kind == "low-mode":
+        p = low_mode_perturbation(cfg, d)
+        rho = _on_grid(grid, lambda x: 1.0 + cfg.amplitude * p(x))
+    else:
+        rho = _from_netcdf(cfg, grid)
+    return _normalised(grid, np.asarray(rho, float), "initial")
+
+
+__all__ = ["initial_density", "low_mode_perturbation"]

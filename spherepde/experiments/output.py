@@ -1,0 +1,140 @@
+"""``run.nc``: one CF-1.8 NetCDF file per run holding the density, the particles and the
+diagnostics on the same output times, written slice by slice as the run goes.
+
+Layout (the grid description and provenance attributes of :mod:`spherepde.io.netcdf`)::
+
+    dims    time (k = number of outputs), lat, lon (S²) or theta (S¹), bnds,
+            particle (N), token (N_T), dim (d), dim_row, dim_col (d, with attention)
+    coords  time(time)                  the output times (units "1", model time)
+    data    density(time, lat, lon)     ρ at the output times (outputs.fields)
+            position(time, particle, dim)   particle positions (outputs.positions)
+            transformer_position(time, token, dim)   the discrete transformer's tokens
+            weight(particle)            w_i of μ^N = Σ_i w_i δ_{x_i}
+            <diagnostic>(time)          one per diagnostic, e.g. mass, energy,
+                                        particles_energy, w2_particles_density
+            Q, K, V(dim_row, dim_col)   the attention matrices
+    attrs   config_json (the whole configuration), seed, seeds_json, spherepde_version, …
+
+Values not yet written (an interrupted run) read as NaN (the fill value).
+"""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+import netCDF4
+import numpy as np
+
+from spherepde.grids import GaussGrid
+from spherepde.io.netcdf import _attr_order, provenance_attrs, write_grid
+
+_TIME_ATTRS = {"units": "1", "axis": "T", "standard_name": "time",
+               "long_name": "model time (dimensionless, the model has no physical time unit)"}
+
+
+class RunFile:
+    """Create ``path`` and write a run into it (see the module docstring).
+
+    Parameters
+    ----------
+    path : Path
+        File to create (overwritten); its folder must exist.
+    grid : GaussGrid or CircleGrid
+    times : (k,) array
+        The output times.
+    config : dict
+        The whole configuration (stored as ``config_json``).
+    seeds : dict
+        What each seed seeds (stored as ``seeds_json``; ``seed`` is the noise seed, else the
+        particle seed, else "none").
+    fields : bool
+        Whether ``density`` fields are stored.
+    particles : (N, d) or None
+        Shape of the particle state; ``weights`` (N,) its weights.
+    positions : bool
+        Whether ``position`` (and ``transformer_position``) is stored.
+    tokens : (N_T, d) or None
+        Shape of the transformer's token state (dimension ``token``).
+    series : dict
+        ``name -> attributes`` of the (time,) diagnostics.
+    static : dict
+        ``name -> (array, dims, attributes)`` written once (e.g. Q, K, V).
+    """
+
+    def __init__(self, path: Path, grid, times: np.ndarray, *, config: Mapping, seeds: Mapping,
+                 fields: bool, particles: tuple[int, int] | None, weights=None,
+                 positions: bool = True, tokens: tuple[int, int] | None = None,
+                 series: Mapping[str, Mapping] = {},
+                 static: Mapping[str, tuple] = {}) -> None:
+        seed = next((seeds[k] for k in ("noise", "particles") if seeds.get(k) is not None), None)
+        attrs = provenance_attrs(config, seed)
+        attrs.update(title="spherepde run", seeds_json=json.dumps(dict(seeds), sort_keys=True),
+                     grid_json=json.dumps(grid.to_dict(), sort_keys=True))
+        self.path = Path(path)
+        self._ds = ds = netCDF4.Dataset(self.path, "w", format="NETCDF4")
+        try:
+            ds.setncatts({k: attrs[k] for k in sorted(attrs, key=_attr_order)})
+            gdims = write_grid(ds, grid, None)
+            ds.createDimension("time", len(times))
+            tv = ds.createVariable("time", "f8", ("time",), fill_value=False)
+            tv.setncatts(_TIME_ATTRS)
+            tv[:] = np.asarray(times, float)
+            if fields:
+                v = ds.createVariable("density", "f8", ("time", *gdims), fill_value=np.nan,
+                                      chunksizes=(1, *grid.shape))
+                v.setncatts({"units": "1", "long_name": "probability density with respect to the "
+                             "area (S²) or arc-length (S¹) element of the unit sphere"})
+                if isinstance(grid, GaussGrid):
+                    v.setncattr("cell_measures", "area: cell_area")
+            if particles is not None:
+                n, d = particles
+                ds.createDimension("particle", n)
+                ds.createDimension("dim", d)
+                w = ds.createVariable("weight", "f8", ("particle",), fill_value=False)
+                w.setncatts({"units": "1", "long_name": "particle weight w_i of the empirical "
+                             "measure mu^N = sum_i w_i delta_{x_i}"})
+                w[:] = np.asarray(weights, float)
+                if positions:
+                    p = ds.createVariable("position", "f8", ("time", "particle", "dim"),
+                                          fill_value=np.nan)
+                    p.setncatts({"units": "1", "long_name": f"Cartesian coordinates of the tokens "
+                                 f"on the unit sphere S^{d - 1} in R^{d}"})
+            if tokens is not None:
+                n, d = tokens
+                ds.createDimension("token", n)
+                if "dim" not in ds.dimensions:
+                    ds.createDimension("dim", d)
+                if positions:
+                    p = ds.createVariable("transformer_position", "f8", ("time", "token", "dim"),
+                                          fill_value=np.nan)
+                    p.setncatts({"units": "1", "long_name": f"tokens of the discrete transformer "
+                                 f"(after the layers up to this time) on S^{d - 1} in R^{d}"})
+            for name, vattrs in series.items():
+                s = ds.createVariable(name, "f8", ("time",), fill_value=np.nan)
+                s.setncatts(dict(vattrs))
+            for name, (array, dims, vattrs) in static.items():
+                a = np.asarray(array, float)
+                for dim, size in zip(dims, a.shape):
+                    if dim not in ds.dimensions:
+                        ds.createDimension(dim, size)
+                s = ds.createVariable(name, "f8", dims, fill_value=False)
+                s.setncatts(dict(vattrs))
+                s[...] = a
+            ds.sync()
+        except BaseException:
+            ds.close()
+            raise
+
+    def write(self, i: int, **values) -> None:
+        """Write output ``i`` of the given variables (arrays or scalars) and flush."""
+        for name, value in values.items():
+            self._ds[name][i, ...] = np.asarray(value, float)
+        self._ds.sync()
+
+    def close(self) -> None:
+        if self._ds.isopen():
+            self._ds.close()
+
+
+__all__ = ["RunFile"]
