@@ -3,6 +3,8 @@
 Two checks on the same files (a density run on S² with Q, K, V, one on S¹, an ensemble, a
 particle run, the depth–width file):
 
+(and ``spherepde run``'s run.nc with density, particles and noise).
+
 * ``test_cf_rules`` always runs: the subset of CF-1.8 rules that these files touch —
   1. a ``Conventions`` attribute naming CF, and a ``status`` attribute;
   2. no string (NC_STRING / variable-length) variables (text as char arrays);
@@ -152,7 +154,24 @@ def _circle_writer(path):
     return path
 
 
+def _run_command(path):
+    """``spherepde run`` (experiments.run): density + particles + noise on one path, small."""
+    from spherepde.experiments.config import RunConfig
+    from spherepde.experiments.run import run
+
+    config = RunConfig.from_dict({
+        "grid": {"kind": "sphere", "nlat": 8},
+        "dynamics": {"attention": {"Q": np.eye(3).tolist(), "K": np.eye(3).tolist(),
+                                   "V": np.eye(3).tolist(), "beta": 2.0},
+                     "noise": {"activation": "relu", "sigma_u": 0.5, "sigma_w": 0.5, "n_max": 2, "seed": 1}},
+        "representations": {"density": True, "particles": {"n": 10, "seed": 2}},
+        "stepping": {"t_end": 0.2, "dt": 0.05, "output_every": 0.1}})
+    out = run(config, path.with_suffix(""), progress=False)
+    return Path(out["file"])
+
+
 MAKERS = {
+    "run_command": _run_command,
     "run_sphere": lambda p: _density_run(p, GaussGrid(8)),
     "run_circle": lambda p: _density_run(p, CircleGrid(16)),
     "circle_writer": _circle_writer,
