@@ -1,15 +1,19 @@
 """Command line: ``spherepde run [CONFIG]``, ``validate transport|convergence|sync-path``, ``experiment NAME``, ``ensemble``,
 ``noise-kernel``.
 
-Errors in the arguments are reported before any work, naming the argument (exit status 2).
-Ctrl-C stops a run but leaves its NetCDF file valid (exit status 130).
+Errors in the arguments and output paths that are files or not writable are reported before
+any work, naming the argument or the path (exit status 2; with ``--json`` also a JSON object
+``{"error": ...}`` on stdout).  Ctrl-C (exit status 130) or SIGTERM (exit status 143) stops a
+run but leaves its NetCDF files valid, with the global attribute ``status = "interrupted"``.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import re
+import signal
 import sys
 from pathlib import Path
 
@@ -264,13 +268,16 @@ def _cmd_ensemble(args) -> int:
     outdir = Path(args.output)
     outdir.mkdir(parents=True, exist_ok=True)
     nc = outdir / "ensemble.nc"
-    result = {"file": str(nc)}
+    result = {"file": str(nc), "interrupted": True}
     try:
         res = run_ensemble(config, args.realisations, nc, workers=args.workers, progress=not args.json)
-        result.update(realisations=len(res.realisations), seconds=round(res.wall_time, 1))
-    finally:
-        if nc.exists() and config.store_fields and config.grid == "sphere":  # also after Ctrl-C
-            ds = open_dataset(nc)
+        result.update(realisations=len(res.realisations), seconds=round(res.wall_time, 1), interrupted=False)
+    finally:  # also after Ctrl-C or SIGTERM: pictures and summary.json of what was written
+        ds = open_dataset(nc, incomplete="ignore") if nc.exists() else None
+        if ds is not None and result["interrupted"]:  # refused input creates no file, no summary
+            result["realisations_written"] = [int(r) for r in ds["realisation"].values]
+            (outdir / "summary.json").write_text(json.dumps({**result, "config": config.to_dict()}, indent=2))
+        if ds is not None and config.store_fields and config.grid == "sphere":
             if ds.sizes.get("realisation", 0):
                 grid = config.make_grid()
                 rho = np.asarray(ds["density"].values, float)
@@ -389,22 +396,82 @@ def _cmd_noise_kernel(args) -> int:
     return 0
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM during a command, raised as a KeyboardInterrupt so that the Ctrl-C path runs
+    (trackers finalized, files marked ``status = "interrupted"``, summaries written)."""
+
+
+@contextlib.contextmanager
+def sigterm_as_interrupt():
+    """Inside the block SIGTERM raises :class:`Terminated`; the previous handler is restored
+    after.  Outside the main thread (where handlers cannot be set) the block runs unchanged."""
+    def handler(signum, frame):
+        raise Terminated(f"signal {signum} (SIGTERM)")
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except ValueError:  # not the main thread
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, old)
+
+
+def _check_output_paths(args) -> None:
+    """Output folders (``--output`` of run, experiment, ensemble) and files (``validate
+    transport --output``, ``validate convergence --plot``) must be writable; checked first."""
+    from spherepde.checks import check_output_dir, check_output_file
+
+    if getattr(args, "output", None) is not None:
+        if args.command == "validate":
+            check_output_file(args.output, "--output")
+        else:
+            check_output_dir(args.output, "--output")
+    if getattr(args, "plot", None) is not None:
+        check_output_file(args.plot, "--plot")
+
+
+def _fail(message: str, as_json: bool) -> int:
+    """Report an error on one line (stderr; with --json also ``{"error": ...}`` on stdout)."""
+    message = " ".join(str(message).split())
+    print(f"spherepde: error: {message}", file=sys.stderr)
+    if as_json:
+        print(json.dumps({"error": message}))
+    return 2
+
+
+def _dispatch(args) -> int:
+    if args.command == "run":
+        return _cmd_run(args)
+    if args.command == "experiment":
+        return _cmd_experiment(args)
+    if args.command == "noise-kernel":
+        return _cmd_noise_kernel(args)
+    if args.command == "ensemble":
+        return _cmd_ensemble(args)
+    return _cmd_validate(args)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    as_json = bool(getattr(args, "json", False))
     try:
-        if args.command == "run":
-            return _cmd_run(args)
-        if args.command == "experiment":
-            return _cmd_experiment(args)
-        if args.command == "noise-kernel":
-            return _cmd_noise_kernel(args)
-        if args.command == "ensemble":
-            return _cmd_ensemble(args)
-        return _cmd_validate(args)
+        with sigterm_as_interrupt():
+            _check_output_paths(args)
+            return _dispatch(args)
     except (ValueError, TypeError) as exc:
-        print(f"spherepde: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail(str(exc), as_json)
+    except OSError as exc:  # a file-system error met during the run: name the path
+        if exc.filename is None:
+            raise
+        return _fail(f"{exc.filename}: {exc.strerror or exc}", as_json)
+    except Terminated:
+        print("spherepde: terminated (SIGTERM); output files hold everything computed so far",
+              file=sys.stderr)
+        return 143
     except KeyboardInterrupt:
         print("spherepde: interrupted; output files hold everything computed so far", file=sys.stderr)
         return 130

@@ -3,14 +3,20 @@ from __future__ import annotations
 
 import math
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from spherepde.cli import main
-from spherepde.io.netcdf import open_dataset, read_config
+from spherepde.io.netcdf import file_status, open_dataset, read_config
+
+REPO = Path(__file__).resolve().parents[1]
 
 KEYS = {"case", "field", "nlat", "steps", "seconds", "l1", "l2", "linf", "lmax", "lmin",
         "mass_error", "min_value"}
@@ -188,3 +194,132 @@ def test_json_output_is_strict_json(tmp_path, capsys):
 
     out = json.loads(capsys.readouterr().out, parse_constant=refuse)
     assert out["runs"][0]["rate_moment_error"]["stderr"] is None
+
+
+# ---- file-system errors: exit 2, one line naming the path, before any work ----------------------
+@pytest.mark.parametrize("args", [
+    ["run", "--output", "{file}"],
+    ["experiment", "circle-clusters", "--quick", "--output", "{file}"],
+    ["experiment", "synchronization", "--quick", "--output", "{file}/sub"],
+    ["ensemble", "--output", "{file}"],
+    ["validate", "transport", "--case", "williamson1", "--nlat", "8", "--output", "{dir}"],
+    ["validate", "convergence", "--case", "williamson1", "--nlat", "8", "12", "16", "--plot", "{dir}"],
+])
+def test_output_path_that_is_a_file_or_folder_exits_2(args, tmp_path, capsys):
+    file = tmp_path / "a_file"
+    file.write_text("x")
+    args = [a.format(file=file, dir=tmp_path) for a in args]
+    rc, out, err = run_cli(args, capsys)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and "error" in err
+    assert (str(file) if str(file) in " ".join(args) else str(tmp_path)) in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a_file"]  # nothing created
+
+
+def test_output_error_with_json_prints_an_error_object(tmp_path, capsys):
+    file = tmp_path / "a_file"
+    file.write_text("x")
+    rc, out, err = run_cli(["ensemble", "--output", str(file / "sub"), "--json"], capsys)
+    assert rc == 2
+    res = json.loads(out)
+    assert set(res) == {"error"} and str(file) in res["error"]
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() == 0,
+                    reason="root can write into any folder")
+def test_unwritable_output_folder_exits_2(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        rc, out, err = run_cli(["experiment", "circle-clusters", "--quick", "--output",
+                                str(locked / "out")], capsys)
+    finally:
+        locked.chmod(0o700)
+    assert rc == 2 and str(locked) in err and "not writable" in err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_stops_a_command_with_an_interrupted_file(tmp_path):
+    """SIGTERM runs the Ctrl-C path: exit status 143 and the file says status = interrupted."""
+    nc = tmp_path / "t.nc"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-m", "spherepde", "validate", "transport", "--case",
+                             "williamson1", "--nlat", "96", "--output", str(nc)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        deadline = time.monotonic() + 15
+        while not nc.exists() and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
+        assert nc.exists(), "the run did not start in 15 s"
+        time.sleep(1.0)  # a few steps
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        proc.kill()
+    assert proc.returncode == 143, err
+    assert "SIGTERM" in err
+    assert file_status(nc) == "interrupted"
+    ds = open_dataset(nc, incomplete="ignore")
+    assert ds.sizes["time"] >= 1 and "psi" in ds
+
+
+@pytest.mark.parametrize("attention, word", [
+    ({"Q": [[1.0, 0.0], [0.0, 1.0]], "K": np.eye(3).tolist(), "V": np.eye(3).tolist(), "beta": 1.0},
+     "attention.Q"),
+    ({"Q": np.eye(3).tolist(), "V": np.eye(3).tolist(), "beta": 1.0}, "attention.K"),
+    ({"Q": np.eye(3).tolist(), "K": np.eye(3).tolist(), "V": [[float("nan")] * 3] * 3, "beta": 1.0},
+     "attention.V"),
+])
+def test_ensemble_bad_attention_reported_before_any_file(attention, word, tmp_path, capsys):
+    cfg = tmp_path / "spde.json"
+    cfg.write_text(json.dumps({"nlat": 8, "attention": attention}))
+    out = tmp_path / "out"
+    rc, _, err = run_cli(["ensemble", "--config", str(cfg), "--workers", "0", "--output", str(out)],
+                         capsys)
+    assert rc == 2 and word in err and "Traceback" not in err
+    assert "realisations" not in err  # no progress bar was started
+    assert not out.exists()
+
+
+def test_noise_kernel_refuses_a_degree_beyond_memory(capsys):
+    from spherepde.noise.kernel import max_kl_degree
+
+    rc, _, err = run_cli(["noise-kernel", "--activation", "relu", "--d", "3", "--nmax", "100000"], capsys)
+    assert rc == 2 and "nmax" in err and f"0..{max_kl_degree()}" in err and "GiB" in err
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_sigterm_handler_raises_terminated_and_is_restored():
+    from spherepde.cli import Terminated, sigterm_as_interrupt
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(Terminated):
+        with sigterm_as_interrupt():
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)  # the handler raises before this ends
+    assert signal.getsignal(signal.SIGTERM) is before
+    assert issubclass(Terminated, KeyboardInterrupt)
+
+
+def test_interrupted_ensemble_command_writes_summary(tmp_path, monkeypatch, capsys):
+    import spherepde.validation.ensemble as ens
+
+    real = ens.run_realisation
+    calls = {"n": 0}
+
+    def second_one_interrupts(config, r):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise KeyboardInterrupt
+        return real(config, r)
+
+    monkeypatch.setattr(ens, "run_realisation", second_one_interrupts)
+    cfg = tmp_path / "spde.json"
+    cfg.write_text(json.dumps({"grid": "sphere", "nlat": 8, "t_end": 0.2, "dt": 0.05, "n_outputs": 2}))
+    rc, _, err = run_cli(["ensemble", "--config", str(cfg), "--realisations", "3", "--workers", "0",
+                          "--output", str(tmp_path / "out")], capsys)
+    assert rc == 130 and "interrupted" in err
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["realisations_written"] == [0]
+    assert file_status(tmp_path / "out" / "ensemble.nc") == "interrupted"

@@ -15,7 +15,8 @@ Layout (the grid description and provenance attributes of :mod:`spherepde.io.net
             Q, K, V(dim_row, dim_col)   the attention matrices
     attrs   config_json (the whole configuration), seed, seeds_json, spherepde_version, …
 
-Values not yet written (an interrupted run) read as NaN (the fill value).
+Values not yet written (an interrupted run) read as NaN (the fill value).  The global attribute
+``status`` is ``"running"`` while the run goes, then ``"complete"`` or ``"interrupted"``.
 """
 from __future__ import annotations
 
@@ -27,10 +28,7 @@ import netCDF4
 import numpy as np
 
 from spherepde.grids import GaussGrid
-from spherepde.io.netcdf import _attr_order, provenance_attrs, write_grid
-
-_TIME_ATTRS = {"units": "1", "axis": "T", "standard_name": "time",
-               "long_name": "model time (dimensionless, the model has no physical time unit)"}
+from spherepde.io.netcdf import TIME_ATTRS, _attr_order, provenance_attrs, set_status, write_grid
 
 
 class RunFile:
@@ -78,7 +76,7 @@ class RunFile:
             gdims = write_grid(ds, grid, None)
             ds.createDimension("time", len(times))
             tv = ds.createVariable("time", "f8", ("time",), fill_value=False)
-            tv.setncatts(_TIME_ATTRS)
+            tv.setncatts(TIME_ATTRS)
             tv[:] = np.asarray(times, float)
             if fields:
                 v = ds.createVariable("density", "f8", ("time", *gdims), fill_value=np.nan,
@@ -132,9 +130,14 @@ class RunFile:
             self._ds[name][i, ...] = np.asarray(value, float)
         self._ds.sync()
 
-    def close(self) -> None:
+    def close(self, status: str = "complete") -> None:
+        """Set the ``status`` attribute (``"complete"`` or ``"interrupted"``) and close the file
+        (idempotent)."""
         if self._ds.isopen():
-            self._ds.close()
+            try:
+                set_status(self._ds, status)
+            finally:
+                self._ds.close()
 
 
 __all__ = ["RunFile"]

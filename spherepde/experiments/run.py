@@ -31,6 +31,7 @@ from spherepde import __version__
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.experiments.config import RunConfig, dumps_toml
 from spherepde.experiments.initial import initial_density
+from spherepde.checks import check_output_dir
 from spherepde.experiments.output import RunFile
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.sampling import sample_density
@@ -360,9 +361,7 @@ class ParticleOutput(Tracker):
 # ---- the run --------------------------------------------------------------------------------
 def prepare_output(outdir: str | os.PathLike) -> Path:
     """Create the output folder; ValueError naming the path when it is a file or not writable."""
-    outdir = Path(outdir)
-    if outdir.exists() and not outdir.is_dir():
-        raise ValueError(f"--output: {str(outdir)!r} is a file, not a folder")
+    outdir = check_output_dir(outdir, "--output")
     try:
         outdir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -422,6 +421,7 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
     t_start = time.perf_counter()
     quiet = None if progress else True
     span = (0.0, config.stepping.t_end)
+    status = "interrupted"  # until every representation has reached t_end
     try:
         dens = None
         if model.density is not None:
@@ -451,11 +451,12 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
             summary["transformer"] = {"n": n_tok[0], "depth": tr.depth, "width": tr.width,
                                       "layers": res.n_steps, "seconds": round(res.wall_time, 2),
                                       "final": toks.last}
+        status = "complete"
     except KeyboardInterrupt:
         summary["interrupted"] = True
         raise
     finally:
-        file.close()
+        file.close(status)
         summary["seconds"] = round(time.perf_counter() - t_start, 2)
         summary["config"] = cfg
         (outdir / "summary.json").write_text(json.dumps(_jsonable(summary), indent=2))

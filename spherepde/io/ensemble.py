@@ -3,14 +3,16 @@
 Layout (CF-1.8, same grid description and provenance attributes as :mod:`.netcdf`)::
 
     dims    realisation (unlimited), time, <grid dims>, <extra dims>, bnds
-    coords  realisation(realisation)  int, the realisation index r (files are appended in the
-                                      order realisations finish, which need not be r = 0, 1, …)
+    coords  realisation(realisation)  int, the realisation index r (as appended: run_ensemble
+                                      appends in increasing r, whatever order they finish in)
             time(time)                model time of the outputs
     data    <field>(realisation, time, lat, lon)   (or theta on S¹), float32 or float64
             <series>(realisation, time[, extra])    diagnostics per output time
 
-Each realisation is written (and the file synced) as soon as it is complete, so an interrupted
-ensemble leaves a valid file holding every finished realisation.
+Each realisation is written (and the file synced) as soon as it is appended, so an interrupted
+ensemble leaves a valid file holding every appended realisation; the global attribute
+``status`` is ``"running"`` until :meth:`EnsembleWriter.close` sets ``"complete"`` or
+``"interrupted"``.
 """
 from __future__ import annotations
 
@@ -24,7 +26,8 @@ import netCDF4
 import numpy as np
 
 from spherepde.grids import CircleGrid, GaussGrid
-from spherepde.io.netcdf import _attr_order, _check_attr_value, provenance_attrs, write_grid
+from spherepde.io.netcdf import (TIME_ATTRS, _attr_order, _check_attr_value, provenance_attrs, set_status,
+                                 write_grid)
 
 
 class EnsembleWriter:
@@ -94,9 +97,9 @@ class EnsembleWriter:
             for dim, size in extra_dims.items():
                 ds.createDimension(dim, int(size))
             rv = ds.createVariable("realisation", "i8", ("realisation",), fill_value=False)
-            rv.setncatts({"long_name": "realisation index r (independent Brownian path r)"})
+            rv.setncatts({"long_name": "realisation index r (independent Brownian path r)", "units": "1"})
             tv = ds.createVariable("time", "f8", ("time",), fill_value=False)
-            tv.setncatts({"units": "1", "long_name": "model time (dimensionless)", "axis": "T"})
+            tv.setncatts(TIME_ATTRS)
             tv[:] = times
             for name, attrs in self._fields.items():
                 v = ds.createVariable(name, field_dtype, ("realisation", "time", *spatial),
@@ -111,7 +114,9 @@ class EnsembleWriter:
                 v.setncatts({k: _check_attr_value(name, k, x) for k, x in
                              {"long_name": name, **attrs, "dims": " ".join(dims)}.items() if x != ""})
             for name, (dim, values) in (static or {}).items():
-                ds.createVariable(name, "i4", (dim,), fill_value=False)[:] = np.asarray(values)
+                sv = ds.createVariable(name, "i4", (dim,), fill_value=False)
+                sv.setncatts({"long_name": f"{name} along {dim}", "units": "1"})
+                sv[:] = np.asarray(values)
             ds.sync()
         except BaseException:
             ds.close()
@@ -147,12 +152,17 @@ class EnsembleWriter:
         self._n += 1
         self._ds.sync()
 
-    def close(self) -> None:
+    def close(self, status: str = "complete") -> None:
+        """Set the ``status`` attribute (``"complete"`` or ``"interrupted"``) and close the file
+        (idempotent)."""
         if self._ds.isopen():
-            self._ds.close()
+            try:
+                set_status(self._ds, status)
+            finally:
+                self._ds.close()
 
     def __enter__(self) -> EnsembleWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc: object) -> None:
+        self.close("complete" if exc_type is None else "interrupted")

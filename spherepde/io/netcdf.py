@@ -10,18 +10,35 @@ File layout
 GaussGrid ``(nlat, nlon)``::
 
     dims    time (unlimited), lat, lon, bnds = 2
-    coords  time(time)   units "1" (dimensionless model time), axis "T"
+    coords  time(time)   units "1": dimensionless model time (TIME_ATTRS, below)
             lat(lat)     degrees_north, north to south, bounds "lat_bnds"
             lon(lon)     degrees_east, bounds "lon_bnds"
-    data    cell_area(lat, lon)   area of each cell (units "1" on the unit sphere, "m2" if
-                                  ``radius`` in metres is given); Σ = 4π r²
+    data    cell_area(lat, lon)   area of each cell, units "m2" (the unit sphere taken as
+                                  radius 1 m, or ``radius`` metres); Σ = 4π r²
             <field>(time, lat, lon), each with ``cell_measures = "area: cell_area"``
+
+Mapping onto CF
+---------------
+* Model time is dimensionless (the attention and noise equations have no physical time unit).
+  CF reserves the time axis for physical times with a reference date (``units = "s since
+  ..."``), so spherepde does not claim one: ``time`` is a plain coordinate with ``units = "1"``
+  and ``long_name = "model time (dimensionless)"``, without ``standard_name = "time"`` or
+  ``axis = "T"`` (CF 4.4 would otherwise demand a reference time).  Inventing one ("seconds
+  since 1970-01-01") would make readers decode model time into calendar dates.
+* Areas: the unit sphere is mapped onto the sphere of radius 1 m, so ``cell_area`` carries the
+  standard name ``cell_area`` with its canonical units ``m2``; the values are the solid angles
+  in steradian (they sum to 4π), and its attribute ``sphere_radius = 1.0`` (m) says so.  With ``radius``
+  (metres) the areas are scaled by radius².
+* No string variables (they crash some CF checkers): :func:`write_dataset` stores text labels as
+  character arrays.
 
 CircleGrid ``(n,)``: dims ``time, theta, bnds``; ``theta`` in radians with bounds
 ``theta_bnds``; a ``cell_length`` variable (CF ``cell_measures`` knows only area and volume,
 so fields on S¹ carry no ``cell_measures``).
 
 Global attributes: ``Conventions = "CF-1.8"``, ``title``, ``source``, ``history`` (UTC),
+``status`` (``"running"`` from the moment the file is created, ``"complete"`` after a normal
+end, ``"interrupted"`` after Ctrl-C, SIGTERM or an error: see :func:`open_dataset`),
 ``spherepde_version``, ``config_json`` (the whole configuration as one JSON string),
 ``seed`` (int or ``"none"``), ``grid_json``, ``python_version``, ``numpy_version``,
 ``netcdf4_version``, ``netcdf_c_version``, ``hdf5_version``.
@@ -32,6 +49,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,6 +67,19 @@ if TYPE_CHECKING:  # xarray is imported lazily: writers (and the CLI start-up) d
 Grid = GaussGrid | CircleGrid
 
 CONVENTIONS = "CF-1.8"
+#: values of the ``status`` global attribute
+STATUSES = ("running", "complete", "interrupted")
+
+
+class IncompleteFileWarning(UserWarning):
+    """A file whose ``status`` attribute is not ``"complete"`` was opened."""
+#: attributes of the dimensionless model-time coordinate in every file (see "Mapping onto CF")
+TIME_ATTRS = {
+    "units": "1",
+    "long_name": "model time (dimensionless)",
+    "comment": "the model has no physical time unit, so this is not a CF time axis "
+               "(no reference date, no standard_name or axis T)",
+}
 _RESERVED = {"time", "lat", "lon", "theta", "bnds", "lat_bnds", "lon_bnds", "theta_bnds",
              "cell_area", "cell_length"}
 
@@ -108,10 +139,36 @@ def _utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def provenance_attrs(config: Mapping[str, Any] | None = None, seed: int | None = None) -> dict:
+def _check_status(status: str) -> str:
+    if status not in STATUSES:
+        raise ValueError(f"status must be one of {STATUSES}, got {status!r}")
+    return status
+
+
+def set_status(ds: netCDF4.Dataset, status: str) -> None:
+    """Set the ``status`` global attribute of an open (writable) file and flush it to disk."""
+    ds.setncattr("status", _check_status(status))
+    ds.sync()
+
+
+def mark_status(path: str | os.PathLike, status: str) -> None:
+    """Set the ``status`` global attribute of a closed file (reopened for appending)."""
+    with netCDF4.Dataset(path, "a") as ds:
+        set_status(ds, status)
+
+
+def file_status(path: str | os.PathLike) -> str | None:
+    """The ``status`` global attribute of a file (None for files written before it existed)."""
+    with netCDF4.Dataset(path, "r") as ds:
+        return str(ds.getncattr("status")) if "status" in ds.ncattrs() else None
+
+
+def provenance_attrs(config: Mapping[str, Any] | None = None, seed: int | None = None,
+                     status: str = "running") -> dict:
     """Global attributes that every spherepde file carries (see the module docstring)."""
     attrs: dict[str, Any] = {
         "Conventions": CONVENTIONS,
+        "status": _check_status(status),
         "source": f"spherepde {__version__}",
         "history": f"{_utc_now()} created by spherepde {__version__}",
         "spherepde_version": __version__,
@@ -151,10 +208,12 @@ def write_grid(ds: netCDF4.Dataset, grid: Grid, radius: float | None) -> tuple[s
             np.stack([of[:-1], of[1:]], axis=-1))
         area = ds.createVariable("cell_area", "f8", ("lat", "lon"), fill_value=False)
         area.setncatts({
-            "units": "1" if radius is None else "m2",
+            "units": "m2",
             "standard_name": "cell_area",
-            "long_name": "cell area on the unit sphere (steradian); cells sum to 4 pi"
+            "long_name": "cell area on the unit sphere, taken as the sphere of radius 1 m (the "
+                         "values are solid angles in steradian); cells sum to 4 pi"
             if radius is None else f"cell area on the sphere of radius {scale} m",
+            "sphere_radius": scale,
         })
         area[:] = grid.cell_area * scale**2
         return ("lat", "lon")
@@ -196,8 +255,9 @@ class NetCDFWriter:
     title : str
         ``title`` global attribute.
     radius : float or None
-        Sphere (circle) radius in metres; ``cell_area`` is then in ``m2`` (``cell_length`` in
-        ``m``).  Default: unit sphere, units ``"1"``.
+        Sphere (circle) radius in metres: ``cell_area`` (``m2``) and ``cell_length`` (``m``) are
+        scaled to it.  Default: the unit sphere, whose areas are stored in ``m2`` on the sphere
+        of radius 1 m (the module docstring) and whose cell lengths have units ``"1"``.
     attrs : dict, optional
         Extra global attributes (strings, numbers, 1-d numeric arrays).
     compress : int
@@ -262,11 +322,7 @@ class NetCDFWriter:
             self._spatial_dims = self._write_grid(grid, radius)
             self._ds.createDimension("time", None)
             tv = self._ds.createVariable("time", "f8", ("time",), fill_value=False)
-            tv.setncatts({
-                "units": "1",
-                "long_name": "model time (dimensionless, the model has no physical time unit)",
-                "axis": "T",
-            })
+            tv.setncatts(TIME_ATTRS)
             chunks = (1, *grid.shape)
             for name, vattrs in self.variables.items():
                 v = self._ds.createVariable(
@@ -384,16 +440,21 @@ class NetCDFWriter:
         v[...] = a
         self._ds.sync()
 
-    def close(self) -> None:
-        """Close the file (idempotent)."""
+    def close(self, status: str = "complete") -> None:
+        """Set the ``status`` attribute (``"complete"`` or ``"interrupted"``) and close the file
+        (idempotent: a closed file is left as it is)."""
+        _check_status(status)
         if self._ds.isopen():
-            self._ds.close()
+            try:
+                set_status(self._ds, status)
+            finally:
+                self._ds.close()
 
     def __enter__(self) -> NetCDFWriter:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type, *exc: object) -> None:
+        self.close("complete" if exc_type is None else "interrupted")
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
@@ -401,13 +462,13 @@ class NetCDFWriter:
 
 
 def _attr_order(key: str) -> tuple[int, str]:
-    first = ["Conventions", "title", "source", "history"]
+    first = ["Conventions", "title", "status", "source", "history"]
     return (first.index(key), "") if key in first else (len(first), key)
 
 
 # ---- readers and the small-dataset writer --------------------------------------------------
-def open_dataset(path: str | os.PathLike, *, load: bool = True) -> xr.Dataset:
-    """Open a spherepde NetCDF file with xarray.
+def open_dataset(path: str | os.PathLike, *, load: bool = True, incomplete: str = "warn") -> xr.Dataset:
+    """Open a spherepde NetCDF file with xarray, checking its ``status`` attribute.
 
     Times are left as plain floats (``decode_times=False``, ``decode_timedelta=False``: model
     time is dimensionless) and values are returned bit for bit as written.
@@ -418,14 +479,32 @@ def open_dataset(path: str | os.PathLike, *, load: bool = True) -> xr.Dataset:
     load : bool
         If True (default) read everything into memory and close the file, so the file is not
         held open; if False return a lazily loaded dataset (close it yourself).
+    incomplete : {"warn", "error", "ignore"}
+        What to do when the file's ``status`` is not ``"complete"`` (``"running"``: still being
+        written, or its writer was killed; ``"interrupted"``: stopped by Ctrl-C, SIGTERM or an
+        error — the file holds what was computed until then).  Default: an
+        :class:`IncompleteFileWarning`; ``"error"`` raises ``ValueError``.  Files without a
+        ``status`` attribute (written by versions that did not record it) are accepted silently.
     """
     import xarray as xr
 
+    if incomplete not in ("warn", "error", "ignore"):
+        raise ValueError(f"incomplete must be 'warn', 'error' or 'ignore', got {incomplete!r}")
     kwargs = dict(engine="netcdf4", decode_times=False, decode_timedelta=False)
     if not load:
-        return xr.open_dataset(path, **kwargs)
-    with xr.open_dataset(path, **kwargs) as ds:
-        return ds.load()
+        ds = xr.open_dataset(path, **kwargs)
+    else:
+        with xr.open_dataset(path, **kwargs) as lazy:
+            ds = lazy.load()
+    status = ds.attrs.get("status", "complete")
+    if status != "complete" and incomplete != "ignore":
+        text = (f"{path}: status is {status!r}, not 'complete' — the file holds only what was "
+                "written before the run stopped (pass incomplete='ignore' to accept it)")
+        if incomplete == "error":
+            ds.close()
+            raise ValueError(text)
+        warnings.warn(text, IncompleteFileWarning, stacklevel=2)
+    return ds
 
 
 def read_config(path: str | os.PathLike) -> dict:
@@ -462,8 +541,11 @@ def write_dataset(
         attrs["config_json"] = config_to_json(config)
     if seed is not None or "seed" not in attrs:
         attrs["seed"] = _check_seed(seed)
+    attrs["status"] = "running"  # until the whole dataset is on disk
     out.attrs = attrs
-    out.to_netcdf(path, engine="netcdf4")
+    text = {k: {"dtype": "S1"} for k, v in out.variables.items() if v.dtype.kind in "OUS"}
+    out.to_netcdf(path, engine="netcdf4", encoding=text)  # text as char arrays, not NC_STRING
+    mark_status(path, "complete")
 
 
 # ---- the run loop's NetCDF tracker (io sits above solvers: it imports the Tracker base) -------
@@ -473,7 +555,8 @@ class NetCDFTracker(Tracker):
 
     The file is created when the run starts (:meth:`initialize`) and closed by
     :meth:`finalize`, also after Ctrl-C or an error, so it always opens with the snapshots
-    written so far.  See :class:`spherepde.io.netcdf.NetCDFWriter` for the layout.
+    written so far; its ``status`` attribute is ``"running"`` meanwhile, then ``"complete"``,
+    or ``"interrupted"`` when the controller reported an error (:meth:`abort`).  See :class:`spherepde.io.netcdf.NetCDFWriter` for the layout.
 
     Parameters
     ----------
@@ -536,10 +619,12 @@ class NetCDFTracker(Tracker):
         self.static = dict(static or {})
         self.compress = compress
         self.writer = None
+        self._status = "complete"
 
     def initialize(self, state, t, info) -> None:
         if info["grid"] != self.grid:
             raise ValueError(f"grid: tracker grid {self.grid} differs from the stepper's {info['grid']}")
+        self._status = "complete"
         self.writer = NetCDFWriter(
             self.path, self.grid, variables={self.variable: self.attrs}, config=self.config,
             seed=self.seed, title=self.title, compress=self.compress,
@@ -549,15 +634,18 @@ class NetCDFTracker(Tracker):
             for key, (array, dims, *rest) in self.static.items():
                 self.writer.add_static(key, array, dims, rest[0] if rest else None)
         except BaseException:
-            self.writer.close()
+            self.writer.close("interrupted")
             raise
 
     def handle(self, state, t) -> None:
         self.writer.append(t, **{self.variable: state})
 
+    def abort(self, error: BaseException) -> None:
+        self._status = "interrupted"
+
     def finalize(self) -> None:
         if self.writer is not None:
-            self.writer.close()
+            self.writer.close(self._status)
 
     @property
     def result(self) -> Path:

@@ -3,7 +3,7 @@
 File layout::
 
     dims    time (k), particle (N), dim (d)            [+ dim_row, dim_col = d if attention]
-    coords  time(time)          units "1" (dimensionless model time), axis "T"
+    coords  time(time)          units "1" (dimensionless model time, not a CF time axis)
             particle(particle)  particle index 0..N−1
             dim(dim)            Cartesian component index 0..d−1
     data    position(time, particle, dim)   unit vectors x_i(t) on S^{d−1} ⊂ R^d, units "1"
@@ -15,7 +15,8 @@ File layout::
 
 Global attributes: the provenance of every spherepde file
 (:func:`spherepde.io.netcdf.provenance_attrs`: ``Conventions``, ``spherepde_version``,
-``history``, ``config_json``, ``seed``, library versions), plus ``title``, ``method``,
+``history``, ``config_json``, ``seed``, library versions, ``status``: ``"running"`` while the
+file is written, then ``"complete"``, or ``"interrupted"`` for an interrupted run), plus ``title``, ``method``,
 ``n_steps``, ``wall_time``, ``interrupted`` (0/1), ``t_final``, and ``attention_beta`` /
 ``attention_kind`` when ``attention`` is given.  Read back with :func:`read_particles_netcdf`
 or :func:`spherepde.io.netcdf.open_dataset`.
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from spherepde.dynamics.attention import Attention
-from spherepde.io.netcdf import config_to_json, open_dataset, provenance_attrs
+from spherepde.io.netcdf import TIME_ATTRS, config_to_json, mark_status, open_dataset, provenance_attrs
 from spherepde.solvers.lagrangian.particles import ParticleResult
 
 
@@ -117,12 +118,10 @@ def write_particles_netcdf(
         attrs["attention_beta"] = float(attention.beta)
         attrs["attention_kind"] = attention.kind
     coords = {
-        "time": ("time", times, {
-            "units": "1", "axis": "T",
-            "long_name": "model time (dimensionless, the model has no physical time unit)"}),
-        "particle": ("particle", np.arange(n, dtype=np.int64), {"long_name": "particle index"}),
+        "time": ("time", times, dict(TIME_ATTRS)),
+        "particle": ("particle", np.arange(n, dtype=np.int64), {"long_name": "particle index", "units": "1"}),
         "dim": ("dim", np.arange(d, dtype=np.int64), {
-            "long_name": "Cartesian component index (0 = x, 1 = y, 2 = z, ...)"}),
+            "long_name": "Cartesian component index (0 = x, 1 = y, 2 = z, ...)", "units": "1"}),
     }
     ds = xr.Dataset(
         {k: xr.Variable(dims, v, a) for k, (dims, v, a) in data.items()},
@@ -131,12 +130,13 @@ def write_particles_netcdf(
     )
     encoding = {k: {"_FillValue": None} for k in (*ds.data_vars, *ds.coords)}
     ds.to_netcdf(path, engine="netcdf4", format="NETCDF4", encoding=encoding)
+    mark_status(path, "interrupted" if result.interrupted else "complete")
     return path
 
 
 def read_particles_netcdf(path: str | os.PathLike) -> ParticleResult:
     """Read a file written by :func:`write_particles_netcdf` back into a ParticleResult."""
-    ds = open_dataset(path)
+    ds = open_dataset(path, incomplete="ignore")  # an interrupted run is read as such
     if "position" not in ds or "weight" not in ds:
         raise ValueError(f"{path}: not a spherepde particle file (no 'position'/'weight')")
     a = ds.attrs

@@ -79,6 +79,25 @@ def _log_area(d: int) -> float:
     return math.log(2.0) + 0.5 * d * math.log(math.pi) - math.lgamma(0.5 * d)
 
 
+#: memory allowed for the (nmax + 1) × nodes Legendre tables of :meth:`NoiseKernel._kl`
+KL_MEMORY_LIMIT = 2**30
+
+
+def _kl_bytes(nmax: int, nodes: int) -> int:
+    """Bytes of the two float64 tables P_n(cos θ_j) and |P_n(cos θ_j)| of the KL integrals."""
+    return 2 * 8 * (nmax + 1) * nodes
+
+
+def max_kl_degree() -> int:
+    """The largest nmax whose KL integrals (default nodes 2·nmax + 200) fit in KL_MEMORY_LIMIT."""
+    n = int(math.isqrt(KL_MEMORY_LIMIT // 32))
+    while _kl_bytes(n, 2 * n + 200) > KL_MEMORY_LIMIT:
+        n -= 1
+    while _kl_bytes(n + 1, 2 * n + 202) <= KL_MEMORY_LIMIT:
+        n += 1
+    return n
+
+
 def _check_int(name: str, value, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
@@ -337,6 +356,11 @@ class NoiseKernel:
         """
         nmax = _check_int("nmax", nmax, 0)
         nodes = 2 * nmax + 200 if nodes is None else _check_int("nodes", nodes, nmax + 1)
+        need = _kl_bytes(nmax, nodes)
+        if need > KL_MEMORY_LIMIT:
+            raise ValueError(f"nmax = {nmax} with {nodes} nodes needs {need / 2**30:.3g} GiB for the KL "
+                             f"integrals (limit {KL_MEMORY_LIMIT / 2**30:g} GiB): nmax must be in "
+                             f"0..{max_kl_degree()} (default nodes)")
         theta, w = _theta_rule(nodes)
         weight = w * np.sin(theta) ** (self.d - 2)
         kap = self._kappa_eps(2.0 * np.sin(0.5 * theta) ** 2)      # 1 − cos θ without cancellation

@@ -11,7 +11,7 @@ The loop (py-pde style)::
             rho = stepper.step(rho, t, τ);  t = target if n == 1 else t + τ
             trackers.on_step(t)
         if target is an output time: trackers.handle(rho, target)
-    trackers.finalize()
+    trackers.finalize()                 # after trackers.abort(error) if the loop raised
 
 Step-size policy (even splitting)
 ---------------------------------
@@ -345,15 +345,18 @@ class Controller:
 
 
 def _finalize(trackers: list[Tracker], pending: BaseException | None) -> list[Exception]:
-    """Finalize every tracker even if some fail; failures are noted on ``pending``."""
+    """Finalize every tracker even if some fail (after ``abort(pending)`` when the run ended
+    with the exception ``pending``); failures are noted on ``pending``."""
     errors: list[Exception] = []
     for tr in trackers:
-        try:
-            tr.finalize()
-        except Exception as e:  # noqa: BLE001 - keep finalizing the others
-            errors.append(e)
-            if pending is not None:
-                pending.add_note(f"tracker {tr.name!r} failed to finalize: {e!r}")
+        hooks = ((tr.abort, (pending,)),) if pending is not None else ()
+        for hook, hook_args in (*hooks, (tr.finalize, ())):
+            try:
+                hook(*hook_args)
+            except Exception as e:  # noqa: BLE001 - keep finalizing the others
+                errors.append(e)
+                if pending is not None:
+                    pending.add_note(f"tracker {tr.name!r} failed to {hook.__name__}: {e!r}")
     return errors
 
 

@@ -5,6 +5,8 @@ A tracker's life during one run (py-pde style)::
     initialize(state, t0, info)     once, before the first step, with the initial state
     handle(state, t)                at every output time, in the order the trackers were given
     on_step(t)                      after every step (cheap hook; only progress bars use it)
+    abort(error)                    when the run stops on Ctrl-C, SIGTERM or an error, just
+                                    before finalize (files record that they are incomplete)
     finalize()                      once, always — also after Ctrl-C or an error — so files close
 
 ``result`` returns what the tracker collected.  Trackers are registered by name in
@@ -75,6 +77,10 @@ class Tracker:
 
     def on_step(self, t: float) -> None:
         """Called after every step with the new time (keep it cheap)."""
+
+    def abort(self, error: BaseException) -> None:
+        """Called before :meth:`finalize` when the run ends with ``error`` (KeyboardInterrupt
+        included) instead of reaching ``t_end``."""
 
     def finalize(self) -> None:
         """Called once at the end of the run, whether it succeeded or not."""

@@ -67,7 +67,6 @@ m = ∞ batch b: ξ from ``default_rng(SeedSequence([seed, 2, b]))``.
 """
 from __future__ import annotations
 
-import json
 import math
 import numbers
 import sys
@@ -79,6 +78,7 @@ import numpy as np
 
 from spherepde import __version__
 from spherepde.dynamics.attention import Attention
+from spherepde.io.summary import summary_on_interrupt, write_summary
 from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
 from spherepde.solvers.lagrangian.particles import retract
 from spherepde.solvers.lagrangian.sde import ParticleSDE
@@ -428,78 +428,82 @@ def run_depth_width(config: DepthWidthConfig, outdir: str | Path, *, progress: b
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    x0 = config.tokens()
-    field = config.field()
-    kernel = field.kernel
+    partial = {"experiment": "depth-width", "config": config.to_dict(), "version": __version__, "runs": []}
+    with summary_on_interrupt(outdir, partial):
+        x0 = config.tokens()
+        field = config.field()
+        kernel = field.kernel
 
-    dep = depth_study(config, x0, progress=progress)
-    depth = {"paths": config.paths, "depths": list(config.depths)}
-    for key, errs, text in (
-            ("layer_times", dep["errors"], "E max_l (1/N) sum_i |X_l - Xbar(t_l)|^2"),
-            ("sup_t", dep["errors_sup_t"], "E sup_t (1/N) sum_i |X_floor(Lt/T) - Xbar(t)|^2 (Thm 1.1; "
-                                           "t on the reference grid)")):
-        mean = errs.mean(axis=1)
-        depth[key] = {"definition": text + ", m = inf, same Brownian path",
-                      "error": mean.tolist(),
-                      "stderr": (errs.std(axis=1, ddof=1) / math.sqrt(config.paths)).tolist(),
-                      "error_times_L_over_logL": (mean * np.asarray(config.depths) /
-                                                  np.log(config.depths)).tolist(),
-                      **depth_fits(config.depths, errs, seed=config.seed)}
-    ref_mean, ref_se = _mean_se(dep["ref_check"])
-    depth["reference"] = {
-        "method": "heun (Stratonovich), same Brownian path", "steps_per_layer": config.ref_steps_per_layer,
-        "dt": config.t_end / (config.depths[-1] * config.ref_steps_per_layer),
-        "check": "E max_k (1/N) sum_i |Xbar_dt(t_k) - Xbar_2dt(t_k)|^2 on the 2dt grid (bounds the "
-                 "error of the 2dt run; the dt run used is better)",
-        "difference": ref_mean, "difference_stderr": ref_se,
-        "relative_to_error_at_largest_L": ref_mean / depth["layer_times"]["error"][-1]}
-    depth["theory"] = ("Thm 1.1: sup_t error <= c log L / L (p >= 1).  At the layer times the "
-                       "scheme has strong order 1/2 (slope -1 vs L); the sup over t adds the "
-                       "oscillation of Xbar inside a layer, ~ dt log L (Levy modulus)")
-    depth["seconds"] = round(dep["seconds"], 1)
-    runs = [{"study": "depth", "depth": L, "dt": config.t_end / L,
-             "error": depth["layer_times"]["error"][k], "stderr": depth["layer_times"]["stderr"][k],
-             "error_sup_t": depth["sup_t"]["error"][k], "stderr_sup_t": depth["sup_t"]["stderr"][k]}
-            for k, L in enumerate(config.depths)]
+        dep = depth_study(config, x0, progress=progress)
+        depth = {"paths": config.paths, "depths": list(config.depths)}
+        for key, errs, text in (
+                ("layer_times", dep["errors"], "E max_l (1/N) sum_i |X_l - Xbar(t_l)|^2"),
+                ("sup_t", dep["errors_sup_t"], "E sup_t (1/N) sum_i |X_floor(Lt/T) - Xbar(t)|^2 (Thm 1.1; "
+                                               "t on the reference grid)")):
+            mean = errs.mean(axis=1)
+            depth[key] = {"definition": text + ", m = inf, same Brownian path",
+                          "error": mean.tolist(),
+                          "stderr": (errs.std(axis=1, ddof=1) / math.sqrt(config.paths)).tolist(),
+                          "error_times_L_over_logL": (mean * np.asarray(config.depths) /
+                                                      np.log(config.depths)).tolist(),
+                          **depth_fits(config.depths, errs, seed=config.seed)}
+        ref_mean, ref_se = _mean_se(dep["ref_check"])
+        depth["reference"] = {
+            "method": "heun (Stratonovich), same Brownian path", "steps_per_layer": config.ref_steps_per_layer,
+            "dt": config.t_end / (config.depths[-1] * config.ref_steps_per_layer),
+            "check": "E max_k (1/N) sum_i |Xbar_dt(t_k) - Xbar_2dt(t_k)|^2 on the 2dt grid (bounds the "
+                     "error of the 2dt run; the dt run used is better)",
+            "difference": ref_mean, "difference_stderr": ref_se,
+            "relative_to_error_at_largest_L": ref_mean / depth["layer_times"]["error"][-1]}
+        depth["theory"] = ("Thm 1.1: sup_t error <= c log L / L (p >= 1).  At the layer times the "
+                           "scheme has strong order 1/2 (slope -1 vs L); the sup over t adds the "
+                           "oscillation of Xbar inside a layer, ~ dt log L (Levy modulus)")
+        depth["seconds"] = round(dep["seconds"], 1)
+        partial["depth"] = depth
+        runs = [{"study": "depth", "depth": L, "dt": config.t_end / L,
+                 "error": depth["layer_times"]["error"][k], "stderr": depth["layer_times"]["stderr"][k],
+                 "error_sup_t": depth["sup_t"]["error"][k], "stderr_sup_t": depth["sup_t"]["stderr"][k]}
+                for k, L in enumerate(config.depths)]
 
-    wid = width_study(config, x0, progress=progress)
-    diffs = width_differences(config.widths, wid["samples"])
-    for name, entry in diffs.items():
-        runs += [{"study": "width", "observable": name, **r} for r in entry["rows"]]
+        wid = width_study(config, x0, progress=progress)
+        diffs = width_differences(config.widths, wid["samples"])
+        for name, entry in diffs.items():
+            runs += [{"study": "width", "observable": name, **r} for r in entry["rows"]]
 
-    summary = {
-        "experiment": "depth-width", "config": config.to_dict(), "version": __version__,
-        "kernel": {"kappa1": kernel.kappa1, "kappa_prime1": kernel.kappa_prime1,
-                   "nmax": field.nmax, "captured_variance": field.captured_variance,
-                   "kappa1_truncated": field.variance},
-        "depth": depth,
-        "width": {"depth": config.width_depth, "realisations": config.width_realisations,
-                  "observables": OBSERVABLES, "differences": diffs,
-                  "excess_kurtosis_times_m": mlp_excess_kurtosis(kernel),
-                  "expected_size": "O(T dt / m): first three moments of a layer's noise match the "
-                                   "Gaussian one for every m; the 4th cumulant is O(1/m)",
-                  "pathwise": "not reported: there is no natural pathwise coupling across widths "
-                              "(module docstring); the comparison is in law",
-                  "truncation_bias": "m = inf uses the KL field with relative variance deficit "
-                                     f"{1 - field.captured_variance:.1e}",
-                  "seconds": round(wid["seconds"], 1)},
-        "runs": runs,
-    }
-    nc = outdir / "depth_width.nc"
-    write_depth_width_netcdf(nc, config, dep, wid, diffs)
-    summary["file"] = str(nc)
-    summary["plot"] = [str(plot_depth(summary, outdir / "depth_width_depth.png")),
-                       str(plot_width(summary, outdir / "depth_width_width.png"))]
-    summary["seconds"] = round(time.perf_counter() - t_start, 1)
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
-    return summary
+        summary = {
+            "experiment": "depth-width", "config": config.to_dict(), "version": __version__,
+            "kernel": {"kappa1": kernel.kappa1, "kappa_prime1": kernel.kappa_prime1,
+                       "nmax": field.nmax, "captured_variance": field.captured_variance,
+                       "kappa1_truncated": field.variance},
+            "depth": depth,
+            "width": {"depth": config.width_depth, "realisations": config.width_realisations,
+                      "observables": OBSERVABLES, "differences": diffs,
+                      "excess_kurtosis_times_m": mlp_excess_kurtosis(kernel),
+                      "expected_size": "O(T dt / m): first three moments of a layer's noise match the "
+                                       "Gaussian one for every m; the 4th cumulant is O(1/m)",
+                      "pathwise": "not reported: there is no natural pathwise coupling across widths "
+                                  "(module docstring); the comparison is in law",
+                      "truncation_bias": "m = inf uses the KL field with relative variance deficit "
+                                         f"{1 - field.captured_variance:.1e}",
+                      "seconds": round(wid["seconds"], 1)},
+            "runs": runs,
+        }
+        nc = outdir / "depth_width.nc"
+        write_depth_width_netcdf(nc, config, dep, wid, diffs)
+        summary["file"] = str(nc)
+        summary["plot"] = [str(plot_depth(summary, outdir / "depth_width_depth.png")),
+                           str(plot_width(summary, outdir / "depth_width_width.png"))]
+        summary["seconds"] = round(time.perf_counter() - t_start, 1)
+        summary["interrupted"] = False
+        write_summary(outdir, summary)
+        return summary
 
 
 def write_depth_width_netcdf(path: Path, config: DepthWidthConfig, dep: dict, wid: dict, diffs: dict) -> Path:
     """One NetCDF: trajectories of path 0 (largest L and reference), per-path errors, width data."""
     import xarray as xr
 
-    from spherepde.io.netcdf import write_dataset
+    from spherepde.io.netcdf import TIME_ATTRS, write_dataset
 
     Lmax = config.depths[-1]
     names = list(OBSERVABLES)
@@ -521,12 +525,13 @@ def write_depth_width_netcdf(path: Path, config: DepthWidthConfig, dep: dict, wi
          "width_diff_stderr": (("width", "observable"),
                                np.array([[diffs[n]["rows"][i]["stderr"] for n in names] for i in range(len(widths))]),
                                {"units": "1", "long_name": "standard error of width_diff"})},
-        coords={"time": ("time", np.linspace(0.0, config.t_end, Lmax + 1), {"units": "1", "axis": "T"}),
-                "particle": np.arange(config.n_tokens), "dim": np.arange(3),
-                "depth": ("depth", np.asarray(config.depths, dtype=np.int64), {"long_name": "number of layers L"}),
-                "path": np.arange(dep["errors"].shape[1]),
-                "width": ("width", widths, {"long_name": "MLP width m"}),
-                "observable": ("observable", names)},
+        coords={"time": ("time", np.linspace(0.0, config.t_end, Lmax + 1), dict(TIME_ATTRS)),
+                "particle": ("particle", np.arange(config.n_tokens), {"long_name": "token index", "units": "1"}),
+                "dim": ("dim", np.arange(3), {"long_name": "Cartesian component index", "units": "1"}),
+                "depth": ("depth", np.asarray(config.depths, dtype=np.int64), {"long_name": "number of layers L", "units": "1"}),
+                "path": ("path", np.arange(dep["errors"].shape[1]), {"long_name": "Brownian path index", "units": "1"}),
+                "width": ("width", widths, {"long_name": "MLP width m", "units": "1"}),
+                "observable": ("observable", names, {"long_name": "observable name"})},
         attrs={"title": "spherepde depth-width experiment (Paper 2, Thm 1.1)"})
     write_dataset(path, ds, config=config.to_dict(), seed=config.seed)
     return path

@@ -6,7 +6,7 @@ drift (optional) and the MLP noise (optional) driven by :class:`~spherepde.noise
 r = 2j, 2j + 1 (equal in law; odd powers of the noise cancel in pair means).  Realisations are
 independent tasks: :func:`run_ensemble` submits them to a ``dask.distributed`` cluster (a
 ``LocalCluster`` of ``workers`` single-threaded processes by default, or the client you pass)
-and appends each finished one to an :class:`~spherepde.io.ensemble.EnsembleWriter` file —
+and writes them, in realisation order r = 0, 1, … as they finish, to an :class:`~spherepde.io.ensemble.EnsembleWriter` file —
 fields (optional, float32), mass, harmonic moments of degree ≤ ``moments_lmax`` and the
 interaction energy E_β at every output time.  The file's ``config_json`` holds the whole
 configuration; realisation r can be recomputed alone with :func:`run_realisation`.
@@ -30,6 +30,36 @@ from spherepde.validation.metrics import interaction_energy
 
 GRIDS = ("sphere", "circle")
 INITIAL = ("vmf", "cosine")
+
+
+ATTENTION_KEYS = ("Q", "K", "V", "beta")
+
+
+def _check_attention(attention, d: int, grid: str) -> None:
+    """``attention`` = {"Q", "K", "V", "beta"}: each matrix finite and d×d, β > 0 (inf allowed);
+    errors name the key (``attention.Q``)."""
+    if not isinstance(attention, dict):
+        raise TypeError(f"attention must be a table with keys {list(ATTENTION_KEYS)} or absent, "
+                        f"got {type(attention).__name__}")
+    missing = [k for k in ATTENTION_KEYS if k not in attention]
+    unknown = sorted(set(attention) - set(ATTENTION_KEYS))
+    if missing or unknown:
+        raise ValueError(f"attention: missing keys {['attention.' + k for k in missing]}, unknown keys "
+                         f"{['attention.' + k for k in unknown]}; allowed: {list(ATTENTION_KEYS)}")
+    for name in ("Q", "K", "V"):
+        try:
+            m = np.asarray(attention[name], dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"attention.{name} must be a {d}×{d} matrix of numbers, "
+                             f"got {attention[name]!r}") from None
+        if m.shape != (d, d):
+            raise ValueError(f"attention.{name} must be a {d}×{d} matrix (grid {grid!r} has d = {d}), "
+                             f"got shape {m.shape}")
+        if not np.all(np.isfinite(m)):
+            raise ValueError(f"attention.{name} contains NaN or inf")
+    beta = attention["beta"]
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or math.isnan(beta) or not beta > 0:
+        raise ValueError(f"attention.beta must be a number > 0 (inf allowed), got {beta!r}")
 
 
 @dataclass(frozen=True)
@@ -85,6 +115,14 @@ class SPDEConfig:
             raise ValueError(f"initial['kind'] must be one of {INITIAL}, got {self.initial.get('kind')!r}")
         if not self.noise and self.attention is None:
             raise ValueError("nothing moves: give noise=True or an attention")
+        if self.attention is not None:
+            _check_attention(self.attention, self.d, self.grid)
+        direction = self.initial.get("direction")
+        if direction is not None:
+            a = np.asarray(direction, dtype=float)
+            if a.shape != (self.d,) or not np.all(np.isfinite(a)) or not np.any(a):
+                raise ValueError(f"initial.direction must be {self.d} finite numbers, not all zero "
+                                 f"(grid {self.grid!r} has d = {self.d}), got {direction!r}")
 
     @property
     def d(self) -> int:
@@ -241,8 +279,11 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
 
     workers : processes of the LocalCluster started here (ignored when ``client`` is given);
         ``workers=0`` runs in this process without dask (for debugging).
-    On KeyboardInterrupt the pending tasks are cancelled, the file is closed with every finished
-    realisation, and the interrupt is re-raised.
+    Realisations are stored in the order r = 0, 1, …, R−1 whatever order they finish in (one
+    that finishes early waits in memory for those before it), so the same call gives the same
+    file.  On KeyboardInterrupt the pending tasks are cancelled, the file is closed with every
+    finished realisation (sorted; the ``realisation`` coordinate then has gaps) and ``status =
+    "interrupted"``, and the interrupt is re-raised.
     """
     if isinstance(realisations, bool) or not isinstance(realisations, int) or realisations < 1:
         raise ValueError(f"realisations must be an int ≥ 1, got {realisations!r}")
@@ -255,16 +296,24 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
     noise = config.make_noise()  # validate before any work, including the step size
     if noise is not None:
         SPDEFFSL(grid, noise=noise, path=config.make_path(noise, 0), scheme=config.scheme).check_dt(config.dt)
+    config.make_attention()
     diag = _Diagnostics(config, grid)
     done: list[int] = []
+    pending: dict[int, dict] = {}  # finished out of order, waiting for the realisations before
     t0 = time.perf_counter()
+    writer = _writer(config, path, grid, diag.n_moments, (diag.l, diag.m))
     bar = None
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=realisations, desc="realisations", unit="path")
-    writer = _writer(config, path, grid, diag.n_moments, (diag.l, diag.m))
     own_cluster = None
     workers_used = -1 if client is not None else workers
+    complete = False
+
+    def write(r: int) -> None:
+        writer.append(r, **pending.pop(r))
+        done.append(r)
+
     try:
         if workers == 0 and client is None:
             results = ((r, run_realisation(config, r)) for r in range(realisations))
@@ -276,13 +325,18 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
             futures = {client.submit(run_realisation, config, r, pure=False): r for r in range(realisations)}
             results = ((futures[f], f.result()) for f in as_completed(futures))
         for r, out in results:
-            out = {k: v for k, v in out.items() if not k.startswith("_")}
-            writer.append(r, **out)
-            done.append(r)
+            pending[r] = {k: v for k, v in out.items() if not k.startswith("_")}
+            while len(done) in pending:  # write in realisation order: r = 0, 1, 2, …
+                write(len(done))
             if bar is not None:
                 bar.update(1)
-    finally:  # also on KeyboardInterrupt: the file keeps every finished realisation
-        writer.close()
+        complete = True
+    finally:  # also on KeyboardInterrupt: the file keeps every finished realisation, sorted
+        try:
+            for r in sorted(pending):
+                write(r)
+        finally:
+            writer.close("complete" if complete else "interrupted")
         if bar is not None:
             bar.close()
         if own_cluster is not None:

@@ -18,7 +18,6 @@ under y → −y, so Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} has unequal weights
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import time
 import warnings
@@ -33,6 +32,7 @@ from spherepde.grids import GaussGrid
 from spherepde.solvers import make_stepper
 from spherepde.solvers.controller import Controller
 from spherepde.io.netcdf import NetCDFTracker
+from spherepde.io.summary import summary_on_interrupt, write_summary
 from spherepde.solvers.trackers import MemoryTracker, ProgressTracker
 from spherepde.validation.metrics import (
     as_measure,
@@ -141,7 +141,8 @@ def _sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     e = EA.basis[:, 0] if two_point else None
     a = two_point_weight(x, w0, e) if two_point else math.nan
     times = np.linspace(0.0, config.t_end, config.n_outputs + 1)
-    static = {n: (m, ("dim", "dim2"), {}) for n, m in (("Q", Q), ("K", K), ("V", V))}
+    static = {n: (m, ("dim", "dim2"), {"long_name": f"attention matrix {n}", "units": "1"})
+              for n, m in (("Q", Q), ("K", K), ("V", V))}
     dt = config.courant * grid.dlon / float(np.linalg.norm(V, 2))
     info = {"grid": grid, "e": e, "a": a, "EA": EA, "EV": EV, "times": times, "x": x}
     for beta in config.betas:
@@ -227,29 +228,32 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     outdir.mkdir(parents=True, exist_ok=True)
     rows = []
     t_start = time.perf_counter()
-    for info, row, _ in _sphere_runs(config, outdir, "metastability", progress):
-        row.update(_w2_minimum(row, info["times"], config.band))
-        rows.append(row)
-    times = info["times"]
-    largest = max(rows, key=lambda r: r["beta"])
-    check = resolution_check(config, largest, outdir, progress)
-    finite = [r for r in rows if math.isfinite(r["beta"])]
-    summary = {"experiment": "metastability", "config": config.to_dict(), "version": __version__,
-               "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],
-               "e": None if info["e"] is None else info["e"].tolist(),
-               "spectral_gap": None if info["EA"] is None else info["EA"].gap, "times": times.tolist(), "runs": rows,
-               "min_w2": {_beta_key(r["beta"]): r["w2_min"] for r in rows}, "resolution_check": check,
-               "seconds": round(time.perf_counter() - t_start, 1)}
-    if len(finite) >= 3 and all(math.isfinite(r["w2_min"]) for r in finite):
-        b = np.array([r["beta"] for r in finite])
-        slope, se = fit_order(np.sqrt(np.log(b) / b), [r["w2_min"] for r in finite])
-        summary["fit_w2min_vs_sqrt_logb_over_b"] = {"exponent": slope, "stderr": se,
-                                                    "note": "w2_min ∝ (sqrt(log β/β))^exponent; theory: exponent 1"}
-        fit = fit_vs_log_beta(b, [r["exit_time"] for r in finite])
-        if fit is not None:
-            summary["fit_exit_time_vs_log_beta"] = fit
-    summary["plot"] = str(plot_metastability(summary, outdir / "metastability.png"))
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    partial = {"experiment": "metastability", "config": config.to_dict(), "version": __version__, "runs": rows}
+    with summary_on_interrupt(outdir, partial):
+        for info, row, _ in _sphere_runs(config, outdir, "metastability", progress):
+            row.update(_w2_minimum(row, info["times"], config.band))
+            rows.append(row)
+        times = info["times"]
+        largest = max(rows, key=lambda r: r["beta"])
+        check = resolution_check(config, largest, outdir, progress)
+        finite = [r for r in rows if math.isfinite(r["beta"])]
+        summary = {"experiment": "metastability", "config": config.to_dict(), "version": __version__,
+                   "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],
+                   "e": None if info["e"] is None else info["e"].tolist(),
+                   "spectral_gap": None if info["EA"] is None else info["EA"].gap, "times": times.tolist(), "runs": rows,
+                   "min_w2": {_beta_key(r["beta"]): r["w2_min"] for r in rows}, "resolution_check": check,
+                   "seconds": round(time.perf_counter() - t_start, 1)}
+        if len(finite) >= 3 and all(math.isfinite(r["w2_min"]) for r in finite):
+            b = np.array([r["beta"] for r in finite])
+            slope, se = fit_order(np.sqrt(np.log(b) / b), [r["w2_min"] for r in finite])
+            summary["fit_w2min_vs_sqrt_logb_over_b"] = {"exponent": slope, "stderr": se,
+                                                        "note": "w2_min ∝ (sqrt(log β/β))^exponent; theory: exponent 1"}
+            fit = fit_vs_log_beta(b, [r["exit_time"] for r in finite])
+            if fit is not None:
+                summary["fit_exit_time_vs_log_beta"] = fit
+        summary["plot"] = str(plot_metastability(summary, outdir / "metastability.png"))
+        summary["interrupted"] = False
+        write_summary(outdir, summary)
     return summary
 
 
@@ -317,24 +321,27 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
     outdir.mkdir(parents=True, exist_ok=True)
     rows = []
     t_start = time.perf_counter()
-    for info, row, snaps in _sphere_runs(config, outdir, "terminal", progress):
-        times = info["times"]
-        row["switch_time"] = switch_time(times, row["dist_E_VBt"], row["dist_E_V"])
-        pick = [int(np.argmin(np.abs(times - tm))) for tm in config.map_times if tm <= config.t_end]
-        tag = _beta_key(row["beta"])
-        row["maps"] = str(plot_snapshots(info["grid"], times[pick], snaps[pick],
-                                         outdir / f"terminal_maps_beta{tag}.png",
-                                         title=f"terminal phase, β = {tag}", log=True))
-        rows.append(row)
-    summary = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__,
-               "e_VBt": None if info["EA"] is None else info["EA"].basis[:, 0].tolist(),
-               "e_V": None if info["EV"] is None else info["EV"].basis[:, 0].tolist(),
-               "times": times.tolist(), "runs": rows, "seconds": round(time.perf_counter() - t_start, 1)}
-    fit = fit_vs_log_beta([r["beta"] for r in rows], [r["switch_time"] for r in rows])
-    if fit is not None:
-        summary["fit_switch_time_vs_log_beta"] = fit
-    summary["plot"] = str(plot_metastability(summary, outdir / "terminal_phase.png"))
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    partial = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__, "runs": rows}
+    with summary_on_interrupt(outdir, partial):
+        for info, row, snaps in _sphere_runs(config, outdir, "terminal", progress):
+            times = info["times"]
+            row["switch_time"] = switch_time(times, row["dist_E_VBt"], row["dist_E_V"])
+            pick = [int(np.argmin(np.abs(times - tm))) for tm in config.map_times if tm <= config.t_end]
+            tag = _beta_key(row["beta"])
+            row["maps"] = str(plot_snapshots(info["grid"], times[pick], snaps[pick],
+                                             outdir / f"terminal_maps_beta{tag}.png",
+                                             title=f"terminal phase, β = {tag}", log=True))
+            rows.append(row)
+        summary = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__,
+                   "e_VBt": None if info["EA"] is None else info["EA"].basis[:, 0].tolist(),
+                   "e_V": None if info["EV"] is None else info["EV"].basis[:, 0].tolist(),
+                   "times": times.tolist(), "runs": rows, "seconds": round(time.perf_counter() - t_start, 1)}
+        fit = fit_vs_log_beta([r["beta"] for r in rows], [r["switch_time"] for r in rows])
+        if fit is not None:
+            summary["fit_switch_time_vs_log_beta"] = fit
+        summary["plot"] = str(plot_metastability(summary, outdir / "terminal_phase.png"))
+        summary["interrupted"] = False
+        write_summary(outdir, summary)
     return summary
 
 
@@ -466,37 +473,40 @@ def run_circle_clusters(config: CircleClustersConfig, outdir: str | Path, *, pro
     I2 = np.eye(2)
     runs = []
     t_start = time.perf_counter()
-    for beta in config.betas:
-        grid = CircleGrid(config.cells(beta))
-        k = np.arange(1, config.modes + 1)[:, None]
-        pert = np.sum(amp[:, None] * np.cos(k * grid.theta[None, :] + phase[:, None]), axis=0)
-        rho0 = (1.0 + config.eps * pert) / (2 * np.pi)
-        att = Attention(I2, I2, I2, beta)
-        stepper = make_stepper("meanfield-ffsl", grid, DensityAttention(att, grid), courant=config.courant)
-        nc = outdir / f"circle_beta{beta:g}.nc"
-        mem = MemoryTracker()
-        trackers = [mem, NetCDFTracker(nc, grid, config={**config.to_dict(), "beta": beta}, seed=config.seed),
-                    ProgressTracker(disable=not progress, desc=f"beta={beta:g}")]
-        res = Controller(stepper, trackers, dt=config.courant * grid.dtheta).run(
-            rho0, (0.0, config.t_end), output_times=times)
-        clusters = [find_clusters(grid.theta, s, config.peak_factor, config.min_mass_ratio)
-                    for s in mem.result["state"]]
-        runs.append({"beta": beta, "cells": grid.n, "steps": res.n_steps,
-                     "n_clusters": [len(c) for c in clusters],
-                     "final_clusters": clusters[-1],
-                     "mass_error": float(grid.integrate(res.state) - 1.0),
-                     "min_density": float(res.state.min()), "file": str(nc)})
-    final = np.array([r["n_clusters"][-1] for r in runs], float)
-    b = np.array([r["beta"] for r in runs])
-    summary = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__,
-               "times": times.tolist(), "runs": runs, "seconds": round(time.perf_counter() - t_start, 1)}
-    ok = final > 0
-    if ok.sum() >= 3:
-        slope, se = fit_order(b[ok], final[ok])
-        summary["fit_clusters_vs_beta"] = {"exponent": slope, "stderr": se,
-                                           "note": "final number of clusters ∝ β^exponent"}
-    summary["plot"] = str(plot_circle_clusters(summary, outdir))
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    partial = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__, "runs": runs}
+    with summary_on_interrupt(outdir, partial):
+        for beta in config.betas:
+            grid = CircleGrid(config.cells(beta))
+            k = np.arange(1, config.modes + 1)[:, None]
+            pert = np.sum(amp[:, None] * np.cos(k * grid.theta[None, :] + phase[:, None]), axis=0)
+            rho0 = (1.0 + config.eps * pert) / (2 * np.pi)
+            att = Attention(I2, I2, I2, beta)
+            stepper = make_stepper("meanfield-ffsl", grid, DensityAttention(att, grid), courant=config.courant)
+            nc = outdir / f"circle_beta{beta:g}.nc"
+            mem = MemoryTracker()
+            trackers = [mem, NetCDFTracker(nc, grid, config={**config.to_dict(), "beta": beta}, seed=config.seed),
+                        ProgressTracker(disable=not progress, desc=f"beta={beta:g}")]
+            res = Controller(stepper, trackers, dt=config.courant * grid.dtheta).run(
+                rho0, (0.0, config.t_end), output_times=times)
+            clusters = [find_clusters(grid.theta, s, config.peak_factor, config.min_mass_ratio)
+                        for s in mem.result["state"]]
+            runs.append({"beta": beta, "cells": grid.n, "steps": res.n_steps,
+                         "n_clusters": [len(c) for c in clusters],
+                         "final_clusters": clusters[-1],
+                         "mass_error": float(grid.integrate(res.state) - 1.0),
+                         "min_density": float(res.state.min()), "file": str(nc)})
+        final = np.array([r["n_clusters"][-1] for r in runs], float)
+        b = np.array([r["beta"] for r in runs])
+        summary = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__,
+                   "times": times.tolist(), "runs": runs, "seconds": round(time.perf_counter() - t_start, 1)}
+        ok = final > 0
+        if ok.sum() >= 3:
+            slope, se = fit_order(b[ok], final[ok])
+            summary["fit_clusters_vs_beta"] = {"exponent": slope, "stderr": se,
+                                               "note": "final number of clusters ∝ β^exponent"}
+        summary["plot"] = str(plot_circle_clusters(summary, outdir))
+        summary["interrupted"] = False
+        write_summary(outdir, summary)
     return summary
 
 
@@ -575,46 +585,49 @@ def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Pat
     t_start = time.perf_counter()
     Q, K, V = (np.asarray(m, float) for m in (config.Q, config.K, config.V))
     rows = []
-    for info, row, snaps in _sphere_runs(config, outdir, "density", progress):
-        grid, x = info["grid"], info["x"]
-        beta = row["beta"]
-        w_end = as_measure(grid, snaps[-1])[1]
-        ref = harmonic_moments(x, w_end, config.lmax_moments)
-        att = Attention(Q, K, V, beta)
-        rho0 = snaps[0]
-        per_n = []
-        for n in config.particle_counts:
-            errs, dists, bounds = [], [], []
-            for seed in config.seeds:
-                x0 = sample_density(grid, rho0, n, seed=seed)
-                res = ParticleODE(att).run(x0, (0.0, config.t_end), dt=config.particle_dt)
-                xe = res.positions[-1]
-                errs.append(float(np.linalg.norm(harmonic_moments(xe, np.full(n, 1.0 / n), config.lmax_moments) - ref)))
-                est = w2_with_bound(xe, np.full(n, 1.0 / n), x, w_end)
-                dists.append(est.value)
-                bounds.append(est.error_bound)
-                if seed == config.seeds[0]:
-                    tag = _beta_key(beta)
-                    write_particles_netcdf(outdir / f"particles_beta{tag}_N{n}.nc", res,
-                                           config={**config.to_dict(), "beta": beta, "N": n}, seed=seed)
-            spacing = math.sqrt(4 * math.pi / n)
-            per_n.append({"N": n, "moment_error": float(np.mean(errs)), "moment_error_std": float(np.std(errs)),
-                          "w2": float(np.mean(dists)), "w2_std": float(np.std(dists)),
-                          "w2_error_bound": float(max(bounds)),
-                          "spacing_over_kernel_width": spacing * math.sqrt(beta) if math.isfinite(beta) else math.inf})
-        ns = [p["N"] for p in per_n]
-        rate_m, se_m = fit_order(ns, [p["moment_error"] for p in per_n])
-        rate_w, se_w = fit_order(ns, [p["w2"] for p in per_n])
-        rows.append({"beta": beta, "density_file": row["file"], "density_mass_error": row["mass_error"],
-                     "particles": per_n,
-                     "rate_moment_error": {"exponent": rate_m, "stderr": se_m, "theory": -0.5},
-                     "rate_w2": {"exponent": rate_w, "stderr": se_w,
-                                 "note": "W2 of N samples of a smooth density on S² decays like N^(-1/2)·log-factors"}})
-    summary = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__,
-               "grid_spacing_rad": float(info["grid"].dlon), "runs": rows,
-               "seconds": round(time.perf_counter() - t_start, 1)}
-    summary["plot"] = str(plot_particles_vs_density(summary, outdir / "particles_vs_density.png"))
-    (outdir / "summary.json").write_text(json.dumps(summary, indent=1, default=float))
+    partial = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__, "runs": rows}
+    with summary_on_interrupt(outdir, partial):
+        for info, row, snaps in _sphere_runs(config, outdir, "density", progress):
+            grid, x = info["grid"], info["x"]
+            beta = row["beta"]
+            w_end = as_measure(grid, snaps[-1])[1]
+            ref = harmonic_moments(x, w_end, config.lmax_moments)
+            att = Attention(Q, K, V, beta)
+            rho0 = snaps[0]
+            per_n = []
+            for n in config.particle_counts:
+                errs, dists, bounds = [], [], []
+                for seed in config.seeds:
+                    x0 = sample_density(grid, rho0, n, seed=seed)
+                    res = ParticleODE(att).run(x0, (0.0, config.t_end), dt=config.particle_dt)
+                    xe = res.positions[-1]
+                    errs.append(float(np.linalg.norm(harmonic_moments(xe, np.full(n, 1.0 / n), config.lmax_moments) - ref)))
+                    est = w2_with_bound(xe, np.full(n, 1.0 / n), x, w_end)
+                    dists.append(est.value)
+                    bounds.append(est.error_bound)
+                    if seed == config.seeds[0]:
+                        tag = _beta_key(beta)
+                        write_particles_netcdf(outdir / f"particles_beta{tag}_N{n}.nc", res,
+                                               config={**config.to_dict(), "beta": beta, "N": n}, seed=seed)
+                spacing = math.sqrt(4 * math.pi / n)
+                per_n.append({"N": n, "moment_error": float(np.mean(errs)), "moment_error_std": float(np.std(errs)),
+                              "w2": float(np.mean(dists)), "w2_std": float(np.std(dists)),
+                              "w2_error_bound": float(max(bounds)),
+                              "spacing_over_kernel_width": spacing * math.sqrt(beta) if math.isfinite(beta) else math.inf})
+            ns = [p["N"] for p in per_n]
+            rate_m, se_m = fit_order(ns, [p["moment_error"] for p in per_n])
+            rate_w, se_w = fit_order(ns, [p["w2"] for p in per_n])
+            rows.append({"beta": beta, "density_file": row["file"], "density_mass_error": row["mass_error"],
+                         "particles": per_n,
+                         "rate_moment_error": {"exponent": rate_m, "stderr": se_m, "theory": -0.5},
+                         "rate_w2": {"exponent": rate_w, "stderr": se_w,
+                                     "note": "W2 of N samples of a smooth density on S² decays like N^(-1/2)·log-factors"}})
+        summary = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__,
+                   "grid_spacing_rad": float(info["grid"].dlon), "runs": rows,
+                   "seconds": round(time.perf_counter() - t_start, 1)}
+        summary["plot"] = str(plot_particles_vs_density(summary, outdir / "particles_vs_density.png"))
+        summary["interrupted"] = False
+        write_summary(outdir, summary)
     return summary
 
 

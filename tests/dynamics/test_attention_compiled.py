@@ -147,3 +147,20 @@ def test_direct_choice_takes_compiled_within_its_tolerances():
     assert stats["method"] == "compiled"
     _, stats = att.mean_and_stats(x, x, w, tol=1e-13)  # tighter than the compiled sums' own error
     assert stats["method"] in ("reference", "culled")
+
+
+@pytest.mark.parametrize("d", [3, 4])
+def test_small_problems_on_one_thread_give_the_same_bits(d, monkeypatch):
+    """Below SERIAL_PAIRS the all-pairs kernels run on one numba thread (a parallel launch
+    costs more than 16 tokens' sums); every row is summed the same way, so bits agree."""
+    from spherepde.dynamics.attention import compiled
+
+    rng = np.random.default_rng(1)
+    y = rng.standard_normal((16, d))
+    y /= np.linalg.norm(y, axis=1, keepdims=True)
+    z, logw = rng.standard_normal((16, d)), np.full(16, -np.log(16))
+    serial = compiled.sums(z, y, logw, 2.0)
+    monkeypatch.setattr(compiled, "SERIAL_PAIRS", 0)  # force the parallel region
+    parallel = compiled.sums(z, y, logw, 2.0)
+    for a, b in zip(serial[:3], parallel[:3]):
+        np.testing.assert_array_equal(a, b)

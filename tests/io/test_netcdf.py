@@ -11,6 +11,7 @@ import xarray as xr
 from spherepde import __version__
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.io import NetCDFWriter, config_to_json, open_dataset, read_config, write_dataset
+from spherepde.io.netcdf import IncompleteFileWarning, NetCDFTracker, file_status
 
 VARS = {"density": {"units": "1", "long_name": "probability density"}}
 
@@ -45,7 +46,8 @@ def test_gauss_layout_and_round_trip(tmp_path):
                                "bounds": "lat_bnds"}
     assert ds["lon"].attrs["units"] == "degrees_east" and ds["lon"].attrs["axis"] == "X"
     assert ds["time"].attrs["units"] == "1" and "dimensionless" in ds["time"].attrs["long_name"]
-    assert ds["cell_area"].attrs["units"] == "1"
+    assert ds["cell_area"].attrs["units"] == "m2" and ds["cell_area"].attrs["sphere_radius"] == 1.0
+    assert "axis" not in ds["time"].attrs and "standard_name" not in ds["time"].attrs
     assert ds["density"].attrs == {"long_name": "probability density", "units": "1",
                                    "cell_measures": "area: cell_area"}
     a = ds.attrs
@@ -168,8 +170,10 @@ def test_unclosed_writer_file_is_readable(tmp_path):
         with netCDF4.Dataset(path, "r") as nc:
             assert nc["time"][:].tolist() == [0.0, 1.0]
             np.testing.assert_array_equal(nc["density"][1], np.arange(6.0) + 1)
+            assert nc.getncattr("status") == "running"
     finally:
         w.close()
+    assert file_status(path) == "complete"
 
 
 def test_write_dataset_round_trip(tmp_path):
@@ -187,6 +191,7 @@ def test_write_dataset_round_trip(tmp_path):
     np.testing.assert_array_equal(back["time"].values, ds["time"].values)
     assert back.attrs["Conventions"] == "CF-1.8" and back.attrs["title"] == "small"
     assert back.attrs["spherepde_version"] == __version__ and back.attrs["seed"] == 3
+    assert back.attrs["status"] == "complete"
     assert read_config(path) == {"experiment": "demo", "beta": 1.0}
 
 
@@ -201,3 +206,74 @@ def test_config_to_json_sorted():
     assert config_to_json({"b": 1, "a": (1, 2)}) == '{"a": [1, 2], "b": 1}'
     with pytest.raises(TypeError, match="config"):
         config_to_json("nope")
+
+
+# ---- the status attribute ----------------------------------------------------------------------
+def test_status_complete_after_a_normal_end(tmp_path):
+    path = tmp_path / "ok.nc"
+    _write(path, CircleGrid(6))
+    assert file_status(path) == "complete"
+    assert open_dataset(path).attrs["status"] == "complete"
+
+
+def test_writer_left_by_an_exception_is_interrupted(tmp_path):
+    path = tmp_path / "boom.nc"
+    with pytest.raises(RuntimeError):
+        with NetCDFWriter(path, CircleGrid(6), variables=VARS, config={}) as w:
+            w.append(0.0, density=np.ones(6))
+            raise RuntimeError("crash")
+    assert file_status(path) == "interrupted"
+
+
+def test_readers_warn_or_refuse_on_incomplete_files(tmp_path):
+    path = tmp_path / "open.nc"
+    w = NetCDFWriter(path, CircleGrid(6), variables=VARS, config={})  # still "running"
+    try:
+        w.append(0.0, density=np.ones(6))
+        with pytest.warns(IncompleteFileWarning, match="running"):
+            ds = open_dataset(path)
+        assert ds.sizes["time"] == 1
+        with pytest.raises(ValueError, match="status"):
+            open_dataset(path, incomplete="error")
+        assert open_dataset(path, incomplete="ignore").sizes["time"] == 1
+        with pytest.raises(ValueError, match="incomplete"):
+            open_dataset(path, incomplete="maybe")
+    finally:
+        w.close()
+
+
+class _InterruptAfter:
+    """A velocity u(t, x, ρ) = rigid rotation about the z axis that raises KeyboardInterrupt
+    on its (k+1)-th call, as Ctrl-C would in the middle of a step."""
+
+    def __init__(self, k):
+        self.k, self.calls = k, 0
+
+    def __call__(self, t, x, rho):
+        self.calls += 1
+        if self.calls > self.k:
+            raise KeyboardInterrupt
+        return np.stack([-x[..., 1], x[..., 0], np.zeros_like(x[..., 0])], axis=-1)
+
+
+def test_run_interrupted_by_the_velocity_leaves_an_interrupted_file(tmp_path):
+    from spherepde.solvers import make_stepper
+    from spherepde.solvers.controller import Controller
+    from spherepde.solvers.trackers import MemoryTracker
+
+    grid = GaussGrid(8)
+    rho0 = np.ones(grid.shape) / (4 * np.pi)
+    path = tmp_path / "run.nc"
+    velocity = _InterruptAfter(k=6)
+    mem, nc = MemoryTracker(), NetCDFTracker(path, grid, config={"case": "rotation"})
+    ctrl = Controller(make_stepper("meanfield-ffsl", grid, velocity), [mem, nc], dt=0.05)
+    with pytest.raises(KeyboardInterrupt):
+        ctrl.run(rho0, (0.0, 1.0), output_times=np.linspace(0.0, 1.0, 21))
+    assert ctrl.result.interrupted and ctrl.result.n_steps >= 1
+    assert file_status(path) == "interrupted"
+    ds = open_dataset(path, incomplete="ignore")
+    assert ds.attrs["status"] == "interrupted"
+    written = mem.result
+    assert ds.sizes["time"] == written["time"].size >= 2  # t = 0 and the steps before the stop
+    np.testing.assert_array_equal(ds["time"].values, written["time"])
+    np.testing.assert_array_equal(ds["density"].values, written["state"])

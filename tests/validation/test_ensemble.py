@@ -92,3 +92,66 @@ def test_too_large_step_refused_before_any_work(tmp_path):
     with pytest.raises(ValueError, match="too large for the noise"):
         run_ensemble(replace(SMALL, dt=0.8, t_end=1.6), 2, tmp_path / "x.nc", workers=0)
     assert not (tmp_path / "x.nc").exists()
+
+
+class _Done:
+    """A finished future of the fake client below."""
+
+    def __init__(self, value):
+        self.value = value
+
+    def result(self):
+        return self.value
+
+
+class _BackwardsClient:
+    """Runs each task at submission; dask's as_completed is patched to yield them last first."""
+
+    def submit(self, fn, *args, pure=False):
+        return _Done(fn(*args))
+
+
+def test_realisations_stored_in_order_whatever_order_they_finish(tmp_path, monkeypatch):
+    import dask.distributed
+
+    monkeypatch.setattr(dask.distributed, "as_completed", lambda futures: list(futures)[::-1])
+    res = run_ensemble(SMALL, 3, tmp_path / "e.nc", client=_BackwardsClient())
+    assert res.realisations == [0, 1, 2]
+    ds = open_dataset(tmp_path / "e.nc")
+    assert ds.attrs["status"] == "complete"
+    assert ds["realisation"].values.tolist() == [0, 1, 2]
+    serial = run_realisation(SMALL, 1)
+    np.testing.assert_array_equal(ds["mass"].values[1], serial["mass"])
+
+
+def test_interrupted_ensemble_keeps_finished_realisations_sorted(tmp_path, monkeypatch):
+    import dask.distributed
+
+    def backwards_then_stop(futures):
+        futures = list(futures)
+        yield futures[2]
+        yield futures[1]
+        raise KeyboardInterrupt  # realisation 0 never finishes
+
+    monkeypatch.setattr(dask.distributed, "as_completed", backwards_then_stop)
+    with pytest.raises(KeyboardInterrupt):
+        run_ensemble(SMALL, 3, tmp_path / "e.nc", client=_BackwardsClient())
+    ds = open_dataset(tmp_path / "e.nc", incomplete="ignore")
+    assert ds.attrs["status"] == "interrupted"
+    assert ds["realisation"].values.tolist() == [1, 2]
+
+
+ATT = {"Q": np.eye(3).tolist(), "K": np.eye(3).tolist(), "V": np.eye(3).tolist(), "beta": 1.0}
+
+
+@pytest.mark.parametrize("attention, match", [
+    ({**ATT, "Q": [[1.0, 0.0], [0.0, 1.0]]}, r"attention\.Q must be a 3×3"),
+    ({**ATT, "V": [[1.0, 0, 0], [0, float("nan"), 0], [0, 0, 1.0]]}, r"attention\.V contains NaN"),
+    ({k: v for k, v in ATT.items() if k != "K"}, r"missing keys \['attention\.K'\]"),
+    ({**ATT, "beta": -1.0}, r"attention\.beta"),
+    ({**ATT, "gamma": 1.0}, r"unknown keys \['attention\.gamma'\]"),
+])
+def test_bad_attention_named_before_any_file(attention, match, tmp_path):
+    with pytest.raises(ValueError, match=match):
+        run_ensemble(SPDEConfig(attention=attention), 2, tmp_path / "x.nc", workers=0)
+    assert not (tmp_path / "x.nc").exists()

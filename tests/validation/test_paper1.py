@@ -224,3 +224,26 @@ def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):
     assert all(math.isnan(v) for v in r["w2"]) and all(math.isnan(v) for v in r["dist_E_VBt"])
     assert all(math.isfinite(v) for v in r["dist_E_V"])  # V itself is symmetric
     assert abs(r["mass_error"]) < 1e-13
+
+
+def test_interrupted_experiment_still_writes_its_summary(tmp_path, monkeypatch):
+    """Ctrl-C during the second β: summary.json holds the first run and "interrupted": true, the
+    first β's file is complete and the second one's says interrupted."""
+    cfg = paper1.CircleClustersConfig(betas=(3.0, 10.0), t_end=1.0, n_outputs=2, min_cells=32,
+                                      cells_per_width=2.0)
+    calls = {"n": 0}
+    real = paper1.find_clusters
+
+    def stop_in_the_second_run(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > cfg.n_outputs + 1:  # the first run's snapshots are done
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(paper1, "find_clusters", stop_in_the_second_run)
+    with pytest.raises(KeyboardInterrupt):
+        paper1.run_circle_clusters(cfg, tmp_path)
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["experiment"] == "circle-clusters"
+    assert [r["beta"] for r in summary["runs"]] == [3.0]
+    assert open_dataset(summary["runs"][0]["file"]).attrs["status"] == "complete"

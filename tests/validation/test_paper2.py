@@ -49,6 +49,31 @@ def test_synchronization_tiny(tmp_path):
     assert math.isfinite(row["lyapunov_measured"])
     assert open_dataset(s["density"]["file"]).sizes["realisation"] == 2
     assert (tmp_path / "synchronization.png").exists()
+    # at nlat 16 three grid cells (0.59 rad) are wider than the 0.3 rad bound of the fit window:
+    # no rate, and the reason says which grid would do
+    dens = s["density"]
+    assert all(not math.isfinite(r) for r in dens["energy_rate_per_path"])
+    assert all("density_nlat >= 32" in r for r in dens["energy_rate_reason_per_path"])
+    saved = json.loads((tmp_path / "summary.json").read_text())
+    assert saved["density"]["energy_rate_per_path"] == [None, None] or all(
+        not math.isfinite(r) for r in saved["density"]["energy_rate_per_path"])
+    assert saved["interrupted"] is False
+
+    # nine panels (eight noise cases and the density) are laid out 3 × 3, not in one strip
+    from copy import deepcopy
+
+    from PIL import Image
+
+    from spherepde.validation.paper2 import plot_synchronization
+
+    rows = []
+    for k in range(8):
+        r = deepcopy(row)
+        r.update(d=4 + k // 4, activation=f"act{k % 4}")
+        rows.append(r)
+    png = plot_synchronization({**s, "runs": rows}, tmp_path / "nine.png")
+    width, height = Image.open(png).size
+    assert 0.6 < height / width < 1.2
 
 
 def test_chaos_tiny(tmp_path):

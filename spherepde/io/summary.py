@@ -1,0 +1,43 @@
+"""``summary.json`` of an experiment: written at the end, and also when the run is stopped.
+
+An experiment builds its summary dict as it goes (the finished runs in ``summary["runs"]``) and
+runs inside :func:`summary_on_interrupt`: Ctrl-C, SIGTERM (raised as KeyboardInterrupt by the
+command line) or an error then still leave ``summary.json`` with ``"interrupted": true`` and
+everything computed so far (an error also adds ``"error"``), before the exception goes on.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+
+def write_summary(outdir: str | os.PathLike, summary: dict) -> Path:
+    """Write ``outdir/summary.json`` (numpy numbers as floats); return its path."""
+    path = Path(outdir) / "summary.json"
+    path.write_text(json.dumps(summary, indent=1, default=float))
+    return path
+
+
+@contextlib.contextmanager
+def summary_on_interrupt(outdir: str | os.PathLike, summary: dict) -> Iterator[dict]:
+    """Run the block; if it raises (KeyboardInterrupt included) write ``summary`` with
+    ``"interrupted": True`` to ``outdir/summary.json`` and re-raise.  After a normal end
+    ``summary["interrupted"]`` is set to False (the experiment writes the file itself)."""
+    try:
+        yield summary
+    except BaseException as err:
+        summary["interrupted"] = True
+        if not isinstance(err, KeyboardInterrupt):
+            summary["error"] = f"{type(err).__name__}: {err}"
+        try:
+            write_summary(outdir, summary)
+        except Exception as e:  # noqa: BLE001 - never hide the original exception
+            err.add_note(f"spherepde: summary.json could not be written: {e!r}")
+        raise
+    summary["interrupted"] = False
+
+
+__all__ = ["summary_on_interrupt", "write_summary"]
