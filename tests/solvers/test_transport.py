@@ -612,6 +612,13 @@ def test_radial_velocity_refused(name):
     # round-off sized radial parts are accepted
     st = make(name, g, lambda t, x: tangent_rotation(t, x) + 1e-13 * x)
     st.step(rho, 0.0, 0.1)
+    # also when the whole field is round-off (a radial attention mean, projected): |v| ~ 1e-16
+    st = make(name, g, lambda t, x: 1e-16 * (tangent_rotation(t, x) + x))
+    st.step(rho, 0.0, 0.1)
+    # a small field that is really radial is still refused
+    st = make(name, g, lambda t, x: 1e-6 * x)
+    with pytest.raises(ValueError, match="radial"):
+        st.step(rho, 0.0, 0.1)
 
 
 @pytest.mark.parametrize("name", STEPPER_NAMES)

@@ -39,6 +39,10 @@ Velocity = Callable[[float, np.ndarray], np.ndarray]
 """A tangent velocity: ``velocity(t, x) -> v`` with x, v of shape (..., d) Cartesian."""
 
 RADIAL_TOL = 1e-8
+#: velocities are compared with at least this speed in the tangency check: a field that is zero
+#: up to round-off (a radial attention mean projected, |v| ~ 1e-16) has a radial part of the same
+#: size, which is not a user's mistake; radial parts above RADIAL_TOL · RADIAL_SCALE are refused
+RADIAL_SCALE = 1e-4
 #: the midpoint departure rule keeps departure points ordered while L(1 + L/2) < 1, i.e. for
 #: deformation numbers L < √3 − 1 ≈ 0.732; sub-stepping keeps L at most this
 MAX_LIPSCHITZ = 0.7
@@ -67,7 +71,7 @@ def _tangent_components(vec: np.ndarray, xyz: np.ndarray, bases, name="velocity"
         raise ValueError(f"{name} returned NaN or inf")
     vmax = float(np.sqrt(np.max(_dot(vec, vec), initial=0.0)))
     radial = float(np.max(np.abs(_dot(vec, xyz)), initial=0.0))
-    if radial > RADIAL_TOL * max(vmax, 1e-300):
+    if radial > RADIAL_TOL * max(vmax, RADIAL_SCALE):
         raise ValueError(
             f"{name} has a radial component (max |v·x| = {radial:.3g}, max |v| = {vmax:.3g}); "
             "a velocity on the sphere must be tangent (use P_x v = v − ⟨x, v⟩x)"

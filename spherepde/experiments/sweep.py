@@ -1,0 +1,303 @@
+"""Parameter sweeps: one configuration with a ``[sweep]`` table, run member by member on dask.
+
+A sweep file is a run configuration (:mod:`spherepde.experiments.config`) plus a table of key
+paths and the values each takes::
+
+    [sweep]
+    "dynamics.attention.beta" = [10.0, 30.0, 100.0]
+    "representations.particles.n" = [100, 400]
+
+(the nested form ``[sweep.dynamics.attention] beta = [...]`` is the same).  The members are the
+Cartesian product of the lists, each list sorted; every member is validated before any work.
+Member k runs :func:`spherepde.experiments.run.run` into ``DIR/members/member-KKKK/`` on a
+``dask.distributed`` cluster (a LocalCluster of single-threaded worker processes by default, or
+the scheduler at an address), and the members' ``run.nc`` files are collected into one dataset
+``DIR/sweep.nc``: a variable of the same shape in all members gets in front the swept dimensions
+along which it changes (named by the key paths with ``.`` → ``__``, coordinates sorted; a
+density that does not depend on the particle seed is stored once per other value); a variable
+whose shape differs between members (fields when ``grid.nlat`` is swept, positions when the
+particle count is) is left in the member files and listed in the attribute
+``variables_not_collected``.  A re-run skips the members whose ``run.nc`` is complete and holds
+the same configuration.
+"""
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from spherepde import __version__
+from spherepde.experiments.config import RunConfig, _toml_value, apply_seed
+from spherepde.experiments.run import _jsonable, prepare_output
+
+
+def _flatten(table: dict, prefix: str = "") -> dict:
+    """{"a": {"b": [..]}} and {"a.b": [..]} → {"a.b": [..]}."""
+    out = {}
+    for key, value in table.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, dict):
+            out.update(_flatten(value, path))
+        else:
+            out[path] = value
+    return out
+
+
+def _sort_key(v):
+    return (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
+
+
+def _assign(raw: dict, path: str, value) -> dict:
+    """A deep copy of ``raw`` with ``path`` (dotted) set to ``value``; tables created as needed."""
+    out = json.loads(json.dumps(raw))
+    node = out
+    parts = path.split(".")
+    for i, p in enumerate(parts[:-1]):
+        nxt = node.get(p)
+        if not isinstance(nxt, dict):
+            if nxt not in (None, True, False):
+                raise ValueError(f"sweep.{path}: {'.'.join(parts[:i + 1])} is a value, not a table")
+            nxt = node[p] = {}
+        node = nxt
+    node[parts[-1]] = value
+    return out
+
+
+@dataclass(frozen=True)
+class Member:
+    """One point of the sweep: its index, name, swept values {key path: value} and config."""
+
+    index: int
+    name: str
+    values: dict
+    config: RunConfig
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """The expanded sweep: dimensions {key path: sorted values} and the members in C order
+    (the last key varies fastest)."""
+
+    dims: dict
+    members: list
+    base: dict
+
+    @property
+    def shape(self) -> tuple:
+        return tuple(len(v) for v in self.dims.values())
+
+
+def expand(raw: dict, *, seed: int | None = None) -> Sweep:
+    """Validate a raw sweep configuration and expand it into members (nothing is written).
+
+    Errors name the sweep key (``sweep.dynamics.attention.beta``) or, from the member's own
+    validation, the configuration key and the member's values.
+    """
+    if not isinstance(raw, dict) or not isinstance(raw.get("sweep"), dict) or not raw["sweep"]:
+        raise ValueError("sweep: the configuration needs a non-empty [sweep] table of "
+                         "key paths and value lists, e.g. \"dynamics.attention.beta\" = [10, 30]")
+    base = {k: v for k, v in raw.items() if k != "sweep"}
+    if seed is not None:
+        base = apply_seed(base, seed)
+    dims = {}
+    for path, values in _flatten(raw["sweep"]).items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"sweep.{path}: must be a non-empty list of values, got {values!r}")
+        if any(isinstance(v, (list, dict)) for v in values):
+            raise ValueError(f"sweep.{path}: values must be numbers, strings or booleans "
+                             f"(one per member), got {values!r}")
+        if any(isinstance(v, float) and math.isnan(v) for v in values):
+            raise ValueError(f"sweep.{path}: NaN is not a value to sweep over")
+        ordered = sorted(values, key=_sort_key)
+        if any(_sort_key(a) == _sort_key(b) for a, b in zip(ordered, ordered[1:])):
+            raise ValueError(f"sweep.{path}: values must be distinct, got {values!r}")
+        dims[path] = ordered
+    members = []
+    for index, combo in enumerate(itertools.product(*dims.values())):
+        values = dict(zip(dims, combo))
+        member_raw = base
+        for path, value in values.items():
+            member_raw = _assign(member_raw, path, value)
+        try:
+            config = RunConfig.from_dict(member_raw)
+        except ValueError as err:
+            raise ValueError(f"sweep member {values}: {err}") from None
+        members.append(Member(index, f"member-{index:04d}", values, config))
+    return Sweep(dims, members, base)
+
+
+def _finished(member: Member, folder: Path) -> bool:
+    """True when ``folder/run.nc`` is complete and holds this member's configuration."""
+    nc = folder / "run.nc"
+    if not nc.is_file():
+        return False
+    import netCDF4
+
+    try:
+        with netCDF4.Dataset(nc) as ds:
+            status = getattr(ds, "status", None)
+            stored = json.loads(getattr(ds, "config_json", "null"))
+    except (OSError, ValueError):
+        return False
+    return status == "complete" and stored == json.loads(json.dumps(member.config.to_dict()))
+
+
+def _run_member(config_dict: dict, folder: str) -> dict:
+    """Worker task: run one member quietly into ``folder``; its summary without the config."""
+    from spherepde.experiments.run import run
+
+    summary = run(RunConfig.from_dict(config_dict), folder, progress=False)
+    return {k: v for k, v in summary.items() if k != "config"}
+
+
+def _dim_name(path: str) -> str:
+    return path.replace(".", "__")
+
+
+def collect(sweep: Sweep, outdir: Path, config: dict) -> Path:
+    """Stack the members' ``run.nc`` into ``outdir/sweep.nc`` (module docstring)."""
+    import numpy as np
+    import xarray as xr
+
+    from spherepde.io.netcdf import open_dataset
+
+    sets = [open_dataset(outdir / "members" / m.name / "run.nc") for m in sweep.members]
+    try:
+        first = sets[0]
+        dims = [_dim_name(p) for p in sweep.dims]
+        coords = {d: np.asarray(v) for d, v in zip(dims, sweep.dims.values())}
+        for d, p in zip(dims, sweep.dims):
+            coords[d] = xr.Variable(d, coords[d], {"long_name": f"swept value of {p}"})
+        data, skipped = {}, []
+        for name, var in first.data_vars.items():
+            if any(name not in ds or ds[name].shape != var.shape for ds in sets[1:]):
+                skipped.append(name)
+                continue
+            stacked = np.stack([ds[name].values for ds in sets]).reshape(sweep.shape + var.shape)
+            kept = []
+            for d in dims:  # drop each swept dimension the variable does not depend on
+                axis = len(kept)
+                first_slice = np.take(stacked, [0], axis=axis)
+                if np.array_equal(stacked, np.broadcast_to(first_slice, stacked.shape), equal_nan=True):
+                    stacked = np.squeeze(first_slice, axis=axis)
+                else:
+                    kept.append(d)
+            data[name] = xr.Variable(kept + list(var.dims), stacked, dict(var.attrs))
+        for name, coord in first.coords.items():
+            if all(name in ds.coords and ds[name].shape == coord.shape
+                   and np.array_equal(ds[name].values, coord.values) for ds in sets[1:]):
+                coords[name] = xr.Variable(coord.dims, coord.values, dict(coord.attrs))
+            else:
+                skipped.append(name)
+        attrs = {"Conventions": first.attrs.get("Conventions", "CF-1.8"),
+                 "title": "spherepde sweep", "status": "complete", "spherepde_version": __version__,
+                 "config_json": json.dumps(_jsonable(config)),
+                 "members_json": json.dumps(_jsonable([{"name": m.name, **m.values}
+                                                       for m in sweep.members])),
+                 "variables_not_collected": " ".join(sorted(skipped))}
+        out = xr.Dataset(data, coords=coords, attrs=attrs)
+    finally:
+        for ds in sets:
+            ds.close()
+    path = outdir / "sweep.nc"
+    tmp = outdir / "sweep.nc.part"
+    out.to_netcdf(tmp)
+    os.replace(tmp, path)  # a reader never sees a half-written sweep.nc
+    return path
+
+
+def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, scheduler: str | None = None,
+              seed: int | None = None, progress: bool = True) -> dict:
+    """Expand, run the members not yet finished on dask, collect ``sweep.nc``; return the summary.
+
+    workers : processes of the LocalCluster started here (ignored with ``scheduler``);
+        ``workers=0`` runs the members in this process, one after the other.
+    scheduler : the address of a running dask scheduler (``tcp://host:8786``).
+    The summary (also ``DIR/summary.json``) has ``members``, ``completed`` (run now),
+    ``skipped`` (finished before), ``file`` and ``seconds``.
+    """
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
+        raise ValueError(f"--workers must be an integer ≥ 0, got {workers!r}")
+    if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
+        raise ValueError(f"--scheduler must be an address such as tcp://host:8786, got {scheduler!r}")
+    sweep = expand(raw, seed=seed)
+    outdir = prepare_output(output)
+    config = {**sweep.base, "sweep": {p: list(v) for p, v in sweep.dims.items()}}
+    (outdir / "sweep.toml").write_text(_sweep_toml(config))
+    folders = {m.name: outdir / "members" / m.name for m in sweep.members}
+    todo = [m for m in sweep.members if not _finished(m, folders[m.name])]
+    summary: dict[str, Any] = {"members": len(sweep.members), "completed": 0,
+                               "skipped": len(sweep.members) - len(todo), "interrupted": False,
+                               "dims": {p: list(v) for p, v in sweep.dims.items()},
+                               "workers": workers if scheduler is None else None,
+                               "scheduler": scheduler, "version": __version__}
+    t0 = time.perf_counter()
+    try:
+        if todo and workers == 0 and scheduler is None:
+            for m in todo:
+                _run_member(m.config.to_dict(), str(folders[m.name]))
+                summary["completed"] += 1
+        elif todo:
+            summary["completed"] = _run_on_dask(todo, folders, workers, scheduler, progress)
+        summary["file"] = str(collect(sweep, outdir, config))
+    except KeyboardInterrupt:
+        summary["interrupted"] = True
+        raise
+    finally:
+        summary["seconds"] = round(time.perf_counter() - t0, 2)
+        (outdir / "summary.json").write_text(json.dumps(_jsonable(summary), indent=2))
+    return summary
+
+
+def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: bool) -> int:
+    """Submit the members; return how many finished (a failure re-raises its error)."""
+    import sys
+
+    from dask.distributed import Client, as_completed
+    from tqdm import tqdm
+
+    from spherepde.validation.ensemble import local_client
+
+    if scheduler is not None:
+        client, cluster = Client(scheduler), None
+    else:
+        client, cluster = local_client(min(workers, len(todo)))
+    bar = tqdm(total=len(todo), desc="members", unit="run", file=sys.stderr,
+               disable=not (progress and sys.stderr.isatty()))
+    futures = []
+    try:
+        futures = [client.submit(_run_member, m.config.to_dict(), str(folders[m.name]),
+                                 key=f"spherepde-{m.name}-{os.getpid()}-{time.time_ns()}", pure=False)
+                   for m in todo]
+        done = 0
+        for future in as_completed(futures):
+            future.result()  # re-raises a member's error here
+            done += 1
+            bar.update(1)
+        return done
+    except BaseException:
+        for f in futures:
+            f.cancel()
+        raise
+    finally:
+        bar.close()
+        client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def _sweep_toml(config: dict) -> str:
+    """The sweep configuration as TOML (the swept key paths quoted in one [sweep] table)."""
+    from spherepde.experiments.config import dumps_toml
+
+    body = dumps_toml({k: v for k, v in config.items() if k != "sweep"})
+    lines = ["", "[sweep]"] + [f"{json.dumps(p)} = {_toml_value(v)}" for p, v in config["sweep"].items()]
+    return body + "\n".join(lines) + "\n"
+
+
+__all__ = ["Member", "Sweep", "collect", "expand", "run_sweep"]
