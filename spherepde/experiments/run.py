@@ -9,6 +9,16 @@ both see the same increments ΔW over the same steps.  Trackers write each outpu
 ``DIR/run.nc`` (:class:`~spherepde.experiments.output.RunFile`); ``DIR/summary.json`` and
 ``DIR/config.toml`` (the validated configuration) sit beside it.
 
+:func:`restart` (``spherepde run --restart DIR/run.nc``) continues a stopped or finished run
+from the exact state ``run.nc`` keeps (:mod:`spherepde.experiments.output`) and writes the
+whole run to a new file that equals an uninterrupted run's bit for bit.  What makes the bits
+equal: each representation continues from its last complete output with the state stored in
+float64 (and the transformer's generator state); output i is at i·output_every, so the
+controller's even split of each output interval — a function of the interval's two ends and
+the step only — takes the same steps; the Brownian path is a pure function of (seed, t) on
+[0, horizon], so a new path object gives the same increments; caches are either keyed by
+exact equality or (the noise field's evaluation tables) primed as the earlier steps left them.
+
 The velocity and noise formulas are those of :mod:`spherepde.dynamics.attention`
 (:class:`DensityAttention`, :class:`Attention`) and :mod:`spherepde.noise`; the steppers are
 ``meanfield-ffsl`` / ``spde-ffsl`` (density), :class:`ParticleODE` (RK4) /
@@ -422,6 +432,7 @@ class _Resume:
     rows: dict             # time-variable name -> (k_old, …) array, NaN where not written
     slots: dict            # restart variable -> (array (2, …), attributes)
     density_rows: np.ndarray | None  # the stored density fields (time, …) or None
+    snapshots: dict | None = None    # output index -> ρ the particles' W₂ needs (resume_snapshots)
 
 
 def _execute(model: Model, outdir: Path, *, progress: bool, resume: _Resume | None = None) -> dict:
@@ -476,7 +487,7 @@ def _execute(model: Model, outdir: Path, *, progress: bool, resume: _Resume | No
         if model.density is not None:
             keep = "w2_particles_density" in config.outputs.diagnostics
             first, state = begin("density", model.rho0)
-            given = {} if resume is None or not keep else resume_snapshots(resume, model)
+            given = {} if resume is None or not keep else resume.snapshots
             dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
             if first >= 2 and callable(getattr(model.density, "prime", None)):
                 model.density.prime()  # caches as the uninterrupted run's first steps left them
@@ -709,7 +720,9 @@ def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | N
     if (outdir.resolve() / "run.nc") == resume.source.resolve():
         raise ValueError(f"--output: {str(outdir)!r} holds the file being restarted; give "
                          f"another folder (the original is never overwritten)")
-    outdir = prepare_output(outdir)
+    if "w2_particles_density" in config.outputs.diagnostics:
+        resume.snapshots = resume_snapshots(resume, model)
+    outdir = prepare_output(outdir)  # the first thing created, after every check
     return _execute(model, outdir, progress=progress, resume=resume)
 
 

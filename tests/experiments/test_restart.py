@@ -213,3 +213,56 @@ def test_restart_takes_no_config_and_no_seed(finished, capsys):
     assert "--restart" in _refused([finished, "--seed", "3"], capsys)
     rc = main(["run", "examples/metastability.toml", "--restart", str(finished)])
     assert rc == 2 and "--restart" in capsys.readouterr().err
+
+
+def test_restart_without_stored_fields_or_positions_uses_the_exact_state(tmp_path, monkeypatch):
+    """outputs.fields/positions = false: the state comes from the restart slots alone."""
+    raw = _cfg({"density": True, "particles": {"n": 12, "seed": 3}}, noise=True)
+    raw["outputs"].update(fields=False, positions=False)
+    run(RunConfig.from_dict(raw), tmp_path / "full", progress=False)
+    src = _interrupted(monkeypatch, raw, tmp_path / "cut", 10)
+    with netCDF4.Dataset(src) as ds:
+        assert "density" not in ds.variables and "position" not in ds.variables
+        assert int(ds["restart_density"].output_index) == 2
+    restart(src, progress=False)
+    _assert_same_file(tmp_path / "full" / "run.nc", tmp_path / "cut-restart" / "run.nc")
+
+
+def test_w2_particles_density_without_stored_fields_is_refused(tmp_path, monkeypatch, capsys):
+    raw = _cfg({"density": True, "particles": {"n": 12, "seed": 3}}, noise=True,
+               diagnostics=("mass", "w2_particles_density"))
+    raw["outputs"]["fields"] = False
+    src = _interrupted(monkeypatch, raw, tmp_path / "cut", 16 + 6)  # in the particles
+    err = _refused([src], capsys)
+    assert "w2_particles_density" in err and "outputs.fields" in err
+    assert not (tmp_path / "cut-restart").exists()  # refused before any file
+
+
+# ---- the pieces bit for bit rests on ---------------------------------------------------------
+def test_a_new_brownian_path_gives_the_same_increments():
+    """The increments are a pure function of (seed, t0, t1): no state to save."""
+    from spherepde.noise import BrownianPath
+
+    ts = 0.0625 * np.arange(33)
+    a = BrownianPath((5, 3), seed=1, t1=2.0)
+    first = [a.increment(s, t) for s, t in zip(ts[:-1], ts[1:])]
+    b = BrownianPath((5, 3), seed=1, t1=2.0)  # a fresh object, asked from the middle on
+    later = [b.increment(s, t) for s, t in zip(ts[16:-1], ts[17:])]
+    assert all(np.array_equal(x, y) for x, y in zip(first[16:], later))
+
+
+def test_primed_noise_field_evaluates_as_after_a_call():
+    from spherepde.grids import GaussGrid
+    from spherepde.noise import NoiseField, NoiseKernel
+
+    def field():
+        return NoiseField(NoiseKernel("relu", d=3, sigma_u=0.5, sigma_w=0.5), nmax=3)
+
+    rng = np.random.default_rng(0)
+    x = GaussGrid(6).xyz.reshape(-1, 3)
+    xi0, xi = rng.standard_normal((2, *field().shape))
+    used = field()
+    used.values(xi0, x)
+    primed = field()
+    primed.prime(x)
+    assert np.array_equal(used.values(xi, x), primed.values(xi, x))
