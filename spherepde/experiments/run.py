@@ -429,9 +429,8 @@ class _Resume:
     index: dict            # rep -> last complete output index (−1: not started)
     state: dict            # rep -> its exact state at that output (None for −1)
     rng_state: dict        # rep -> generator state (JSON dict) at that output, or None
-    rows: dict             # time-variable name -> (k_old, …) array, NaN where not written
+    rows: list             # names of the (time, …) variables (NaN where not written)
     slots: dict            # restart variable -> (array (2, …), attributes)
-    density_rows: np.ndarray | None  # the stored density fields (time, …) or None
     snapshots: dict | None = None    # output index -> ρ the particles' W₂ needs (resume_snapshots)
 
 
@@ -594,12 +593,11 @@ def read_restart(path: str | os.PathLike) -> _Resume:
             state[rep] = None if k < 0 else data[k % 2]
             key = f"rng_state_{k % 2}"
             rng_state[rep] = json.loads(v.getncattr(key)) if k >= 0 and key in v.ncattrs() else None
-        rows = {name: np.array(v[...]) for name, v in ds.variables.items()
-                if v.dimensions[:1] == ("time",) and name != "time"}
-        density_rows = rows.get("density")
+        rows = [name for name, v in ds.variables.items()
+                if v.dimensions[:1] == ("time",) and name != "time"]
     finally:
         ds.close()
-    return _Resume(path, config, times, index, state, rng_state, rows, slots, density_rows)
+    return _Resume(path, config, times, index, state, rng_state, rows, slots)
 
 
 def resume_snapshots(resume: _Resume, model: Model) -> dict:
@@ -609,22 +607,35 @@ def resume_snapshots(resume: _Resume, model: Model) -> dict:
     need = range(kp + 1, min(kd, model.times.size - 1) + 1)
     if not need:
         return {}
-    if resume.density_rows is None:
+    if "density" not in resume.rows:
         raise ValueError(f"outputs.diagnostics: 'w2_particles_density' of the particles from "
                          f"output {kp + 1} on needs the density fields of outputs {kp + 1}..{kd}, "
                          f"and {str(resume.source)!r} holds none (outputs.fields = false); "
                          f"run it again from the start")
-    return {i: resume.density_rows[i] for i in need}
+    import netCDF4
+
+    with netCDF4.Dataset(resume.source, "r") as src:
+        src.set_auto_mask(False)
+        return {i: np.array(src["density"][i], dtype=float) for i in need}
 
 
 def _copy_into(file: RunFile, resume: _Resume) -> None:
-    """Copy the outputs (and the restart state) of the file being restarted into the new one."""
+    """Copy the outputs (and the restart state) of the file being restarted into the new one,
+    one output at a time."""
+    import netCDF4
+
     ds = file.dataset
     k = ds.dimensions["time"].size
-    for name, data in resume.rows.items():
-        if name in ds.variables:
-            m = min(k, data.shape[0])
-            ds[name][:m, ...] = data[:m]
+    with netCDF4.Dataset(resume.source, "r") as src:
+        src.set_auto_mask(False)
+        for name in resume.rows:
+            if name in ds.variables:
+                v, m = src[name], min(k, src.dimensions["time"].size)
+                if v.ndim == 1:
+                    ds[name][:m] = v[:m]
+                else:
+                    for i in range(m):
+                        ds[name][i, ...] = v[i, ...]
     for name, (data, attrs) in resume.slots.items():
         if name in ds.variables:
             ds[name][...] = data
