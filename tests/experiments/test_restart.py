@@ -266,3 +266,40 @@ def test_primed_noise_field_evaluates_as_after_a_call():
     primed = field()
     primed.prime(x)
     assert np.array_equal(used.values(xi, x), primed.values(xi, x))
+
+
+def test_ctrl_c_of_the_command_then_restart_end_to_end(tmp_path):
+    """A real SIGINT to ``spherepde run`` midway, then ``--restart``: the uninterrupted bits."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    raw = _cfg({"density": False, "particles": {"n": 20, "seed": 3}}, noise=True, t_end=1.0,
+               dt=0.01, diagnostics=("energy",))  # 100 steps, a few seconds
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps(raw))
+    run(RunConfig.from_dict(raw), tmp_path / "full", progress=False)
+    env = {**os.environ, "HDF5_USE_FILE_LOCKING": "FALSE",
+           "PYTHONPATH": str(Path(__file__).parents[2])}
+    proc = subprocess.Popen([sys.executable, "-m", "spherepde", "run", str(cfg), "--output",
+                             str(tmp_path / "cut"), "--quiet"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    nc, reached, deadline = tmp_path / "cut" / "run.nc", -1, time.monotonic() + 120
+    while proc.poll() is None and reached < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+        try:
+            with netCDF4.Dataset(nc) as ds:
+                reached = int(ds["restart_position"].output_index)
+        except (OSError, IndexError, KeyError, RuntimeError):
+            pass
+    if proc.poll() is not None:
+        pytest.skip("the run finished before it could be interrupted")
+    proc.send_signal(signal.SIGINT)
+    assert proc.wait(60) == 130, proc.stderr.read()
+    with netCDF4.Dataset(nc) as ds:
+        assert 1 <= int(ds["restart_position"].output_index) < 4
+    rc = main(["run", "--restart", str(nc), "--quiet"])
+    assert rc == 0
+    _assert_same_file(tmp_path / "full" / "run.nc", tmp_path / "cut-restart" / "run.nc")
