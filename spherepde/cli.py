@@ -104,7 +104,13 @@ def build_parser() -> argparse.ArgumentParser:
                           "(e.g. --set dynamics.attention.beta=30 --set grid.nlat=24); repeatable")
     run.add_argument("--seed", type=int, default=None,
                      help="set every seed (noise path, particle draw, low-mode initial density)")
-    run.add_argument("--output", default="out", help="output folder (created), default ./out")
+    run.add_argument("--output", default=None,
+                     help="output folder (created), default ./out (with --restart: the restarted "
+                          "file's folder with -restart appended)")
+    run.add_argument("--restart", default=None, metavar="DIR/run.nc",
+                     help="continue the run in this file (stopped or finished) to the numbers an "
+                          "uninterrupted run gives, bit for bit; only --set stepping.t_end=… may "
+                          "change; the whole run goes to a new file, the original is only read")
     run.add_argument("--quiet", action="store_true", help="no progress bars")
     run.add_argument("--json", action="store_true", help="print the summary as JSON")
 
@@ -247,6 +253,23 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_run(args) -> int:
+    if args.restart is not None:
+        from spherepde.experiments.run import restart
+
+        if args.config is not None or args.config_option is not None or args.seed is not None:
+            raise ValueError("--restart: the configuration is the one stored in the file; give "
+                             "no CONFIG, --config or --seed (only --set stepping.t_end=…)")
+        summary = restart(args.restart, args.overrides, args.output, progress=not args.quiet)
+    else:
+        summary = _run_config(args)
+    short = {k: v for k, v in summary.items() if k != "config"}
+    if not args.json:
+        short = {k: (json.dumps(_strict_json(v)) if isinstance(v, dict) else v) for k, v in short.items()}
+    _emit(short, args.json)
+    return 0
+
+
+def _run_config(args) -> dict:
     from spherepde.experiments.config import DEFAULT, RunConfig, apply_seed, apply_set, read_raw
     from spherepde.experiments.run import run
 
@@ -259,12 +282,7 @@ def _cmd_run(args) -> int:
     if args.seed is not None:
         raw = apply_seed(raw, args.seed)
     config = RunConfig.from_dict(raw)  # validated completely before any file is created
-    summary = run(config, args.output, progress=not args.quiet)
-    short = {k: v for k, v in summary.items() if k != "config"}
-    if not args.json:
-        short = {k: (json.dumps(_strict_json(v)) if isinstance(v, dict) else v) for k, v in short.items()}
-    _emit(short, args.json)
-    return 0
+    return run(config, "out" if args.output is None else args.output, progress=not args.quiet)
 
 
 def _cmd_sweep(args) -> int:

@@ -392,7 +392,10 @@ class NoiseConfig(_Section):
     ``sigma_w`` (≥ 0), the truncation ``n_max`` (degree) or ``variance_fraction`` (default
     0.99), the Brownian path's ``seed``, and the stochastic ``calculus`` the equation is written
     in ("stratonovich": density ``spde-ffsl`` and particles ``heun``; "ito": particles
-    ``euler-maruyama`` only)."""
+    ``euler-maruyama`` only).  ``horizon`` (default ``stepping.t_end``) is the end T_B of the
+    Brownian path's interval [0, T_B]: the path is a function of (seed, T_B), so runs with
+    different ``t_end`` see the same noise only when they give the same horizon (a run that
+    ``--restart`` may extend sets it to the longest ``t_end`` wanted)."""
 
     PATH: ClassVar[str] = "dynamics.noise"
 
@@ -403,10 +406,14 @@ class NoiseConfig(_Section):
     variance_fraction: float | None = None
     seed: int = 0
     calculus: str = "stratonovich"
+    horizon: float | None = None
 
     def __post_init__(self) -> None:
         p = self.PATH
         check_choice(f"{p}.activation", self.activation, ACTIVATIONS)
+        if self.horizon is not None:
+            _set(self, "horizon", check_float(f"{p}.horizon", self.horizon, lo=0.0, hi=1e6,
+                                              lo_open=True))
         for key in ("sigma_u", "sigma_w"):
             _set(self, key, check_float(f"{p}.{key}", getattr(self, key), lo=0.0, hi=10.0))
         if self.n_max is not None and self.variance_fraction is not None:
@@ -625,6 +632,10 @@ class RunConfig(_Section):
                     "dynamics.noise.calculus: 'ito' has no density scheme here (the density stepper "
                     "spde-ffsl integrates the Stratonovich SPDE); use 'stratonovich', or run "
                     "particles alone (representations.density = false, Euler–Maruyama)")
+            if noise.horizon is not None and noise.horizon < step.t_end:
+                raise ValueError(f"dynamics.noise.horizon: the Brownian path must cover [0, "
+                                 f"stepping.t_end] = [0, {step.t_end:g}], got horizon = "
+                                 f"{noise.horizon:g}")
             if step.dt is None:
                 raise ValueError("stepping.dt: required with dynamics.noise (a fixed step that "
                                  "does not depend on the path; stepping.courant is for noise-free runs)")

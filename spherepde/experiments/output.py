@@ -13,10 +13,22 @@ Layout (the grid description and provenance attributes of :mod:`spherepde.io.net
             <diagnostic>(time)          one per diagnostic, e.g. mass, energy,
                                         particles_energy, w2_particles_density
             Q, K, V(dim_row, dim_col)   the attention matrices
+            restart_density(restart_slot, lat, lon), restart_position(restart_slot, particle, dim),
+            restart_transformer_position(restart_slot, token, dim)
+                                        the exact state of each representation at its last
+                                        complete output (for ``spherepde run --restart``)
     attrs   config_json (the whole configuration), seed, seeds_json, spherepde_version, …
 
 Values not yet written (an interrupted run) read as NaN (the fill value).  The global attribute
 ``status`` is ``"running"`` while the run goes, then ``"complete"`` or ``"interrupted"``.
+
+Restart state: every representation keeps its state at its last two outputs in two slots
+(output i in slot i mod 2, float64, whatever ``outputs.fields``/``positions`` say); the
+variable's attribute ``output_index`` (−1 before the first output) names the last output whose
+every variable is written, and is set only after that output and its slot are, so a run stopped
+anywhere (Ctrl-C inside a write included) leaves a slot that is complete.  Generator states
+that a representation draws from (the transformer's finite-width MLP layers) are kept as JSON in
+the attributes ``rng_state_0`` / ``rng_state_1`` of the slots.
 """
 from __future__ import annotations
 
@@ -29,6 +41,10 @@ import numpy as np
 
 from spherepde.grids import GaussGrid
 from spherepde.io.netcdf import TIME_ATTRS, _attr_order, provenance_attrs, set_status, write_grid
+
+#: restart-state variable of each representation and the dimensions after restart_slot
+RESTART_VARIABLES = {"density": "restart_density", "particles": "restart_position",
+                     "transformer": "restart_transformer_position"}
 
 
 class RunFile:
@@ -58,13 +74,16 @@ class RunFile:
         ``name -> attributes`` of the (time,) diagnostics.
     static : dict
         ``name -> (array, dims, attributes)`` written once (e.g. Q, K, V).
+    density : bool, optional
+        Whether the density is run (its restart state is kept); default ``fields``.
     """
 
     def __init__(self, path: Path, grid, times: np.ndarray, *, config: Mapping, seeds: Mapping,
                  fields: bool, particles: tuple[int, int] | None, weights=None,
                  positions: bool = True, tokens: tuple[int, int] | None = None,
                  series: Mapping[str, Mapping] = {},
-                 static: Mapping[str, tuple] = {}) -> None:
+                 static: Mapping[str, tuple] = {}, density: bool | None = None) -> None:
+        density = fields if density is None else density
         seed = next((seeds[k] for k in ("noise", "particles") if seeds.get(k) is not None), None)
         attrs = provenance_attrs(config, seed)
         attrs.update(title="spherepde run", seeds_json=json.dumps(dict(seeds), sort_keys=True),
@@ -108,6 +127,17 @@ class RunFile:
                                           fill_value=np.nan)
                     p.setncatts({"units": "1", "long_name": f"tokens of the discrete transformer "
                                  f"(after the layers up to this time) on S^{d - 1} in R^{d}"})
+            ds.createDimension("restart_slot", 2)
+            for rep, dims in (("density", gdims if density else None),
+                              ("particles", ("particle", "dim") if particles is not None else None),
+                              ("transformer", ("token", "dim") if tokens is not None else None)):
+                if dims is None:
+                    continue
+                r = ds.createVariable(RESTART_VARIABLES[rep], "f8", ("restart_slot", *dims),
+                                      fill_value=np.nan)
+                r.setncatts({"units": "1", "long_name": f"exact state of the {rep} at its last two "
+                             f"outputs (output i in slot i mod 2), for spherepde run --restart",
+                             "output_index": np.int64(-1)})
             for name, vattrs in series.items():
                 s = ds.createVariable(name, "f8", ("time",), fill_value=np.nan)
                 s.setncatts(dict(vattrs))
@@ -130,6 +160,21 @@ class RunFile:
             self._ds[name][i, ...] = np.asarray(value, float)
         self._ds.sync()
 
+    def save_state(self, rep: str, i: int, state: np.ndarray, rng_state: dict | None = None) -> None:
+        """Keep the exact ``state`` of representation ``rep`` after output ``i`` (module
+        docstring): its slot i mod 2 first, then ``output_index = i``, then flush."""
+        v = self._ds[RESTART_VARIABLES[rep]]
+        slot = i % 2
+        v[slot, ...] = np.asarray(state, float)
+        if rng_state is not None:
+            v.setncattr(f"rng_state_{slot}", json.dumps(rng_state))
+        v.setncattr("output_index", np.int64(i))
+        self._ds.sync()
+
+    @property
+    def dataset(self) -> netCDF4.Dataset:
+        return self._ds
+
     def close(self, status: str = "complete") -> None:
         """Set the ``status`` attribute (``"complete"`` or ``"interrupted"``) and close the file
         (idempotent)."""
@@ -140,4 +185,4 @@ class RunFile:
                 self._ds.close()
 
 
-__all__ = ["RunFile"]
+__all__ = ["RESTART_VARIABLES", "RunFile"]

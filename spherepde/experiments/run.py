@@ -9,6 +9,16 @@ both see the same increments ΔW over the same steps.  Trackers write each outpu
 ``DIR/run.nc`` (:class:`~spherepde.experiments.output.RunFile`); ``DIR/summary.json`` and
 ``DIR/config.toml`` (the validated configuration) sit beside it.
 
+:func:`restart` (``spherepde run --restart DIR/run.nc``) continues a stopped or finished run
+from the exact state ``run.nc`` keeps (:mod:`spherepde.experiments.output`) and writes the
+whole run to a new file that equals an uninterrupted run's bit for bit.  What makes the bits
+equal: each representation continues from its last complete output with the state stored in
+float64 (and the transformer's generator state); output i is at i·output_every, so the
+controller's even split of each output interval — a function of the interval's two ends and
+the step only — takes the same steps; the Brownian path is a pure function of (seed, t) on
+[0, horizon], so a new path object gives the same increments; caches are either keyed by
+exact equality or (the noise field's evaluation tables) primed as the earlier steps left them.
+
 The velocity and noise formulas are those of :mod:`spherepde.dynamics.attention`
 (:class:`DensityAttention`, :class:`Attention`) and :mod:`spherepde.noise`; the steppers are
 ``meanfield-ffsl`` / ``spde-ffsl`` (density), :class:`ParticleODE` (RK4) /
@@ -161,7 +171,9 @@ def build(config: RunConfig) -> Model:
             att = Attention(np.array(a.Q), np.array(a.K), np.array(a.V), a.beta, kind=a.kind)
         except (ValueError, TypeError) as err:
             raise _named("dynamics.attention", err) from None
-    times = np.linspace(0.0, st.t_end, st.n_outputs + 1)
+    # output i at i·output_every (not linspace(0, t_end)): the times are then a function of
+    # output_every and i alone, so a run extended by --restart hits the same times (bit for bit)
+    times = st.output_every * np.arange(st.n_outputs + 1, dtype=float)
     if st.dt is not None:
         dt = st.dt
     else:  # |X| ≤ ‖V‖₂: the Courant number of the attention velocity stays ≤ courant
@@ -177,7 +189,8 @@ def build(config: RunConfig) -> Model:
                      else NoiseField(kernel, variance_fraction=n.variance_fraction))
         except (ValueError, TypeError) as err:
             raise _named("dynamics.noise", err) from None
-        path = BrownianPath(noise.shape, seed=n.seed, t1=st.t_end)
+        path = BrownianPath(noise.shape, seed=n.seed,
+                            t1=st.t_end if n.horizon is None else n.horizon)
         try:
             SPDEFFSL(grid, noise=noise, path=path).check_dt(dt)
         except ValueError as err:
@@ -297,20 +310,22 @@ class DensityOutput(Tracker):
 
     name = "density-output"
 
-    def __init__(self, file: RunFile, model: Model, *, keep: bool = False) -> None:
+    def __init__(self, file: RunFile, model: Model, *, keep: bool = False, start: int = 0,
+                 snapshots: dict | None = None) -> None:
         super().__init__()
-        self.file, self.model, self.keep = file, model, keep
+        self.file, self.model, self.keep, self.start = file, model, keep, start
         grid, names = model.grid, model.config.outputs.diagnostics
         self.scalars = {k: f for k, f in (("mass", lambda r: grid.integrate(r)),
                                           ("min_density", np.min), ("max_density", np.max))
                         if k in names}
         self.measures = _measure_diagnostics(model, names, "")
         self.fields = model.config.outputs.fields
-        self.snapshots: list[np.ndarray] = []
+        self._given = dict(snapshots or {})  # output index -> ρ, from the file being restarted
+        self.snapshots: dict[int, np.ndarray] = dict(self._given)
         self.last: dict = {}
 
     def initialize(self, state, t, info) -> None:
-        self.i, self.snapshots = 0, []
+        self.i, self.snapshots = self.start, dict(self._given)
 
     def handle(self, state, t) -> None:
         values = {k: float(f(state)) for k, f in self.scalars.items()}
@@ -321,7 +336,8 @@ class DensityOutput(Tracker):
             values["density"] = state
         self.file.write(self.i, **values)
         if self.keep:
-            self.snapshots.append(np.array(state, copy=True))
+            self.snapshots[self.i] = np.array(state, copy=True)
+        self.file.save_state("density", self.i, state)
         self.last = {k: v for k, v in values.items() if k != "density"}
         self.i += 1
 
@@ -335,16 +351,18 @@ class ParticleOutput(Tracker):
 
     def __init__(self, file: RunFile, model: Model, weights: np.ndarray,
                  density: DensityOutput | None = None, *, prefix: str = "particles_",
-                 variable: str = "position") -> None:
+                 variable: str = "position", rep: str = "particles", start: int = 0,
+                 rng: np.random.Generator | None = None) -> None:
         super().__init__()
         self.file, self.model, self.w, self.density = file, model, weights, density
+        self.rep, self.start, self.rng = rep, start, rng
         self.measures = _measure_diagnostics(model, model.config.outputs.diagnostics, prefix)
         self.positions = model.config.outputs.positions
         self.variable = variable
         self.last: dict = {}
 
     def initialize(self, state, t, info) -> None:
-        self.i = 0
+        self.i = self.start
 
     def handle(self, state, t) -> None:
         values = {k: float(f(state, self.w)) for k, f in self.measures.items()}
@@ -354,6 +372,8 @@ class ParticleOutput(Tracker):
         if self.positions:
             values[self.variable] = state
         self.file.write(self.i, **values)
+        self.file.save_state(self.rep, self.i, state,
+                             None if self.rng is None else self.rng.bit_generator.state)
         self.last = {k: v for k, v in values.items() if k != self.variable}
         self.i += 1
 
@@ -395,6 +415,27 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
     """
     model = build(config)
     outdir = prepare_output(output)
+    return _execute(model, outdir, progress=progress)
+
+
+@dataclass
+class _Resume:
+    """What :func:`restart` read from the file it continues (see :func:`read_restart`)."""
+
+    source: Path
+    config: dict
+    times: np.ndarray
+    index: dict            # rep -> last complete output index (−1: not started)
+    state: dict            # rep -> its exact state at that output (None for −1)
+    rng_state: dict        # rep -> generator state (JSON dict) at that output, or None
+    rows: list             # names of the (time, …) variables (NaN where not written)
+    slots: dict            # restart variable -> (array (2, …), attributes)
+    snapshots: dict | None = None    # output index -> ρ the particles' W₂ needs (resume_snapshots)
+
+
+def _execute(model: Model, outdir: Path, *, progress: bool, resume: _Resume | None = None) -> dict:
+    """Run the representations of ``model`` into ``outdir`` (from where ``resume`` says)."""
+    config = model.config
     cfg = config.to_dict()
     (outdir / "config.toml").write_text(dumps_toml(cfg))
     nc = outdir / "run.nc"
@@ -411,46 +452,84 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
     file = RunFile(nc, model.grid, model.times, config=cfg, seeds=config.seeds(),
                    fields=reps.density and config.outputs.fields, particles=n_part,
                    weights=weights, positions=config.outputs.positions, tokens=n_tok,
-                   series={k: series_attrs(k) for k in names}, static=static)
+                   series={k: series_attrs(k) for k in names}, static=static,
+                   density=reps.density)
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
                      "seeds": config.seeds(), "dt": model.dt, "outputs": int(model.times.size),
                      "interrupted": False}
     if model.noise is not None:
         summary["noise"] = {**model.noise.to_dict(), "calculus": config.dynamics.noise.calculus}
+    if resume is not None:
+        _copy_into(file, resume)
+        summary["restart"] = {"from": str(resume.source),
+                              "outputs_before": {k: v + 1 for k, v in resume.index.items()}}
     t_start = time.perf_counter()
     quiet = None if progress else True
-    span = (0.0, config.stepping.t_end)
     status = "interrupted"  # until every representation has reached t_end
+    times = model.times
+    last = times.size - 1
+
+    def begin(rep: str, initial: np.ndarray) -> tuple[int, np.ndarray]:
+        """(index of the first output to compute, state to start from)."""
+        if resume is None or resume.index.get(rep, -1) < 0:
+            return 0, initial
+        return resume.index[rep] + 1, resume.state[rep]
+
+    def go(stepper, trackers, dt, first: int, state: np.ndarray):
+        t0 = times[max(first - 1, 0)]
+        return Controller(stepper, trackers, dt=dt).run(state, (t0, times[-1]),
+                                                         output_times=times[first:])
+
     try:
         dens = None
         if model.density is not None:
             keep = "w2_particles_density" in config.outputs.diagnostics
-            dens = DensityOutput(file, model, keep=keep)
-            res = Controller(model.density, [dens, ProgressTracker(disable=quiet, desc="density")],
-                             dt=model.dt).run(model.rho0, span, output_times=model.times)
-            mass = float(model.grid.integrate(res.state))
-            summary["density"] = {"steps": res.n_steps, "seconds": round(res.wall_time, 2),
-                                  "mass_error": mass - 1.0, "min_density": float(res.state.min()),
-                                  "final": dens.last}
+            first, state = begin("density", model.rho0)
+            given = {} if resume is None or not keep else resume.snapshots
+            dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
+            if first >= 2 and callable(getattr(model.density, "prime", None)):
+                model.density.prime()  # caches as the uninterrupted run's first steps left them
+            if first <= last:
+                res = go(model.density, [dens, ProgressTracker(disable=quiet, desc="density")],
+                         model.dt, first, state)
+                mass = float(model.grid.integrate(res.state))
+                summary["density"] = {"steps": res.n_steps, "seconds": round(res.wall_time, 2),
+                                      "mass_error": mass - 1.0,
+                                      "min_density": float(res.state.min()), "final": dens.last}
+            else:
+                summary["density"] = {"steps": 0, "complete_before_restart": True}
         if model.particles is not None:
+            first, state = begin("particles", model.x0)
             parts = ParticleOutput(file, model, weights,
-                                   dens if dens is not None and dens.keep else None)
-            res = Controller(model.particles, [parts, ProgressTracker(disable=quiet, desc="particles")],
-                             dt=model.dt).run(model.x0, span, output_times=model.times)
-            summary["particles"] = {"n": n_part[0], "steps": res.n_steps,
-                                    "seconds": round(res.wall_time, 2), "final": parts.last}
+                                   dens if dens is not None and dens.keep else None, start=first)
+            if first <= last:
+                res = go(model.particles,
+                         [parts, ProgressTracker(disable=quiet, desc="particles")],
+                         model.dt, first, state)
+                summary["particles"] = {"n": n_part[0], "steps": res.n_steps,
+                                        "seconds": round(res.wall_time, 2), "final": parts.last}
+            else:
+                summary["particles"] = {"n": n_part[0], "steps": 0, "complete_before_restart": True}
         if model.transformer is not None:
+            ts = model.transformer
+            tr = ts.transformer
+            rng = ts.rng if tr.has_mlp and not tr.is_gaussian else None
+            first, state = begin("transformer", model.z0)
+            if first > 0 and rng is not None:
+                rng.bit_generator.state = resume.rng_state["transformer"]
             toks = ParticleOutput(file, model, np.full(n_tok[0], 1.0 / n_tok[0]),
-                                  prefix="transformer_", variable="transformer_position")
-            res = Controller(model.transformer,
-                             [toks, ProgressTracker(disable=quiet, desc="transformer")],
-                             dt=model.transformer.transformer.dt).run(model.z0, span,
-                                                                      output_times=model.times)
-            tr = model.transformer.transformer
-            summary["transformer"] = {"n": n_tok[0], "depth": tr.depth, "width": tr.width,
-                                      "layers": res.n_steps, "seconds": round(res.wall_time, 2),
-                                      "final": toks.last}
+                                  prefix="transformer_", variable="transformer_position",
+                                  rep="transformer", start=first, rng=rng)
+            if first <= last:
+                res = go(ts, [toks, ProgressTracker(disable=quiet, desc="transformer")],
+                         tr.dt, first, state)
+                summary["transformer"] = {"n": n_tok[0], "depth": tr.depth, "width": tr.width,
+                                          "layers": res.n_steps,
+                                          "seconds": round(res.wall_time, 2), "final": toks.last}
+            else:
+                summary["transformer"] = {"n": n_tok[0], "depth": tr.depth, "width": tr.width,
+                                          "layers": 0, "complete_before_restart": True}
         status = "complete"
     except KeyboardInterrupt:
         summary["interrupted"] = True
@@ -463,5 +542,202 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
     return summary
 
 
+# ---- restart ----------------------------------------------------------------------------------
+#: keys ``--set`` may change on ``--restart`` (anything else would make it another model)
+RESTART_KEYS = ("stepping.t_end",)
+
+
+def read_restart(path: str | os.PathLike) -> _Resume:
+    """Read what a restart needs from a ``run.nc`` (ValueError naming the path when it is
+    missing, not NetCDF, not a spherepde run, or written without restart state)."""
+    import netCDF4
+
+    from spherepde.experiments.output import RESTART_VARIABLES
+
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"--restart: no such file {str(path)!r}")
+    if path.is_dir():
+        raise ValueError(f"--restart: {str(path)!r} is a folder; give the run file, "
+                         f"{str(path / 'run.nc')!r}")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"--restart: {str(path)!r} is not readable")
+    try:
+        ds = netCDF4.Dataset(path, "r")
+    except OSError as err:
+        raise ValueError(f"--restart: {str(path)!r} is not a NetCDF file ({err})") from None
+    try:
+        ds.set_auto_mask(False)
+        attrs = ds.ncattrs()
+        title = ds.getncattr("title") if "title" in attrs else None
+        if "config_json" not in attrs or title != "spherepde run":
+            raise ValueError(f"--restart: {str(path)!r} is not a spherepde run file (no title "
+                             f"'spherepde run' and config_json; written by spherepde run)")
+        if "restart_slot" not in ds.dimensions:
+            raise ValueError(f"--restart: {str(path)!r} holds no restart state (written by an "
+                             f"older spherepde); run it again")
+        try:
+            config = json.loads(ds.getncattr("config_json"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--restart: {str(path)!r}: config_json is not JSON ({err})") from None
+        times = np.array(ds["time"][:], dtype=float)
+        index, state, rng_state, slots = {}, {}, {}, {}
+        for rep, name in RESTART_VARIABLES.items():
+            if name not in ds.variables:
+                continue
+            v = ds[name]
+            k = int(v.getncattr("output_index"))
+            data = np.array(v[...], dtype=float)
+            slots[name] = (data, {a: v.getncattr(a) for a in v.ncattrs()
+                                  if a == "output_index" or a.startswith("rng_state_")})
+            index[rep] = k
+            state[rep] = None if k < 0 else data[k % 2]
+            key = f"rng_state_{k % 2}"
+            rng_state[rep] = json.loads(v.getncattr(key)) if k >= 0 and key in v.ncattrs() else None
+        rows = [name for name, v in ds.variables.items()
+                if v.dimensions[:1] == ("time",) and name != "time"]
+    finally:
+        ds.close()
+    return _Resume(path, config, times, index, state, rng_state, rows, slots)
+
+
+def resume_snapshots(resume: _Resume, model: Model) -> dict:
+    """The density fields the particles' ``w2_particles_density`` needs from the file (the
+    outputs the density reached before the restart and the particles had not)."""
+    kd, kp = resume.index.get("density", -1), resume.index.get("particles", -1)
+    need = range(kp + 1, min(kd, model.times.size - 1) + 1)
+    if not need:
+        return {}
+    if "density" not in resume.rows:
+        raise ValueError(f"outputs.diagnostics: 'w2_particles_density' of the particles from "
+                         f"output {kp + 1} on needs the density fields of outputs {kp + 1}..{kd}, "
+                         f"and {str(resume.source)!r} holds none (outputs.fields = false); "
+                         f"run it again from the start")
+    import netCDF4
+
+    with netCDF4.Dataset(resume.source, "r") as src:
+        src.set_auto_mask(False)
+        return {i: np.array(src["density"][i], dtype=float) for i in need}
+
+
+def _copy_into(file: RunFile, resume: _Resume) -> None:
+    """Copy the outputs (and the restart state) of the file being restarted into the new one,
+    one output at a time."""
+    import netCDF4
+
+    ds = file.dataset
+    k = ds.dimensions["time"].size
+    with netCDF4.Dataset(resume.source, "r") as src:
+        src.set_auto_mask(False)
+        for name in resume.rows:
+            if name in ds.variables:
+                v, m = src[name], min(k, src.dimensions["time"].size)
+                if v.ndim == 1:
+                    ds[name][:m] = v[:m]
+                else:
+                    for i in range(m):
+                        ds[name][i, ...] = v[i, ...]
+    for name, (data, attrs) in resume.slots.items():
+        if name in ds.variables:
+            ds[name][...] = data
+            ds[name].setncatts(attrs)
+    ds.sync()
+
+
+def _leaves(d, prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}.{k}" if prefix else k
+        if isinstance(v, dict):
+            out.update(_leaves(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def restart_config(resume: _Resume, overrides=()) -> RunConfig:
+    """The configuration of the continued run: the stored one with ``overrides`` (only
+    :data:`RESTART_KEYS`), the Brownian path's horizon frozen; ValueError naming the key."""
+    from spherepde.experiments.config import apply_set
+
+    old = resume.config
+    raw = old
+    for assignment in overrides:
+        raw = apply_set(raw, assignment)
+    a, b = _leaves(old), _leaves(raw)
+    for key in sorted(set(a) | set(b)):
+        if key in RESTART_KEYS:
+            continue
+        # a table turned into a value or back shows as leaves on one side only
+        if a.get(key, _MISSING) != b.get(key, _MISSING):
+            raise ValueError(f"--set {key}: cannot be changed on --restart (the continued run must "
+                             f"be the same model; only {', '.join(RESTART_KEYS)} may change); "
+                             f"start a new run for another one")
+    old_cfg = RunConfig.from_dict(old)
+    t_old = old_cfg.stepping.t_end
+    new_t = b.get("stepping.t_end", t_old)
+    noise = old_cfg.dynamics.noise
+    if noise is not None:
+        horizon = t_old if noise.horizon is None else noise.horizon
+        if isinstance(new_t, (int, float)) and not isinstance(new_t, bool) and new_t > horizon:
+            raise ValueError(
+                f"stepping.t_end: {new_t:g} lies beyond the end {horizon:g} of this run's Brownian "
+                f"path (dynamics.noise.horizon, default the first run's stepping.t_end): the "
+                f"noise after it is not the one an uninterrupted run would see; for runs to be "
+                f"extended set --set dynamics.noise.horizon=<the longest t_end> from the start")
+        raw = json.loads(json.dumps(raw))
+        raw["dynamics"]["noise"]["horizon"] = horizon
+    if old_cfg.representations.transformer is not None and new_t != t_old:
+        raise ValueError(f"stepping.t_end: a run with representations.transformer cannot be "
+                         f"extended (its layers have Δt = t_end/depth = {t_old:g}/"
+                         f"{old_cfg.representations.transformer.depth}); continue it to "
+                         f"stepping.t_end = {t_old:g}")
+    return RunConfig.from_dict(raw)
+
+
+_MISSING = object()
+
+
+def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | None = None, *,
+            progress: bool = True) -> dict:
+    """Continue the run stored in ``path`` (a ``run.nc``) and write the whole run, earlier
+    outputs copied and new ones computed, to ``output/run.nc`` (default: the folder of
+    ``path`` with ``-restart`` appended; the original file is only read).
+
+    Each representation continues from its last complete output, from the exact state kept
+    in the file (:mod:`spherepde.experiments.output`), on the same Brownian path, step sizes
+    and output times, so the new file equals the one an uninterrupted run writes, bit for bit
+    (data and time coordinate).  ``overrides`` are ``--set`` assignments; only
+    ``stepping.t_end`` may change (to at least the time reached), the Brownian path's horizon
+    must cover it, and a run with a transformer keeps its t_end.
+    """
+    resume = read_restart(path)
+    config = restart_config(resume, overrides)
+    model = build(config)
+    n = min(model.times.size, resume.times.size)
+    if not np.array_equal(model.times[:n], resume.times[:n]):
+        raise ValueError(f"--restart: the output times of {str(resume.source)!r} are not those "
+                         f"of its configuration (written by another spherepde version)")
+    last = model.times.size - 1
+    reached = max([k for k in resume.index.values() if k >= 0], default=-1)
+    if reached > last:
+        raise ValueError(f"stepping.t_end: {config.stepping.t_end:g} is before t = "
+                         f"{resume.times[reached]:g}, which the run already reached")
+    if all(k >= last for k in resume.index.values()):
+        raise ValueError(f"stepping.t_end: the run in {str(resume.source)!r} is complete at "
+                         f"t = {model.times[-1]:g}; give a larger one "
+                         f"(--set stepping.t_end=…) to extend it")
+    src_dir = resume.source.resolve().parent
+    outdir = Path(output) if output is not None else src_dir.with_name(src_dir.name + "-restart")
+    if (outdir.resolve() / "run.nc") == resume.source.resolve():
+        raise ValueError(f"--output: {str(outdir)!r} holds the file being restarted; give "
+                         f"another folder (the original is never overwritten)")
+    if "w2_particles_density" in config.outputs.diagnostics:
+        resume.snapshots = resume_snapshots(resume, model)
+    outdir = prepare_output(outdir)  # the first thing created, after every check
+    return _execute(model, outdir, progress=progress, resume=resume)
+
+
 __all__ = ["DensityOutput", "Model", "ParticleOutput", "ParticleSpace", "ParticleStepper",
-           "TransformerStepper", "build", "prepare_output", "run", "series_names"]
+           "RESTART_KEYS", "TransformerStepper", "build", "prepare_output", "read_restart",
+           "restart", "restart_config", "run", "series_names"]

@@ -222,6 +222,15 @@ class NoiseField:
                 self._basis = self._circle_basis(x)
         return self._basis
 
+    def prime(self, x) -> None:
+        """Do to the evaluation cache what an evaluation at the points ``x`` (P, d) does, without
+        evaluating.  The first evaluation at new points and the later ones at the same points take
+        different (equally accurate) arithmetic — the tables of :meth:`_cached_basis` — so the
+        last bits of a value depend on whether the previous call was at the same points; a run
+        restarted midway primes the field at the points its steps evaluate, and its next steps then
+        give the bits of the uninterrupted run."""
+        self._cached_basis(np.asarray(x, dtype=float))
+
     def tangent_values(self, xi, x) -> np.ndarray:
         """P_x Σ sqrt(C_n) Y_{n,i}(x) ξ_{n,i}, shape (…, P, d): the velocity the field gives a token."""
         return project_tangent(np.asarray(x, float), self.values(xi, x))

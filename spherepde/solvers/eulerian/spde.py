@@ -157,6 +157,13 @@ class SPDEFFSL(MeanFieldFFSL):
                              "depend on the path); give a fixed dt")
         return super().stable_dt(rho, t)
 
+    def prime(self) -> None:
+        """Set the noise field's evaluation cache as the steps before t left it (a run continued
+        from t > t0: its next step then has the bits of the uninterrupted run; see
+        :meth:`NoiseField.prime`)."""
+        if self.noise is not None and self.scheme != "ito-euler":
+            self.noise.prime(self._points)
+
     # ---- the step ----------------------------------------------------------------------
     def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
         """One step from t to t + dt with the path increment over [t, t + dt]: the mean-field
