@@ -261,7 +261,7 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
     from dask.distributed import Client, as_completed
     from tqdm import tqdm
 
-    from spherepde.validation.ensemble import local_client
+    from spherepde.validation.ensemble import local_client, single_threaded
 
     if scheduler is not None:
         client, cluster = Client(scheduler), None
@@ -271,7 +271,7 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
                disable=not (progress and sys.stderr.isatty()))
     futures = []
     try:
-        futures = [client.submit(_run_member, m.config.to_dict(), str(folders[m.name]),
+        futures = [client.submit(single_threaded, _run_member, m.config.to_dict(), str(folders[m.name]),
                                  key=f"spherepde-{m.name}-{os.getpid()}-{time.time_ns()}", pure=False)
                    for m in todo]
         done = 0

@@ -14,7 +14,6 @@ configuration; realisation r can be recomputed alone with :func:`run_realisation
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -322,7 +321,8 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
                 client, own_cluster = local_client(workers)
             from dask.distributed import as_completed
 
-            futures = {client.submit(run_realisation, config, r, pure=False): r for r in range(realisations)}
+            futures = {client.submit(single_threaded, run_realisation, config, r, pure=False): r
+                       for r in range(realisations)}
             results = ((futures[f], f.result()) for f in as_completed(futures))
         for r, out in results:
             pending[r] = {k: v for k, v in out.items() if not k.startswith("_")}
@@ -346,15 +346,30 @@ def run_ensemble(config: SPDEConfig, realisations: int, path, *, workers: int = 
                           workers=workers_used)
 
 
+def single_threaded(fn, *args):
+    """``fn(*args)`` with numba's parallel regions on one thread (a dask task: each worker
+    process runs one task at a time, so more threads would only compete for the cores)."""
+    import numba
+
+    numba.set_num_threads(1)
+    return fn(*args)
+
+
 def local_client(workers: int):
     """A dask ``Client`` on a new ``LocalCluster`` of ``workers`` single-threaded processes (BLAS
-    and numba limited to one thread each, dashboard on a free port, logs at ERROR); returns
-    (client, cluster) — close both."""
+    limited to one thread each, dashboard on a free port, logs at ERROR); returns
+    (client, cluster) — close both.  Submit tasks through :func:`single_threaded` to keep numba
+    on one thread too.
+
+    NUMBA_NUM_THREADS is not set in the workers' environment: a worker may import numba before
+    the environment is applied (the parent's ``__main__`` is re-imported in spawned processes),
+    and numba then refuses to compile once the variable disagrees with its launched threads.
+    """
     import logging
 
     from dask.distributed import Client, LocalCluster
 
-    one = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")}
+    one = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                            dashboard_address=":0", silence_logs=logging.ERROR, env=one)
     return Client(cluster), cluster

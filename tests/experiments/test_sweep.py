@@ -129,3 +129,23 @@ output_every = 0.25
     assert main(["sweep", str(cfg), "--output", str(tmp_path / "file"), "--json"]) == 2
     assert "file" in json.loads(capsys.readouterr().out)["error"]
     assert main(["sweep", str(tmp_path / "missing.toml"), "--json"]) == 2
+
+
+def test_a_script_that_imports_spherepde_first_can_sweep_with_workers(tmp_path):
+    """Regression: a script's ``__main__`` is re-imported in the spawned workers, so numba is
+    imported there before dask applies the workers' environment; with NUMBA_NUM_THREADS in that
+    environment numba refused to compile ("Cannot set NUMBA_NUM_THREADS …")."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    raw = _raw(**{"dynamics.attention.beta": [2.0, 4.0]})
+    script.write_text(
+        "import numba  # imported before the workers' environment exists\n"
+        "from spherepde.experiments.sweep import run_sweep\n"
+        "if __name__ == '__main__':\n"
+        f"    s = run_sweep({raw!r}, {str(tmp_path / 'o')!r}, workers=1, progress=False)\n"
+        "    print(s['completed'])\n")
+    res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.strip().splitlines()[-1] == "2"
