@@ -325,18 +325,18 @@ def _lat_text(deg: float) -> str:
     return "0°" if d == 0 else f"{abs(d)}°{'N' if d > 0 else 'S'}"
 
 
-def _graticule_ortho(ax, centre, step: float = 30.0) -> None:
+def _graticule_ortho(ax, centre, step: float = 30.0, colour: str = "w") -> None:
     """Meridians and parallels every ``step`` degrees on the near side, and the disc's rim."""
     t = np.linspace(0, 2 * np.pi, 361)
     ax.plot(np.cos(t), np.sin(t), color="0.3", lw=0.8)
     ll = np.radians(np.linspace(-90, 90, 181))
     for lon in np.radians(np.arange(0, 360, step)):
         x, y, vis = orthographic(lonlat_to_xyz(lon, ll), centre)
-        ax.plot(np.where(vis, x, np.nan), np.where(vis, y, np.nan), color="w", lw=0.4, alpha=0.5)
+        ax.plot(np.where(vis, x, np.nan), np.where(vis, y, np.nan), color=colour, lw=0.4, alpha=0.5)
     lo = np.radians(np.linspace(0, 360, 361))
     for lat in np.radians(np.arange(-90 + step, 90, step)):
         x, y, vis = orthographic(lonlat_to_xyz(lo, lat), centre)
-        ax.plot(np.where(vis, x, np.nan), np.where(vis, y, np.nan), color="w", lw=0.4, alpha=0.5)
+        ax.plot(np.where(vis, x, np.nan), np.where(vis, y, np.nan), color=colour, lw=0.4, alpha=0.5)
 
 
 def _lon_text(deg: float) -> str:
@@ -345,7 +345,7 @@ def _lon_text(deg: float) -> str:
     return "180°" if d == -180 else "0°" if d == 0 else f"{abs(d)}°{'E' if d > 0 else 'W'}"
 
 
-def _graticule_mollweide(ax, lon0: float, step: float = 30.0) -> None:
+def _graticule_mollweide(ax, lon0: float, step: float = 30.0, colour: str = "w") -> None:
     """Meridians (at multiples of ``step`` degrees, labelled every other one on the equator),
     parallels every ``step`` degrees, and the outline."""
     ll = np.radians(np.linspace(-90, 90, 181))
@@ -354,15 +354,15 @@ def _graticule_mollweide(ax, lon0: float, step: float = 30.0) -> None:
         if abs(abs(dl) - np.pi) < 1e-9:  # the edge itself
             continue
         x, y = mollweide(lon0 + dl, ll, lon0)
-        ax.plot(x, y, color="w", lw=0.4, alpha=0.5)
-        if d % (2 * step) == 0:
-            ax.text(x[90], -0.05, _lon_text(d), color="w", fontsize=6, ha="center", va="top",
+        ax.plot(x, y, color=colour, lw=0.4, alpha=0.5)
+        if d % (2 * step) == 0 and abs(dl) < np.pi - math.radians(20):
+            ax.text(x[90], -0.05, _lon_text(d), color=colour, fontsize=6, ha="center", va="top",
                     alpha=0.85)
     lo = np.linspace(lon0 - np.pi, lon0 + np.pi, 361)
     for d in np.arange(-90 + step, 90, step):
         x, y = mollweide(lo, math.radians(d), lon0)
         x[-1] = -x[0]  # the right edge is λ₀ + π, not its wrapped value
-        ax.plot(x, y, color="w", lw=0.4, alpha=0.5)
+        ax.plot(x, y, color=colour, lw=0.4, alpha=0.5)
     t = np.linspace(0, 2 * np.pi, 361)
     ax.plot(2 * SQRT2 * np.cos(t), SQRT2 * np.sin(t), color="0.3", lw=0.8)
 
@@ -430,7 +430,7 @@ def plot_orthographic(data: RunData, path, times=None, *, log: bool | None = Non
                                interpolation="nearest")
             else:
                 ax.add_patch(plt.Circle((0, 0), 1, color="0.92", zorder=0))
-            _graticule_ortho(ax, view)
+            _graticule_ortho(ax, view, colour="w" if data.density is not None else "0.45")
             for pts, label, style in _point_sets(data, t):
                 x, y, vis = orthographic(pts, view)
                 ax.scatter(x[vis], y[vis], label=label, **style)
@@ -480,7 +480,7 @@ def plot_mollweide(data: RunData, path, times=None, *, log: bool | None = None) 
                            norm=norm, cmap="viridis", interpolation="nearest")
         else:
             ax.add_patch(_ellipse(plt))
-        _graticule_mollweide(ax, lon0)
+        _graticule_mollweide(ax, lon0, colour="w" if data.density is not None else "0.3")
         for pts, label, style in _point_sets(data, t):
             lon, lat = xyz_to_lonlat(pts)
             x, y = mollweide(lon, lat, lon0)
@@ -540,40 +540,50 @@ def circle_origin(data: RunData, times) -> float:
 
 
 def plot_circle(data: RunData, path, times=None, *, log: bool | None = None) -> Path:
-    """S¹: ρ(θ) at ≤ 4 output indices ``times`` (lines, particles as a rug below), beside the
-    space–time map ρ(θ, t) with the particles' angles overlaid; θ starts at the least-mass angle
-    so that no cluster is split at the edge."""
+    """S¹: ρ(θ) at ≤ 4 output indices ``times`` (lines; below them the particles' angles, one
+    row per time), beside the space–time map ρ(θ, t) with particle paths overlaid (≤ 64); θ
+    starts at the least-mass angle so that no cluster is split at the edge."""
     plt = _plt()
     times = pick_times(data) if times is None else np.asarray(times)
     valid = data.valid()
     th0 = circle_origin(data, valid)
-    fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(10.5, 4.0), layout="constrained",
-                                   gridspec_kw={"width_ratios": [1, 1.15]})
+    points = data.positions is not None or data.tokens is not None
+    mosaic = [["lines", "map"], ["rug", "map"]] if points else [["lines", "map"]]
+    fig, ax = plt.subplot_mosaic(mosaic, figsize=(10.5, 4.4), layout="constrained",
+                                 gridspec_kw={"width_ratios": [1, 1.15],
+                                              **({"height_ratios": [3, 1]} if points else {})})
     colours = plt.cm.plasma(np.linspace(0.0, 0.85, len(times)))
     shift = lambda a: np.degrees(np.mod(np.asarray(a) - th0, 2 * np.pi) + th0)  # noqa: E731
+    xlim = (math.degrees(th0), math.degrees(th0) + 360)
+    labels = [f"t = {data.times[t]:.3g}" for t in times]
     if data.density is not None:
         th = data.grid.theta
         order = np.argsort(np.mod(th - th0, 2 * np.pi))
-        for t, col in zip(times, colours):
-            ax1.plot(shift(th)[order], data.density[t][order], color=col, lw=1.2,
-                     label=f"t = {data.times[t]:.3g}")
-        ax1.set_ylabel("density ρ(θ) (per unit length)")
+        for t, col, label in zip(times, colours, labels):
+            ax["lines"].plot(shift(th)[order], data.density[t][order], color=col, lw=1.2, label=label)
+        ax["lines"].set_ylabel("density ρ(θ) (per unit length)")
         if log or (log is None and isinstance(density_norm(data.density[times]), _lognorm())):
-            ax1.set_yscale("log")
+            ax["lines"].set_yscale("log")
             top = float(np.nanmax(data.density[times]))
-            ax1.set_ylim(top * 10**-LOG_DECADES, top * 2)
-    for row, (t, col) in enumerate(zip(times, colours)):
-        if data.positions is not None or data.tokens is not None:
+            ax["lines"].set_ylim(top * 10**-LOG_DECADES, top * 2)
+        ax["lines"].legend(fontsize=7)
+        ax["lines"].set_title("ρ at selected times", fontsize=9)
+    else:
+        ax["lines"].set_axis_off()
+    if points:
+        for row, (t, col) in enumerate(zip(times, colours)):
             a = shift(_circle_angles(data, t))
-            trans = ax1.get_xaxis_transform()
-            ax1.plot(a, np.full(a.size, -0.06 - 0.035 * row), "|", color=col, ms=4,
-                     transform=trans, clip_on=False,
-                     label=None if data.density is not None else f"t = {data.times[t]:.3g}")
-    ax1.set_xlabel("θ (degrees)")
-    ax1.set_xlim(math.degrees(th0), math.degrees(th0) + 360)
-    ax1.legend(fontsize=7)
-    ax1.set_title("ρ at selected times" + (" (ticks below: particles)" if data.positions is not None
-                                           else ""), fontsize=9)
+            ax["rug"].plot(a, np.full(a.size, row), "|", color=col, ms=5)
+        ax["rug"].set_yticks(range(len(times)), labels, fontsize=7)
+        ax["rug"].set_ylim(len(times) - 0.5, -0.5)
+        ax["rug"].set_xlim(*xlim)
+        ax["rug"].set_xlabel("θ (degrees)")
+        ax["rug"].set_title("particle angles", fontsize=8)
+        ax["lines"].sharex(ax["rug"])
+        ax["lines"].tick_params(labelbottom=False)
+    else:
+        ax["lines"].set_xlabel("θ (degrees)")
+        ax["lines"].set_xlim(*xlim)
     tt = data.times[valid]
     if data.density is not None:
         th = data.grid.theta
@@ -584,17 +594,22 @@ def plot_circle(data: RunData, path, times=None, *, log: bool | None = None) -> 
             np.array([tt[0] - 0.5, tt[0] + 0.5])
         norm = density_norm(data.density[valid], log)
         vals = np.maximum(data.density[valid][:, order], norm.vmin)
-        m = ax2.pcolormesh(faces, tf, vals, norm=norm, cmap="viridis", shading="flat")
-        fig.colorbar(m, ax=ax2, label="density ρ (per unit length)"
+        m = ax["map"].pcolormesh(faces, tf, vals, norm=norm, cmap="viridis", shading="flat")
+        fig.colorbar(m, ax=ax["map"], label="density ρ (per unit length)"
                      + (", log scale" if isinstance(norm, _lognorm()) else ""))
-    if data.positions is not None:
-        a = np.stack([shift(_circle_angles(data, t)) for t in valid])
-        ax2.plot(a, np.repeat(tt[:, None], a.shape[1], 1), ",", color="#ff3b30", alpha=0.6)
-    ax2.set_xlim(math.degrees(th0), math.degrees(th0) + 360)
-    ax2.set_xlabel("θ (degrees)")
-    ax2.set_ylabel("time t")
-    ax2.set_title("space–time" + (" (dots: particles)" if data.positions is not None else ""),
-                  fontsize=9)
+    if points:
+        pts = data.positions if data.positions is not None else data.tokens
+        pick = np.unique(np.linspace(0, pts.shape[1] - 1, min(64, pts.shape[1])).round().astype(int))
+        a = np.stack([shift(_circle_angles(data, t)[pick]) for t in valid])
+        jump = np.abs(np.diff(a, axis=0)) > 180  # a path crossing the edge: break the line
+        a[1:][jump] = np.nan
+        ax["map"].plot(a, tt, color="#ff3b30", lw=0.4, alpha=0.6)
+        ax["map"].plot([], [], color="#ff3b30", lw=0.8, label=f"{pick.size} particle paths")
+        ax["map"].legend(fontsize=7, loc="lower right")
+    ax["map"].set_xlim(*xlim)
+    ax["map"].set_xlabel("θ (degrees)")
+    ax["map"].set_ylabel("time t")
+    ax["map"].set_title("space–time", fontsize=9)
     fig.suptitle(data.label, fontsize=9)
     return _save(fig, path)
 
@@ -624,7 +639,8 @@ _PREFIXES = (("", "density", "-"), ("particles_", "particles", "--"),
 
 def plot_diagnostics(data: RunData, path) -> Path | None:
     """One panel per diagnostic group (:data:`PANELS`: the density solid, particles dashed, the
-    transformer dotted), 2 columns up to four panels, else 3; None when the run has none."""
+    transformer dotted): one row up to three panels, 2 × 2 for four, else three columns; None
+    when the run has none."""
     plt = _plt()
     valid = data.valid()
     panels = []
@@ -641,8 +657,9 @@ def plot_diagnostics(data: RunData, path) -> Path | None:
             panels.append((name, name, [(name, None, ("C0", "-"))], False))
     if not panels or valid.size == 0:
         return None
-    ncol = 2 if len(panels) <= 4 else 3
-    nrow = math.ceil(len(panels) / ncol)
+    n = len(panels)
+    ncol = n if n <= 3 else 2 if n == 4 else 3
+    nrow = math.ceil(n / ncol)
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.1 * ncol, 2.9 * nrow + 0.4), squeeze=False,
                              layout="constrained")
     t = data.times[valid]
@@ -686,8 +703,6 @@ def animate(data: RunData, path, *, log: bool | None = None, max_frames: int = 6
     """An animation over the written output times (≤ ``max_frames``, evenly subsampled): the
     Mollweide map with the particles on S², ρ(θ) with a particle rug on S¹.  ``path`` without
     suffix; the suffix is that of :func:`animation_writer` (None when there is no writer)."""
-    from matplotlib import animation
-
     writer, suffix = animation_writer()
     valid = data.valid()
     if writer is None or valid.size == 0:
@@ -713,7 +728,7 @@ def animate(data: RunData, path, *, log: bool | None = None, max_frames: int = 6
             fig.colorbar(im, ax=ax, shrink=0.7, label=_density_label(norm))
         else:
             ax.add_patch(_ellipse(plt))
-        _graticule_mollweide(ax, lon0)
+        _graticule_mollweide(ax, lon0, colour="w" if data.density is not None else "0.3")
         scats = [ax.scatter([], [], label=label, **style) for _, label, style in _point_sets(data, frames[0])]
         if scats:
             ax.legend(loc="lower left", fontsize=7, markerscale=3, frameon=False,
@@ -755,9 +770,14 @@ def animate(data: RunData, path, *, log: bool | None = None, max_frames: int = 6
                 rug.set_data(a, np.full(a.size, 0.02))
             ax.set_title(f"{data.label}   t = {data.times[t]:.3g}", fontsize=8)
 
-    anim = animation.FuncAnimation(fig, draw, frames=list(frames), blit=False)
     out = Path(path).with_suffix(suffix)
-    anim.save(out, writer=writer, dpi=80)
+    draw(frames[0])
+    fig.canvas.draw()
+    fig.set_layout_engine("none")  # keep the first frame's layout: constrained layout per frame is slow
+    with writer.saving(fig, str(out), dpi=80):  # one draw per frame (FuncAnimation draws twice)
+        for t in frames:
+            draw(t)
+            writer.grab_frame()
     plt.close(fig)
     return out
 
