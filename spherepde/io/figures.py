@@ -92,6 +92,7 @@ def mollweide(lon, lat, lon0: float = 0.0) -> tuple[np.ndarray, np.ndarray]:
         below = 2 * mid + np.sin(2 * mid) < target
         lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
     theta = 0.5 * (lo + hi)
+    theta = np.where(np.abs(target) >= np.pi, np.sign(target) * np.pi / 2, theta)  # the poles exactly
     return 2 * SQRT2 / np.pi * _wrap(lon - lon0) * np.cos(theta), SQRT2 * np.sin(theta)
 
 
@@ -138,12 +139,23 @@ def mass_centre(xyz, w) -> np.ndarray:
 
 
 def quiet_longitude(lon, w, bins: int = 72) -> float:
-    """The longitude (radians) holding the least mass of Σ w_i δ at ``lon`` (...): a histogram
-    of ``bins`` bins, smoothed over ±2 bins around the circle; its lightest bin's centre."""
+    """The longitude (radians) farthest inside the emptiest stretch of Σ w_i δ at ``lon`` (...):
+    a histogram of ``bins`` bins, smoothed over ±2 bins around the circle; of the bins within
+    1 % of the largest bin of the lightest one, the middle of the longest circular run."""
     h, _ = np.histogram(np.mod(np.ravel(lon), 2 * np.pi), bins=bins, range=(0, 2 * np.pi),
                         weights=np.ravel(w))
     smooth = sum(np.roll(h, s) for s in range(-2, 3))
-    return (int(np.argmin(smooth)) + 0.5) * 2 * np.pi / bins
+    light = smooth <= smooth.min() + 0.01 * (smooth.max() - smooth.min())
+    if light.all():
+        return math.pi
+    start = int(np.argmin(light))  # a heavy bin: runs of light bins start after it
+    best, run, best_mid = 0, 0, 0.0
+    for k in range(1, bins + 1):
+        b = (start + k) % bins
+        run = run + 1 if light[b] else 0
+        if run > best:
+            best, best_mid = run, b - (run - 1) / 2
+    return (best_mid % bins + 0.5) * 2 * np.pi / bins
 
 
 # ---- reading a run file -----------------------------------------------------------------------
