@@ -125,6 +125,7 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--log", choices=("auto", "on", "off"), default="auto",
                       help="logarithmic colour scale: auto (when the density spans more than two "
                            "decades), on, off")
+    plot.add_argument("--dpi", type=int, default=120, help="resolution of the PNGs (default 120)")
     plot.add_argument("--no-animation", action="store_true", help="skip the animation")
     plot.add_argument("--json", action="store_true", help="print the list of files as JSON")
 
@@ -276,7 +277,8 @@ def _cmd_demo(args) -> int:
     if args.json:
         _emit({k: v for k, v in summary.items() if k != "config"}, True)
         return 0
-    print(f"\nspherepde demo: done in {summary['seconds']:.0f} s. Look at, in {args.output}/:")
+    print(f"\nspherepde demo: done in {summary['seconds_total']:.0f} s (the run {summary['seconds']:.0f} s, "
+          f"then the pictures). Look at, in {args.output}/:")
     for path in (summary["file"], *summary["figures"], summary["summary"]):
         print(f"  {path}")
     print()
@@ -291,8 +293,10 @@ def _cmd_demo(args) -> int:
 def _cmd_plot(args) -> int:
     from spherepde.io.figures import plot_run
 
+    if not 20 <= args.dpi <= 600:
+        raise ValueError(f"--dpi must be an integer in [20, 600], got {args.dpi}")
     log = {"auto": None, "on": True, "off": False}[args.log]
-    out = plot_run(args.file, args.output, log=log, animation=not args.no_animation)
+    out = plot_run(args.file, args.output, log=log, animation=not args.no_animation, dpi=args.dpi)
     if args.json:
         _emit(out, True)
     else:

@@ -415,7 +415,8 @@ def _density_label(norm) -> str:
 
 
 # ---- S² figures -------------------------------------------------------------------------------
-def plot_orthographic(data: RunData, path, times=None, *, log: bool | None = None) -> Path:
+def plot_orthographic(data: RunData, path, times=None, *, log: bool | None = None,
+                      dpi: int = 120) -> Path:
     """Orthographic discs at ≤ 4 output indices ``times``: one column per time, each centred on
     that time's mass (:func:`mass_centre`); a second row shows the far side when it holds more
     than 10 % of the mass at one of the times.  Particles overlaid; one colour bar."""
@@ -462,10 +463,11 @@ def plot_orthographic(data: RunData, path, times=None, *, log: bool | None = Non
         fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.8, label=_density_label(norm))
     _legend(fig, axes[0, 0])
     fig.suptitle(f"{data.label}\northographic views centred on the mass", fontsize=9)
-    return _save(fig, path)
+    return _save(fig, path, dpi)
 
 
-def plot_mollweide(data: RunData, path, times=None, *, log: bool | None = None) -> Path:
+def plot_mollweide(data: RunData, path, times=None, *, log: bool | None = None,
+                      dpi: int = 120) -> Path:
     """Mollweide maps at ≤ 4 output indices ``times`` (2 × 2 for four), all about one central
     longitude whose antimeridian holds the least mass over those times; particles overlaid; one
     colour bar."""
@@ -508,7 +510,7 @@ def plot_mollweide(data: RunData, path, times=None, *, log: bool | None = None) 
     fig.suptitle(f"{data.label}\nMollweide, central longitude {_lon_text(math.degrees(lon0))} "
                  f"(edge at the longitude of least mass)",
                  fontsize=9)
-    return _save(fig, path)
+    return _save(fig, path, dpi)
 
 
 def _ellipse(plt):
@@ -551,7 +553,8 @@ def circle_origin(data: RunData, times) -> float:
     return quiet_longitude(np.concatenate(th), np.concatenate(w) / len(times))
 
 
-def plot_circle(data: RunData, path, times=None, *, log: bool | None = None) -> Path:
+def plot_circle(data: RunData, path, times=None, *, log: bool | None = None,
+                      dpi: int = 120) -> Path:
     """S¹: ρ(θ) at ≤ 4 output indices ``times`` (lines; below them the particles' angles, one
     row per time), beside the space–time map ρ(θ, t) with particle paths overlaid (≤ 64); θ
     starts at the least-mass angle so that no cluster is split at the edge."""
@@ -623,7 +626,7 @@ def plot_circle(data: RunData, path, times=None, *, log: bool | None = None) -> 
     ax["map"].set_ylabel("time t")
     ax["map"].set_title("space–time", fontsize=9)
     fig.suptitle(data.label, fontsize=9)
-    return _save(fig, path)
+    return _save(fig, path, dpi)
 
 
 def _lognorm():
@@ -649,7 +652,7 @@ _PREFIXES = (("", "density", "-"), ("particles_", "particles", "--"),
              ("transformer_", "transformer", ":"))
 
 
-def plot_diagnostics(data: RunData, path) -> Path | None:
+def plot_diagnostics(data: RunData, path, *, dpi: int = 120) -> Path | None:
     """One panel per diagnostic group (:data:`PANELS`: the density solid, particles dashed, the
     transformer dotted): one row up to three panels, 2 × 2 for four, else three columns; None
     when the run has none."""
@@ -684,8 +687,6 @@ def plot_diagnostics(data: RunData, path) -> Path | None:
         values = np.concatenate([data.series[n][valid] for n, _, _ in lines])
         if logy and np.nanmin(values) > 0:
             ax.set_yscale("log")
-            top = float(np.nanmax(values))
-            ax.set_ylim(max(float(np.nanmin(values)), top * 1e-8) / 2, top * 2)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("time t")
         ax.set_ylabel(ylabel)
@@ -695,7 +696,7 @@ def plot_diagnostics(data: RunData, path) -> Path | None:
     for ax in axes.flat[len(panels):]:
         fig.delaxes(ax)
     fig.suptitle(f"{data.label}: diagnostics", fontsize=9)
-    return _save(fig, path)
+    return _save(fig, path, dpi)
 
 
 # ---- animation --------------------------------------------------------------------------------
@@ -796,8 +797,8 @@ def animate(data: RunData, path, *, log: bool | None = None, max_frames: int = 6
 
 # ---- everything -------------------------------------------------------------------------------
 def plot_run(path: str | os.PathLike, output: str | os.PathLike | None = None, *,
-             log: bool | None = None, animation: bool = True) -> dict:
-    """All figures of one run.nc into ``output`` (default: the file's folder); returns
+             log: bool | None = None, animation: bool = True, dpi: int = 120) -> dict:
+    """All figures of one run.nc into ``output`` (default: the file's folder), PNGs at ``dpi``; returns
     {"file": …, "figures": [paths], "times": [shown times]}.  ValueError naming the path on a
     missing, unreadable or foreign file, or an output folder that cannot be written."""
     data = read_run(path)
@@ -815,11 +816,12 @@ def plot_run(path: str | os.PathLike, output: str | os.PathLike | None = None, *
         raise ValueError(f"{str(path)!r}: no output time was written (the run stopped before its first output)")
     figures = []
     if data.sphere:
-        figures.append(plot_orthographic(data, out / "density_orthographic.png", times, log=log))
-        figures.append(plot_mollweide(data, out / "density_mollweide.png", times, log=log))
+        figures.append(plot_orthographic(data, out / "density_orthographic.png", times, log=log,
+                                         dpi=dpi))
+        figures.append(plot_mollweide(data, out / "density_mollweide.png", times, log=log, dpi=dpi))
     else:
-        figures.append(plot_circle(data, out / "density_circle.png", times, log=log))
-    diag = plot_diagnostics(data, out / "diagnostics.png")
+        figures.append(plot_circle(data, out / "density_circle.png", times, log=log, dpi=dpi))
+    diag = plot_diagnostics(data, out / "diagnostics.png", dpi=dpi)
     if diag is not None:
         figures.append(diag)
     if animation:
