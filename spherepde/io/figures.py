@@ -11,8 +11,9 @@ with no interpolation and no seam.  The projections, with (λ, φ) longitude and
   x = (2√2/π)(λ − λ₀) cos θ,  y = √2 sin θ, with λ − λ₀ wrapped into [−π, π); the ellipse
   |x| ≤ 2√2, |y| ≤ √2.
 
-The view centre of an orthographic panel is the mass's principal axis (:func:`mass_centre`), so a
-cluster sits in the middle of its disc, and the far side gets its own row when it holds mass;
+The view centre of an orthographic panel is the mass's mean direction, or for two antipodal
+clusters the heavier end of its principal axis (:func:`mass_centre`), so a cluster sits in the
+middle of its disc; the far side gets its own row when it holds more than 10 % of the mass;
 the Mollweide map puts its edge at the longitude holding the least mass
 (:func:`quiet_longitude`), so that no cluster is split at the date line.  On S¹ the density is
 drawn as lines and as a space–time map.
@@ -33,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.grids import CircleGrid, GaussGrid, grid_from_dict
+from spherepde.grids import GaussGrid, grid_from_dict
 from spherepde.grids.geometry import lonlat_to_xyz, xyz_to_lonlat
 
 SQRT2 = math.sqrt(2.0)

@@ -13,7 +13,7 @@ from spherepde.cli import main
 from spherepde.experiments.config import RunConfig
 from spherepde.experiments.run import run
 from spherepde.grids import GaussGrid
-from spherepde.grids.geometry import lonlat_to_xyz, xyz_to_lonlat
+from spherepde.grids.geometry import lonlat_to_xyz
 from spherepde.io import figures as F
 
 EYE3 = np.eye(3).tolist()
