@@ -86,24 +86,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"spherepde {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="the main job: run a model configuration (default: the embedded one)",
-                         description="Run the model described by CONFIG (a .toml or .json "
-                                     "configuration tree; default: the embedded Paper 1 set-up, "
-                                     "density beside particles). Writes DIR/run.nc, "
-                                     "DIR/summary.json and DIR/config.toml.")
-    run.add_argument("config", nargs="?", default=None, metavar="CONFIG",
-                     help="a .toml or .json configuration (default: the embedded one)")
-    run.add_argument("--config", dest="config_option", default=None, metavar="CONFIG",
-                     help="the same as the positional CONFIG (older spelling)")
-    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                     help="override one key before validation; VALUE is a TOML literal "
-                          "(e.g. --set dynamics.attention.beta=30 --set grid.nlat=24); repeatable")
-    run.add_argument("--seed", type=int, default=None,
-                     help="set every seed (noise path, particle draw, low-mode initial density)")
-    run.add_argument("--output", default="out", help="output folder (created), default ./out")
-    run.add_argument("--quiet", action="store_true", help="no progress bars")
-    run.add_argument("--json", action="store_true", help="print the summary as JSON")
-
     demo = sub.add_parser("demo", help="start here: Paper 1's two phases, density beside particles, "
                                        "with pictures (about a minute)",
                           description="Run the embedded demo (Paper 1 on S²: Q = I, K = diag(0.1, 1, 1), "
@@ -128,6 +110,24 @@ def build_parser() -> argparse.ArgumentParser:
     plot.add_argument("--dpi", type=int, default=120, help="resolution of the PNGs (default 120)")
     plot.add_argument("--no-animation", action="store_true", help="skip the animation")
     plot.add_argument("--json", action="store_true", help="print the list of files as JSON")
+
+    run = sub.add_parser("run", help="run a model configuration (default: the embedded one)",
+                         description="Run the model described by CONFIG (a .toml or .json "
+                                     "configuration tree; default: the embedded Paper 1 set-up, "
+                                     "density beside particles). Writes DIR/run.nc, "
+                                     "DIR/summary.json and DIR/config.toml.")
+    run.add_argument("config", nargs="?", default=None, metavar="CONFIG",
+                     help="a .toml or .json configuration (default: the embedded one)")
+    run.add_argument("--config", dest="config_option", default=None, metavar="CONFIG",
+                     help="the same as the positional CONFIG (older spelling)")
+    run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                     help="override one key before validation; VALUE is a TOML literal "
+                          "(e.g. --set dynamics.attention.beta=30 --set grid.nlat=24); repeatable")
+    run.add_argument("--seed", type=int, default=None,
+                     help="set every seed (noise path, particle draw, low-mode initial density)")
+    run.add_argument("--output", default="out", help="output folder (created), default ./out")
+    run.add_argument("--quiet", action="store_true", help="no progress bars")
+    run.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     exp = sub.add_parser("experiment", help="paper experiments (NetCDF + PNG + JSON summary)")
     esub = exp.add_subparsers(dest="name", required=True)
