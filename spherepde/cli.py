@@ -1,5 +1,5 @@
-"""Command line: ``spherepde run [CONFIG]``, ``validate transport|convergence|sync-path``, ``experiment NAME``, ``ensemble``,
-``noise-kernel``.
+"""Command line: ``spherepde demo``, ``run [CONFIG]``, ``plot RUN.nc``, ``validate transport|convergence|sync-path``,
+``experiment NAME``, ``ensemble``, ``noise-kernel``.
 
 Errors in the arguments and output paths that are files or not writable are reported before
 any work, naming the argument or the path (exit status 2; with ``--json`` also a JSON object
@@ -90,7 +90,32 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"spherepde {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="the main job: run a model configuration (default: the embedded one)",
+    demo = sub.add_parser("demo", help="start here: Paper 1's two phases, density beside particles, "
+                                       "with pictures (about a minute)",
+                          description="Run the embedded demo (Paper 1 on S²: Q = I, K = diag(0.1, 1, 1), "
+                                      "V = diag(1, 0.5, 0.1), β = 30, nlat 24, density beside 400 "
+                                      "particles to t = 18), write DIR/run.nc, DIR/summary.json and "
+                                      "the pictures, and say what to look at.")
+    demo.add_argument("--output", default="out/demo", help="output folder (created), default out/demo")
+    demo.add_argument("--quiet", action="store_true", help="no progress bars")
+    demo.add_argument("--json", action="store_true", help="print the summary as JSON")
+    demo.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: seconds
+
+    plot = sub.add_parser("plot", help="pictures of a run.nc: density maps, diagnostics, animation",
+                          description="Write density maps (orthographic and Mollweide on S², lines "
+                                      "and a space-time map on S¹, particles overlaid), the "
+                                      "diagnostic time series and an animation (GIF, or MP4 with "
+                                      "ffmpeg) of a run.nc written by `spherepde run` or `demo`.")
+    plot.add_argument("file", metavar="RUN.nc", help="the run file (DIR/run.nc)")
+    plot.add_argument("--output", default=None, help="output folder (default: the folder of RUN.nc)")
+    plot.add_argument("--log", choices=("auto", "on", "off"), default="auto",
+                      help="logarithmic colour scale: auto (when the density spans more than two "
+                           "decades), on, off")
+    plot.add_argument("--dpi", type=int, default=120, help="resolution of the PNGs (default 120)")
+    plot.add_argument("--no-animation", action="store_true", help="skip the animation")
+    plot.add_argument("--json", action="store_true", help="print the list of files as JSON")
+
+    run = sub.add_parser("run", help="run a model configuration (default: the embedded one)",
                          description="Run the model described by CONFIG (a .toml or .json "
                                      "configuration tree; default: the embedded Paper 1 set-up, "
                                      "density beside particles). Writes DIR/run.nc, "
@@ -298,6 +323,41 @@ def _cmd_sweep(args) -> int:
     return 0
 
 
+def _cmd_demo(args) -> int:
+    from spherepde.experiments.demo import run_demo
+
+    summary = run_demo(args.output, progress=not args.quiet, quick=args.quick)
+    if args.json:
+        _emit({k: v for k, v in summary.items() if k != "config"}, True)
+        return 0
+    print(f"\nspherepde demo: done in {summary['seconds_total']:.0f} s (the run {summary['seconds']:.0f} s, "
+          f"then the pictures). Look at, in {args.output}/:")
+    for path in (summary["file"], *summary["figures"], summary["summary"]):
+        print(f"  {path}")
+    print()
+    import textwrap
+
+    print(textwrap.fill(summary["reading"], width=96))
+    print(f"\nRedraw with `python3 -m spherepde plot {summary['file']}`; run your own model with "
+          f"`python3 -m spherepde run CONFIG.toml` (examples/).")
+    return 0
+
+
+def _cmd_plot(args) -> int:
+    from spherepde.io.figures import plot_run
+
+    if not 20 <= args.dpi <= 600:
+        raise ValueError(f"--dpi must be an integer in [20, 600], got {args.dpi}")
+    log = {"auto": None, "on": True, "off": False}[args.log]
+    out = plot_run(args.file, args.output, log=log, animation=not args.no_animation, dpi=args.dpi)
+    if args.json:
+        _emit(out, True)
+    else:
+        for path in out["figures"]:
+            print(path)
+    return 0
+
+
 def _cmd_ensemble(args) -> int:
     import numpy as np
 
@@ -496,6 +556,10 @@ def _dispatch(args) -> int:
         return _cmd_run(args)
     if args.command == "sweep":
         return _cmd_sweep(args)
+    if args.command == "demo":
+        return _cmd_demo(args)
+    if args.command == "plot":
+        return _cmd_plot(args)
     if args.command == "experiment":
         return _cmd_experiment(args)
     if args.command == "noise-kernel":

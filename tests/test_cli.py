@@ -323,3 +323,34 @@ def test_interrupted_ensemble_command_writes_summary(tmp_path, monkeypatch, caps
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["realisations_written"] == [0]
     assert file_status(tmp_path / "out" / "ensemble.nc") == "interrupted"
+
+
+def test_demo_quick_end_to_end(tmp_path, capsys):
+    """``spherepde demo`` (reduced size): the embedded configuration through ``run``, run.nc and
+    summary.json beside the pictures, and a reading naming them."""
+    from spherepde.experiments.demo import DEMO, demo_config
+
+    out = tmp_path / "demo"
+    rc = main(["demo", "--quick", "--output", str(out), "--quiet", "--json"])
+    assert rc == 0
+    res = json.loads(capsys.readouterr().out)
+    for name in ("run.nc", "summary.json", "config.toml", "density_orthographic.png",
+                 "density_mollweide.png", "diagnostics.png"):
+        assert (out / name).is_file() and (out / name).stat().st_size > 500
+    assert any(p.name.startswith("animation") for p in out.iterdir())
+    assert "density_orthographic.png" in res["reading"] and len(res["figures"]) >= 3
+    ds = open_dataset(out / "run.nc")
+    assert {"density", "position", "w2_projection", "dist_eigenspace_V"} <= set(ds.data_vars)
+    assert read_config(out / "run.nc") == demo_config(quick=True).to_dict()
+    full = demo_config()  # the full demo: Paper 1's matrices, density beside particles
+    assert full.dynamics.attention.K == ((0.1, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
+    assert full.representations.particles is not None and DEMO["grid"]["nlat"] == 24
+    rc = main(["demo", "--quick", "--output", str(out), "--quiet"])  # the text form
+    text = capsys.readouterr().out
+    assert rc == 0 and "Look at" in text and "diagnostics.png" in text
+
+
+def test_demo_output_is_a_file_exit_2(tmp_path, capsys):
+    (tmp_path / "f").write_text("")
+    rc = main(["demo", "--quick", "--output", str(tmp_path / "f"), "--quiet"])
+    assert rc == 2 and str(tmp_path / "f") in capsys.readouterr().err
