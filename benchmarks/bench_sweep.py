@@ -28,8 +28,8 @@ SWEEP = {
     "grid": {"kind": "circle", "n": 256},
     "initial": {"kind": "low-mode", "amplitude": 0.3, "max_degree": 4, "seed": 0},
     "dynamics": {"attention": {"Q": I2, "K": I2, "V": I2, "beta": 10.0}},
-    "representations": {"density": True, "particles": {"n": 512, "seed": 0}},
-    "stepping": {"t_end": 4.0, "courant": 0.8, "output_every": 0.5},
+    "representations": {"density": True, "particles": {"n": 1024, "seed": 0}},
+    "stepping": {"t_end": 12.0, "courant": 0.8, "output_every": 0.5},
     "outputs": {"diagnostics": ["mass", "energy"]},
     "sweep": {"dynamics.attention.beta": [5.0, 10.0, 20.0, 40.0]},
 }
