@@ -66,7 +66,7 @@ CPU / wall: how much of the shared machine a run actually got; ``realisations_pe
 
 BLAS threads: ``--blas-threads`` (default 1) sets OPENBLAS/OMP/MKL_NUM_THREADS before numpy is
 imported — the ensemble workers run single-threaded, and on the loaded 2-core machine OpenBLAS'
-threads made small matrix products 10–30× slower and erratic (see README).
+threads made small matrix products 10–30× slower and erratic (see benchmarks/README.md).
 The machine is shared: only ratios measured in the same run mean anything.
 """
 from __future__ import annotations
