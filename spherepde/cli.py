@@ -18,28 +18,14 @@ import sys
 from pathlib import Path
 
 from spherepde import __version__
+from spherepde.io.summary import jsonable
 
 
-def _strict_json(obj):
-    """``obj`` with NaN as null and ±inf as the strings "inf"/"-inf" (β = ∞ is a valid input), so
-    that ``--json`` output is standard JSON (jq, JavaScript) rather than Python's NaN/Infinity;
-    numpy scalars become Python numbers (ints stay ints)."""
-    import numpy as np
-
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, dict):
-        return {k: _strict_json(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_strict_json(v) for v in obj]
-    return obj
 
 
 def _emit(result: dict, as_json: bool) -> None:
     if as_json:
-        print(json.dumps(_strict_json(result), indent=2, allow_nan=False, default=float))
+        print(json.dumps(jsonable(result), indent=2, allow_nan=False, default=float))
     else:
         for k, v in result.items():
             print(f"{k:>16}: {v}")
@@ -289,7 +275,7 @@ def _cmd_run(args) -> int:
         summary = _run_config(args)
     short = {k: v for k, v in summary.items() if k != "config"}
     if not args.json:
-        short = {k: (json.dumps(_strict_json(v)) if isinstance(v, dict) else v) for k, v in short.items()}
+        short = {k: (json.dumps(jsonable(v)) if isinstance(v, dict) else v) for k, v in short.items()}
     _emit(short, args.json)
     return 0
 

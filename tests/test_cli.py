@@ -181,9 +181,9 @@ def test_ensemble_command(tmp_path):
 def test_json_output_is_strict_json(tmp_path, capsys):
     """--json prints standard JSON: a rate fitted on two points has stderr NaN → null, and
     β = inf → "inf" (Python's NaN/Infinity tokens are not JSON)."""
-    from spherepde.cli import _strict_json
+    from spherepde.io.summary import jsonable
 
-    assert _strict_json({"a": [float("nan"), float("inf"), -math.inf, 1.5], "b": (2,)}) == {
+    assert jsonable({"a": [float("nan"), float("inf"), -math.inf, 1.5], "b": (2,)}) == {
         "a": [None, "inf", "-inf", 1.5], "b": [2]}
     rc = main(["experiment", "particles-vs-density", "--quick", "--particle-counts", "50", "100",
                "--t-end", "0.5", "--output", str(tmp_path), "--json"])

@@ -17,22 +17,16 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.experiments.config import RunConfig
+from spherepde.experiments.config import DEFAULT, RunConfig
 from spherepde.experiments.run import run
 
-#: the demo: nlat 24, β = 30, density beside 400 particles to t = 18 (about a minute here)
-DEMO = {
-    "grid": {"kind": "sphere", "nlat": 24},
-    "initial": {"kind": "cosine", "direction": [0.6, 0.5, 0.3], "amplitude": 0.5},
-    "dynamics": {"attention": {"Q": [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
-                               "K": [[0.1, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]],
-                               "V": [[1.0, 0.0, 0.0], [0.0, 0.5, 0.0], [0.0, 0.0, 0.1]],
-                               "beta": 30.0}},
-    "representations": {"density": True, "particles": {"n": 400, "seed": 0}},
-    "stepping": {"t_end": 18.0, "courant": 0.8, "output_every": 0.5},
-    "outputs": {"diagnostics": ["mass", "min_density", "max_density", "energy", "dist_eigenspace",
-                                "dist_eigenspace_V", "w2_projection", "w2_particles_density"]},
-}
+#: the demo: the embedded default of ``spherepde run`` (Paper 1's metastability set-up, nlat 24,
+#: β = 30) with 400 particles to t = 18 and every eigenspace diagnostic (about a minute here)
+DEMO = {**DEFAULT,
+        "representations": {"density": True, "particles": {"n": 400, "seed": 0}},
+        "stepping": {"t_end": 18.0, "courant": 0.8, "output_every": 0.5},
+        "outputs": {"diagnostics": ["mass", "min_density", "max_density", "energy", "dist_eigenspace",
+                                    "dist_eigenspace_V", "w2_projection", "w2_particles_density"]}}
 
 #: the reduced demo for tests (``spherepde demo --quick``): seconds, not a minute
 QUICK = {**DEMO, "grid": {"kind": "sphere", "nlat": 12},

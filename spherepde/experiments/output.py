@@ -40,7 +40,7 @@ import netCDF4
 import numpy as np
 
 from spherepde.grids import GaussGrid
-from spherepde.io.netcdf import TIME_ATTRS, _attr_order, provenance_attrs, set_status, write_grid
+from spherepde.io.netcdf import TIME_ATTRS, _attr_order, close_with_status, provenance_attrs, write_grid
 
 #: restart-state variable of each representation and the dimensions after restart_slot
 RESTART_VARIABLES = {"density": "restart_density", "particles": "restart_position",
@@ -178,11 +178,7 @@ class RunFile:
     def close(self, status: str = "complete") -> None:
         """Set the ``status`` attribute (``"complete"`` or ``"interrupted"``) and close the file
         (idempotent)."""
-        if self._ds.isopen():
-            try:
-                set_status(self._ds, status)
-            finally:
-                self._ds.close()
+        close_with_status(self._ds, status)
 
 
 __all__ = ["RESTART_VARIABLES", "RunFile"]

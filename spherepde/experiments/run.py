@@ -28,7 +28,6 @@ The velocity and noise formulas are those of :mod:`spherepde.dynamics.attention`
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from dataclasses import dataclass
@@ -43,6 +42,7 @@ from spherepde.experiments.config import RunConfig, dumps_toml
 from spherepde.experiments.initial import initial_density
 from spherepde.checks import check_output_dir
 from spherepde.experiments.output import RunFile
+from spherepde.io.summary import jsonable
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.sampling import sample_density
 from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
@@ -392,19 +392,6 @@ def prepare_output(outdir: str | os.PathLike) -> Path:
     return outdir
 
 
-def _jsonable(obj):
-    """Plain JSON: NaN → null, ±inf → "inf"/"-inf", numpy scalars → numbers."""
-    if isinstance(obj, np.generic):
-        obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
-
-
 def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) -> dict:
     """Build, validate and run ``config``; write ``output/run.nc``, ``output/summary.json`` and
     ``output/config.toml``; return the summary.
@@ -538,7 +525,7 @@ def _execute(model: Model, outdir: Path, *, progress: bool, resume: _Resume | No
         file.close(status)
         summary["seconds"] = round(time.perf_counter() - t_start, 2)
         summary["config"] = cfg
-        (outdir / "summary.json").write_text(json.dumps(_jsonable(summary), indent=2))
+        (outdir / "summary.json").write_text(json.dumps(jsonable(summary), indent=2))
     return summary
 
 

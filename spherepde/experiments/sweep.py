@@ -33,7 +33,8 @@ from typing import Any
 
 from spherepde import __version__
 from spherepde.experiments.config import RunConfig, _toml_value, apply_seed
-from spherepde.experiments.run import _jsonable, prepare_output
+from spherepde.experiments.run import prepare_output
+from spherepde.io.summary import jsonable
 
 
 def _flatten(table: dict, prefix: str = "") -> dict:
@@ -196,8 +197,8 @@ def collect(sweep: Sweep, outdir: Path, config: dict) -> Path:
                 skipped.append(name)
         attrs = {"Conventions": first.attrs.get("Conventions", "CF-1.8"),
                  "title": "spherepde sweep", "status": "complete", "spherepde_version": __version__,
-                 "config_json": json.dumps(_jsonable(config)),
-                 "members_json": json.dumps(_jsonable([{"name": m.name, **m.values}
+                 "config_json": json.dumps(jsonable(config)),
+                 "members_json": json.dumps(jsonable([{"name": m.name, **m.values}
                                                        for m in sweep.members])),
                  "variables_not_collected": " ".join(sorted(skipped))}
         out = xr.Dataset(data, coords=coords, attrs=attrs)
@@ -250,7 +251,7 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
         raise
     finally:
         summary["seconds"] = round(time.perf_counter() - t0, 2)
-        (outdir / "summary.json").write_text(json.dumps(_jsonable(summary), indent=2))
+        (outdir / "summary.json").write_text(json.dumps(jsonable(summary), indent=2))
     return summary
 
 

@@ -26,7 +26,7 @@ import netCDF4
 import numpy as np
 
 from spherepde.grids import CircleGrid, GaussGrid
-from spherepde.io.netcdf import (TIME_ATTRS, _attr_order, _check_attr_value, provenance_attrs, set_status,
+from spherepde.io.netcdf import (TIME_ATTRS, _attr_order, _check_attr_value, close_with_status, provenance_attrs,
                                  write_grid)
 
 
@@ -155,11 +155,7 @@ class EnsembleWriter:
     def close(self, status: str = "complete") -> None:
         """Set the ``status`` attribute (``"complete"`` or ``"interrupted"``) and close the file
         (idempotent)."""
-        if self._ds.isopen():
-            try:
-                set_status(self._ds, status)
-            finally:
-                self._ds.close()
+        close_with_status(self._ds, status)
 
     def __enter__(self) -> EnsembleWriter:
         return self

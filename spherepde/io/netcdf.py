@@ -151,6 +151,16 @@ def set_status(ds: netCDF4.Dataset, status: str) -> None:
     ds.sync()
 
 
+def close_with_status(ds: netCDF4.Dataset, status: str) -> None:
+    """Set ``status`` (``"complete"`` or ``"interrupted"``) on an open file and close it; a file
+    already closed is left alone (so writers' ``close`` is idempotent)."""
+    if ds.isopen():
+        try:
+            set_status(ds, status)
+        finally:
+            ds.close()
+
+
 def mark_status(path: str | os.PathLike, status: str) -> None:
     """Set the ``status`` global attribute of a closed file (reopened for appending)."""
     with netCDF4.Dataset(path, "a") as ds:

@@ -9,9 +9,27 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 from collections.abc import Iterator
 from pathlib import Path
+
+
+def jsonable(obj):
+    """Plain, standard JSON values (jq, JavaScript; not Python's NaN/Infinity): NaN → null,
+    ±inf → "inf"/"-inf", numpy scalars → Python numbers (ints stay ints), recursively through
+    dicts, lists and tuples."""
+    import numpy as np
+
+    if isinstance(obj, np.generic):
+        obj = obj.item()
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, dict):
+        return {k: jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [jsonable(v) for v in obj]
+    return obj
 
 
 def write_summary(outdir: str | os.PathLike, summary: dict) -> Path:
