@@ -749,14 +749,13 @@ def parse_value(text: str):
         return text
 
 
-def apply_set(raw: dict, assignment: str) -> dict:
-    """Apply one ``key.path=value`` to a raw configuration dict (returns a new dict)."""
-    if "=" not in assignment:
-        raise ValueError(f"--set: expected KEY.PATH=VALUE, got {assignment!r}")
-    key, text = assignment.split("=", 1)
+def assign(raw: dict, key: str, value, *, label: str = "--set") -> dict:
+    """A deep copy of the raw configuration ``raw`` with the dotted ``key`` set to ``value``;
+    missing tables (and sections switched off with true/false) are created.  Errors start with
+    ``label`` (the option or table the key came from)."""
     parts = key.strip().split(".")
     if not all(p.strip() for p in parts):
-        raise ValueError(f"--set: bad key path {key!r}")
+        raise ValueError(f"{label}: bad key path {key!r}")
     out = json.loads(json.dumps(raw))  # a deep copy of plain data
     node = out
     for i, p in enumerate(parts[:-1]):
@@ -764,10 +763,18 @@ def apply_set(raw: dict, assignment: str) -> dict:
         if nxt is None or nxt is False or nxt is True:
             nxt = node[p] = {}
         if not isinstance(nxt, dict):
-            raise ValueError(f"--set {key}: {'.'.join(parts[:i + 1])} is a value, not a table")
+            raise ValueError(f"{label} {key}: {'.'.join(parts[:i + 1])} is a value, not a table")
         node = nxt
-    node[parts[-1]] = parse_value(text.strip())
+    node[parts[-1]] = value
     return out
+
+
+def apply_set(raw: dict, assignment: str) -> dict:
+    """Apply one ``key.path=value`` to a raw configuration dict (returns a new dict)."""
+    if "=" not in assignment:
+        raise ValueError(f"--set: expected KEY.PATH=VALUE, got {assignment!r}")
+    key, text = assignment.split("=", 1)
+    return assign(raw, key, parse_value(text.strip()))
 
 
 def apply_seed(raw: dict, seed: int) -> dict:
@@ -848,5 +855,5 @@ def default_config() -> RunConfig:
 
 __all__ = ["AttentionConfig", "DEFAULT", "DynamicsConfig", "GridConfig", "InitialConfig",
            "NoiseConfig", "OutputsConfig", "ParticlesConfig", "RepresentationsConfig", "RunConfig",
-           "SteppingConfig", "TransformerConfig", "apply_seed", "apply_set", "default_config", "dumps_toml", "load",
+           "SteppingConfig", "TransformerConfig", "apply_seed", "apply_set", "assign", "default_config", "dumps_toml", "load",
            "parse_value", "read_raw"]

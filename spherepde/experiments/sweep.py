@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from spherepde import __version__
-from spherepde.experiments.config import RunConfig, _toml_value, apply_seed
-from spherepde.experiments.run import prepare_output
+from spherepde.experiments.config import RunConfig, _toml_value, apply_seed, assign, dumps_toml
+from spherepde.experiments.run import prepare_output, run
+from spherepde.io.netcdf import config_to_json
 from spherepde.io.summary import jsonable
 
 
@@ -51,22 +52,6 @@ def _flatten(table: dict, prefix: str = "") -> dict:
 
 def _sort_key(v):
     return (0, float(v), "") if isinstance(v, (int, float)) and not isinstance(v, bool) else (1, 0.0, str(v))
-
-
-def _assign(raw: dict, path: str, value) -> dict:
-    """A deep copy of ``raw`` with ``path`` (dotted) set to ``value``; tables created as needed."""
-    out = json.loads(json.dumps(raw))
-    node = out
-    parts = path.split(".")
-    for i, p in enumerate(parts[:-1]):
-        nxt = node.get(p)
-        if not isinstance(nxt, dict):
-            if nxt not in (None, True, False):
-                raise ValueError(f"sweep.{path}: {'.'.join(parts[:i + 1])} is a value, not a table")
-            nxt = node[p] = {}
-        node = nxt
-    node[parts[-1]] = value
-    return out
 
 
 @dataclass(frozen=True)
@@ -123,7 +108,7 @@ def expand(raw: dict, *, seed: int | None = None) -> Sweep:
         values = dict(zip(dims, combo))
         member_raw = base
         for path, value in values.items():
-            member_raw = _assign(member_raw, path, value)
+            member_raw = assign(member_raw, path, value, label="sweep")
         try:
             config = RunConfig.from_dict(member_raw)
         except ValueError as err:
@@ -150,8 +135,6 @@ def _finished(member: Member, folder: Path) -> bool:
 
 def _run_member(config_dict: dict, folder: str) -> dict:
     """Worker task: run one member quietly into ``folder``; its summary without the config."""
-    from spherepde.experiments.run import run
-
     summary = run(RunConfig.from_dict(config_dict), folder, progress=False)
     return {k: v for k, v in summary.items() if k != "config"}
 
@@ -171,9 +154,8 @@ def collect(sweep: Sweep, outdir: Path, config: dict) -> Path:
     try:
         first = sets[0]
         dims = [_dim_name(p) for p in sweep.dims]
-        coords = {d: np.asarray(v) for d, v in zip(dims, sweep.dims.values())}
-        for d, p in zip(dims, sweep.dims):
-            coords[d] = xr.Variable(d, coords[d], {"long_name": f"swept value of {p}"})
+        coords = {d: xr.Variable(d, np.asarray(v), {"long_name": f"swept value of {p}"})
+                  for d, (p, v) in zip(dims, sweep.dims.items())}
         data, skipped = {}, []
         for name, var in first.data_vars.items():
             if any(name not in ds or ds[name].shape != var.shape for ds in sets[1:]):
@@ -197,9 +179,8 @@ def collect(sweep: Sweep, outdir: Path, config: dict) -> Path:
                 skipped.append(name)
         attrs = {"Conventions": first.attrs.get("Conventions", "CF-1.8"),
                  "title": "spherepde sweep", "status": "complete", "spherepde_version": __version__,
-                 "config_json": json.dumps(jsonable(config)),
-                 "members_json": json.dumps(jsonable([{"name": m.name, **m.values}
-                                                       for m in sweep.members])),
+                 "config_json": config_to_json(config),  # as in run.nc: β = ∞ stays a number
+                 "members_json": json.dumps([{"name": m.name, **m.values} for m in sweep.members]),
                  "variables_not_collected": " ".join(sorted(skipped))}
         out = xr.Dataset(data, coords=coords, attrs=attrs)
     finally:
@@ -234,7 +215,7 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
     todo = [m for m in sweep.members if not _finished(m, folders[m.name])]
     summary: dict[str, Any] = {"members": len(sweep.members), "completed": 0,
                                "skipped": len(sweep.members) - len(todo), "interrupted": False,
-                               "dims": {p: list(v) for p, v in sweep.dims.items()},
+                               "dims": config["sweep"],
                                "workers": workers if scheduler is None else None,
                                "scheduler": scheduler, "version": __version__}
     t0 = time.perf_counter()
@@ -294,8 +275,6 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
 
 def _sweep_toml(config: dict) -> str:
     """The sweep configuration as TOML (the swept key paths quoted in one [sweep] table)."""
-    from spherepde.experiments.config import dumps_toml
-
     body = dumps_toml({k: v for k, v in config.items() if k != "sweep"})
     lines = ["", "[sweep]"] + [f"{json.dumps(p)} = {_toml_value(v)}" for p, v in config["sweep"].items()]
     return body + "\n".join(lines) + "\n"
