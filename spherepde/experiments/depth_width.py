@@ -20,7 +20,7 @@ Thm 1.1:  E sup_t (1/N) Σ_i |X^i_{⌊Lt/T⌋} − X̄^i_t|² ≤ c (log L / L +
 
    Over R paths: mean and standard error.  Fits of the path mean: e ∝ L^{slope} and
    e ∝ (log L / L)^p, with the least-squares standard error
-   (:func:`~spherepde.validation.transport_runs.fit_order`) and a bootstrap over paths (the
+   (:func:`~spherepde.validation.fits.fit_order`) and a bootstrap over paths (the
    Monte Carlo uncertainty; all depths share the paths).  The layer update is an
    Euler–Maruyama-type step of the Itô form (LN supplies the radial drift −κ(1)(d−1)/2·X dt);
    with non-commuting noise fields its strong order is 1/2, i.e. e ∝ 1/L, which reads as p
@@ -88,7 +88,7 @@ from spherepde.solvers.lagrangian.transformer import (
     cosine_similarity,
     token_interaction_energy,
 )
-from spherepde.validation.transport_runs import fit_order
+from spherepde.validation.fits import fit_order
 
 #: observables of the width study (name -> description)
 OBSERVABLES = {
@@ -594,7 +594,5 @@ def plot_width(summary: dict, path: Path) -> Path:
     return path
 
 
-EXPERIMENTS = {"depth-width": (DepthWidthConfig, run_depth_width)}
-
-__all__ = ["DepthWidthConfig", "EXPERIMENTS", "OBSERVABLES", "depth_fits", "depth_study", "observables",
+__all__ = ["DepthWidthConfig", "OBSERVABLES", "depth_fits", "depth_study", "observables",
            "reference_solution", "run_depth_width", "sup_error", "width_differences", "width_study"]
