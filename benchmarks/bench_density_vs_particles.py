@@ -29,7 +29,7 @@ from spherepde.solvers import make_stepper
 from spherepde.solvers.controller import Controller
 from spherepde.solvers.lagrangian import ParticleODE
 from spherepde.validation.metrics import as_measure, harmonic_moments
-from spherepde.validation.paper1 import MetastabilityConfig, initial_density
+from spherepde.experiments.metastability import MetastabilityConfig, initial_density
 
 
 def density_run(nlat, att, cfg, T, lmax):

@@ -60,7 +60,7 @@ from spherepde.dynamics.attention import Attention, DensityAttention  # noqa: E4
 from spherepde.grids.sampling import sample_density  # noqa: E402
 from spherepde.solvers.lagrangian import ParticleODE  # noqa: E402
 from spherepde.validation.metrics import harmonic_moments  # noqa: E402
-from spherepde.validation.paper1 import MetastabilityConfig, initial_density  # noqa: E402
+from spherepde.experiments.metastability import MetastabilityConfig, initial_density  # noqa: E402
 
 RESULTS = Path(__file__).with_name("results")
 REFERENCE = RESULTS / "gpu_reference.json"
@@ -398,7 +398,7 @@ def summary(paths) -> dict:
     repeated (N, method, seed) runs are counted once) and fit error ∝ N^p over the float64 and
     float32 runs together (float32 changes the observable by ≈ 1e-10 at N = 10⁵, far below the
     sampling error)."""
-    from spherepde.validation.transport_runs import fit_order  # noqa: PLC0415
+    from spherepde.validation.fits import fit_order  # noqa: PLC0415
 
     per = {}
     for path in paths:

@@ -113,7 +113,7 @@ from spherepde.noise import BrownianPath, NoiseField, NoiseKernel  # noqa: E402
 from spherepde.noise.brownian import CHUNK  # noqa: E402
 from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL  # noqa: E402
 from spherepde.solvers.eulerian.spde import SPDEFFSL  # noqa: E402
-from spherepde.validation.ensemble import SPDEConfig, initial_density, run_ensemble, run_realisation  # noqa: E402
+from spherepde.experiments.ensemble import SPDEConfig, initial_density, run_ensemble, run_realisation  # noqa: E402
 
 from bench_transport import _batch  # noqa: E402  (same folder: one timing loop for every benchmark)
 

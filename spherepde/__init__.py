@@ -2,7 +2,10 @@
 
 The package is layered, imports going one way::
 
-    grids  <-  noise, dynamics  <-  solvers  <-  validation      (io and cli on top)
+    grids  <-  noise, dynamics  <-  solvers  <-  validation  <-  io  <-  experiments  <-  cli
+
+``validation`` (metrics, exact solutions, transport cases, fits) runs nothing and writes nothing;
+``experiments`` is the one layer that assembles runs (configurations, the paper experiments).
 """
 from __future__ import annotations
 

@@ -1,12 +1,80 @@
-"""Checks of user input that every layer shares: output paths on the file system.
+"""Checks of user input that every layer shares: integers, real numbers, seeds, output paths.
 
-Errors are :class:`OutputPathError` (a ``ValueError``), one line naming the option and the
-path, raised before any work starts; the command line turns them into exit status 2.
+Each check names the argument and returns the value in its plain Python type.  A value of the
+wrong type raises :class:`ArgumentTypeError`, which is a ``TypeError`` and also a
+``ValueError`` (the layers that share these checks reported it as one or the other, and callers
+catch either); a value of the right type out of range raises ``ValueError``.
+
+Output paths: errors are :class:`OutputPathError` (a ``ValueError``), one line naming the
+option and the path, raised before any work starts; the command line turns them into exit
+status 2.
+
+Imports nothing from the package: every layer may use it.
 """
 from __future__ import annotations
 
+import math
+import numbers
 import os
 from pathlib import Path
+
+
+class ArgumentTypeError(TypeError, ValueError):
+    """An argument of the wrong type (a bool or a float where an int is needed, a string where
+    a number is needed); both a ``TypeError`` and a ``ValueError``."""
+
+
+def check_int(name: str, value, minimum: int) -> int:
+    """An integer (Python or numpy, not a bool) ≥ ``minimum``, as an ``int``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ArgumentTypeError(f"{name} must be an int >= {minimum}, got {value!r}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    return int(value)
+
+
+def check_real(name: str, value, *, positive: bool = False, nonnegative: bool = False) -> float:
+    """A finite real number (not a bool), > 0 with ``positive``, ≥ 0 with ``nonnegative``, as
+    a ``float``."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise ArgumentTypeError(f"{name} must be a real number, got {value!r}")
+    v = float(value)
+    if not math.isfinite(v):
+        raise ValueError(f"{name} must be finite, got {v}")
+    if positive and not v > 0:
+        raise ValueError(f"{name} must be > 0, got {v}")
+    if nonnegative and v < 0:
+        raise ValueError(f"{name} must be >= 0, got {v}")
+    return v
+
+
+def check_positive(value, name: str, *, upper: float | None = None, inclusive_upper=True) -> float:
+    """A finite number in (0, upper] (or (0, upper)), else ValueError naming ``name``."""
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a number, got {value!r}") from None
+    ok = math.isfinite(v) and v > 0
+    if ok and upper is not None:
+        ok = v <= upper if inclusive_upper else v < upper
+    if not ok:
+        rng = f"(0, {upper}]" if upper is not None and inclusive_upper else (
+            f"(0, {upper})" if upper is not None else "(0, inf)")
+        raise ValueError(f"{name} must be in {rng}, got {value!r}")
+    return v
+
+
+def check_seed(seed, name: str = "seed", *, none_ok: bool = False) -> int | None:
+    """A seed: an integer ≥ 0 (Python or numpy, not a bool), as an ``int``; None too with
+    ``none_ok`` (returned as None)."""
+    allowed = "a non-negative int or None" if none_ok else "a non-negative int"
+    if seed is None and none_ok:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral):
+        raise ArgumentTypeError(f"{name} must be {allowed}, got {seed!r}")
+    if seed < 0:
+        raise ValueError(f"{name} must be {allowed}, got {seed!r}")
+    return int(seed)
 
 
 class OutputPathError(ValueError):
@@ -56,4 +124,5 @@ def check_output_file(path: str | os.PathLike, option: str = "--output") -> Path
     return path
 
 
-__all__ = ["OutputPathError", "check_output_dir", "check_output_file"]
+__all__ = ["ArgumentTypeError", "OutputPathError", "check_int", "check_output_dir", "check_output_file",
+           "check_positive", "check_real", "check_seed"]

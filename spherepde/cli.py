@@ -63,12 +63,19 @@ def _transport_parser(sub, name: str, help_: str, many: bool):
     return p
 
 
-PAPER2_EXPERIMENTS = (
-    ("heat-kernel", "Paper 2: E[ρ] decays like the heat kernel, rates per degree (S¹, S²); the Itô step fails"),
-    ("synchronization", "Paper 2: E_β under common noise, rates vs λ̄' and λ₁ (particles d = 4, 5; density S²)"),
-    ("chaos", "Paper 2: particles vs the SPDE on the same Brownian path, errors vs N"),
-    ("depth-width", "Paper 2: the discrete transformer vs the limit SDE, errors vs depth L and width m"),
-)
+def _experiment_parsers(sub) -> None:
+    """``spherepde experiment NAME``: one sub-command per entry of the experiments' registry."""
+    from spherepde.experiments.registry import EXPERIMENTS
+
+    exp = sub.add_parser("experiment", help="paper experiments (NetCDF + PNG + JSON summary)")
+    esub = exp.add_subparsers(dest="name", required=True)
+    for entry in EXPERIMENTS.values():
+        e = esub.add_parser(entry.name, help=entry.help)
+        e.add_argument("--quick", action="store_true", help=entry.quick_help)
+        for opt in entry.options:
+            e.add_argument(opt.flag, type=opt.type, nargs=opt.nargs, default=None, help=opt.help)
+        e.add_argument("--output", default=f"out/{entry.name}", help="output folder")
+        e.add_argument("--json", action="store_true")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -143,40 +150,7 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--quiet", action="store_true", help="no progress bar")
     sw.add_argument("--json", action="store_true", help="print the summary as JSON")
 
-    exp = sub.add_parser("experiment", help="paper experiments (NetCDF + PNG + JSON summary)")
-    esub = exp.add_subparsers(dest="name", required=True)
-    for name, text in (("metastability", "Paper 1: W2 to the projected initial measure vs t for several β (S²)"),
-                       ("terminal-phase", "Paper 1: mass leaving the VBᵀ eigenspace for V's (S²), switch time vs β"),
-                       ("particles-vs-density", "Paper 1: N-particle runs against the density run, errors vs N"),
-                       ("circle-clusters", "Paper 1: number and positions of clusters vs β and t (S¹, Q=K=V=I)")):
-        e = esub.add_parser(name, help=text)
-        e.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
-        if name != "circle-clusters":
-            e.add_argument("--nlat", type=int, default=None, help="override the grid size")
-        e.add_argument("--t-end", type=float, default=None, help="override the final time")
-        e.add_argument("--betas", type=float, nargs="+", default=None, help="override β values ('inf' allowed on S²)")
-        if name == "particles-vs-density":
-            _particle_counts_option(e)
-        if name == "metastability":
-            e.add_argument("--check-nlat", type=int, default=None,
-                           help="nlat of the resolution check: the largest β is run again there and "
-                                "resolution_check reports the change of min W2 (default: even nlat "
-                                "nearest 3/4 of --nlat; 0: no check)")
-        e.add_argument("--output", default=f"out/{name}", help="output folder")
-        e.add_argument("--json", action="store_true")
-    for name, text in PAPER2_EXPERIMENTS:
-        e = esub.add_parser(name, help=text)
-        e.add_argument("--quick", action="store_true", help="small sizes (under a minute)")
-        if name == "chaos":
-            _particle_counts_option(e)
-        if name in ("heat-kernel", "chaos"):
-            e.add_argument("--nlat", type=int, default=None, help="override the S² grid size")
-        e.add_argument("--t-end", type=float, default=None, help="override the final time")
-        if name in ("heat-kernel", "synchronization"):
-            e.add_argument("--workers", type=int, default=None,
-                           help="dask worker processes for the ensembles (default: 2)")
-        e.add_argument("--output", default=f"out/{name}", help="output folder")
-        e.add_argument("--json", action="store_true")
+    _experiment_parsers(sub)
 
     ens = sub.add_parser("ensemble", help="Paper 2: an ensemble of SPDE realisations (attention + MLP noise) on dask")
     ens.add_argument("--config", default=None, help="a .toml or .json SPDEConfig (default: the embedded one)")
@@ -209,7 +183,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _transport_config(args, nlat: int):
     from spherepde.validation.transport_cases import make_case
-    from spherepde.validation.transport_runs import TransportConfig
+    from spherepde.experiments.transport import TransportConfig
 
     field = args.field or make_case(args.case).default_field
     return TransportConfig(case=args.case, field=field, nlat=nlat, alpha=args.alpha,
@@ -217,10 +191,11 @@ def _transport_config(args, nlat: int):
 
 
 def _cmd_validate(args) -> int:
-    from spherepde.validation.transport_runs import fit_order, run_transport
+    from spherepde.experiments.transport import run_transport
+    from spherepde.validation.fits import fit_order
 
     if args.suite == "sync-path":
-        from spherepde.validation.sync_path import SyncPathConfig, run_sync_path
+        from spherepde.experiments.sync_path import SyncPathConfig, run_sync_path
 
         every = min(0.25, args.t_end) if args.output_every is None else args.output_every
         try:
@@ -351,7 +326,7 @@ def _cmd_ensemble(args) -> int:
     from spherepde.io.config import load_config
     from spherepde.io.netcdf import open_dataset
     from spherepde.io.plots import plot_snapshots
-    from spherepde.validation.ensemble import SPDEConfig, run_ensemble
+    from spherepde.experiments.ensemble import SPDEConfig, run_ensemble
 
     if args.config is None:
         config = SPDEConfig()
@@ -391,51 +366,12 @@ def _cmd_ensemble(args) -> int:
     return 0
 
 
-def _particle_counts_option(e) -> None:
-    e.add_argument("--particle-counts", type=int, nargs="+", default=None,
-                   help="override the particle numbers N (≥ 2 values, each ≥ 2; e.g. up to 10⁵ "
-                        "on a GPU)")
-
-
 def _cmd_experiment(args) -> int:
-    import dataclasses
+    from spherepde.experiments.registry import EXPERIMENTS
 
-    from spherepde.validation import depth_width, paper1, paper2
-
-    config_cls, runner = {**paper1.EXPERIMENTS, **paper2.EXPERIMENTS, **depth_width.EXPERIMENTS}[args.name]
-    config = config_cls.quick() if args.quick else config_cls()
-    over = {}
-    if getattr(args, "nlat", None) is not None:  # S² experiments only
-        if args.nlat < 4 or args.nlat % 2:
-            raise ValueError(f"--nlat must be an even integer >= 4, got {args.nlat}")
-        over["nlat"] = args.nlat
-    if args.t_end is not None:
-        if not (math.isfinite(args.t_end) and args.t_end > 0):
-            raise ValueError(f"--t-end must be a positive number, got {args.t_end}")
-        if args.name == "heat-kernel":
-            over.update(t_end_sphere=args.t_end, t_end_circle=args.t_end)
-        else:
-            over["t_end"] = args.t_end
-    if getattr(args, "workers", None) is not None:
-        if args.workers < 1:
-            raise ValueError(f"--workers must be an integer >= 1, got {args.workers}")
-        over["workers"] = args.workers
-    if getattr(args, "betas", None) is not None:
-        if any(not b > 0 for b in args.betas):
-            raise ValueError(f"--betas must all be > 0 (inf allowed), got {args.betas}")
-        if args.name == "circle-clusters" and any(math.isinf(b) for b in args.betas):
-            raise ValueError("--betas: β = inf is not used on the circle (the flow is then trivial)")
-        over["betas"] = tuple(args.betas)
-    if getattr(args, "check_nlat", None) is not None:
-        over["check_nlat"] = args.check_nlat
-    if getattr(args, "particle_counts", None) is not None:
-        counts = sorted(set(args.particle_counts))
-        if len(counts) < 2 or any(n < 2 for n in counts):
-            raise ValueError(f"--particle-counts needs at least 2 different values, each >= 2 "
-                             f"(a rate is fitted), got {args.particle_counts}")
-        over["particle_counts"] = tuple(counts)
-    config = dataclasses.replace(config, **over)
-    summary = runner(config, args.output, progress=not args.json)
+    entry = EXPERIMENTS[args.name]
+    config = entry.configure({opt.dest: getattr(args, opt.dest) for opt in entry.options}, quick=args.quick)
+    summary = entry.run(config, args.output, progress=not args.json)
     short = {k: v for k, v in summary.items() if k not in ("runs", "times")}
     short["runs"] = [{k: v for k, v in r.items()
                       if k not in ("w2", "dist_E_VBt", "dist_E_V", "final_clusters", "particles")

@@ -303,7 +303,7 @@ def test_sigterm_handler_raises_terminated_and_is_restored():
 
 
 def test_interrupted_ensemble_command_writes_summary(tmp_path, monkeypatch, capsys):
-    import spherepde.validation.ensemble as ens
+    import spherepde.experiments.ensemble as ens
 
     real = ens.run_realisation
     calls = {"n": 0}

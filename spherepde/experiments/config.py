@@ -33,6 +33,8 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
+from spherepde import checks
+
 GRID_KINDS = ("sphere", "circle")
 #: density schemes: the finite-volume Gauss-grid transport, and weighted points remapped onto a
 #: grid adapted to the mass (sphere only; spherepde.solvers.lagrangian.remap)
@@ -60,13 +62,18 @@ def _is_number(v) -> bool:
 
 
 def check_int(path: str, v, lo: int, hi: int | None = None) -> int:
-    """An int (not a bool, not a float) in [lo, hi]."""
+    """An int (not a bool, not a float, not a numpy integer: no TOML value) in [lo, hi]: the
+    shared :func:`spherepde.checks.check_int`, with the key path and the range in one message."""
     rng = f"an integer >= {lo}" if hi is None else f"an integer in {lo}..{hi}"
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"{path}: must be {rng}, got {v!r}")
-    if v < lo or (hi is not None and v > hi):
+    try:
+        if not isinstance(v, int):
+            raise ValueError(v)
+        v = checks.check_int(path, v, lo)
+    except ValueError:  # checks.ArgumentTypeError is one too
+        raise ValueError(f"{path}: must be {rng}, got {v!r}") from None
+    if hi is not None and v > hi:
         raise ValueError(f"{path}: must be {rng}, got {v}")
-    return int(v)
+    return v
 
 
 def check_float(path: str, v, *, lo: float = -math.inf, hi: float = math.inf,

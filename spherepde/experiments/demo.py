@@ -3,7 +3,7 @@
 The configuration (:data:`DEMO`) is an ordinary :class:`~spherepde.experiments.config.RunConfig`
 run by :func:`spherepde.experiments.run.run` — no separate code path — followed by the figures
 of :func:`spherepde.io.figures.plot_run`.  The matrices are those of ``examples/metastability.toml``
-(``paper1.MetastabilityConfig``): Q = I, K = B = diag(0.1, 1, 1), V = diag(1, 0.5, 0.1), so
+(:class:`~spherepde.experiments.metastability.MetastabilityConfig`): Q = I, K = B = diag(0.1, 1, 1), V = diag(1, 0.5, 0.1), so
 A = VBᵀ = diag(0.1, 0.5, 0.01) has top eigenvector e_y and V has e_x.  At β = 30 the density
 ρ₀ ∝ 1 + ½⟨x, a⟩ first gathers into two metastable clusters near ±e_y (W₂ to Π#ρ₀ smallest at
 t ≈ 6.5), then leaves them for V's eigenspace ±e_x (the terminal phase, t ≳ 11); 400 particles

@@ -243,7 +243,7 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
     from dask.distributed import Client, as_completed
     from tqdm import tqdm
 
-    from spherepde.validation.ensemble import local_client, single_threaded
+    from spherepde.experiments.ensemble import local_client, single_threaded
 
     if scheduler is not None:
         client, cluster = Client(scheduler), None

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from spherepde.checks import check_seed
 from spherepde.grids.circle import CircleGrid
 from spherepde.grids.gauss import GaussGrid
 
@@ -30,16 +31,6 @@ def _check_n(n) -> int:
     if n < 1:
         raise ValueError(f"n must be an int >= 1 (the number of points), got {n}")
     return int(n)
-
-
-def _check_seed(seed) -> int | None:
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"seed must be a non-negative int or None, got {seed!r}")
-    if seed < 0:
-        raise ValueError(f"seed must be a non-negative int or None, got {seed}")
-    return int(seed)
 
 
 def _cell_probabilities(rho, measure: np.ndarray) -> np.ndarray:
@@ -124,7 +115,7 @@ def sample_density(grid: GaussGrid | CircleGrid, rho, n: int, seed: int | None =
         raise TypeError(f"grid must be a GaussGrid or CircleGrid, got {type(grid).__name__}")
     mass = _cell_probabilities(rho, measure)
     n = _check_n(n)
-    rng = np.random.default_rng(_check_seed(seed))
+    rng = np.random.default_rng(check_seed(seed, none_ok=True))
 
     if isinstance(grid, GaussGrid):
         u = rng.random((n, 3))

@@ -1,7 +1,7 @@
 """Configuration files: read a run configuration dictionary from TOML or JSON.
 
 Configurations themselves are frozen dataclasses next to the code that runs them (for
-example :class:`spherepde.validation.transport_runs.TransportConfig`), each with
+example :class:`spherepde.experiments.transport.TransportConfig`), each with
 ``to_dict``/``from_dict``; every output file stores ``config_json`` so a run can be redone.
 """
 from __future__ import annotations

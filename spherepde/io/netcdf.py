@@ -114,7 +114,9 @@ def config_to_json(config: Mapping[str, Any]) -> str:
         raise TypeError(f"config must be JSON serialisable: {err}") from err
 
 
-def _check_seed(seed: int | None) -> int | str:
+def _seed_attribute(seed: int | None) -> int | str:
+    """The ``seed`` global attribute: the seed as an int (any integer: the file records what
+    the run was given, the run's own check refuses what cannot seed it), or ``"none"``."""
     if seed is None:
         return "none"
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
@@ -190,7 +192,7 @@ def provenance_attrs(config: Mapping[str, Any] | None = None, seed: int | None =
     }
     if config is not None:
         attrs["config_json"] = config_to_json(config)
-    attrs["seed"] = _check_seed(seed)
+    attrs["seed"] = _seed_attribute(seed)
     return attrs
 
 
@@ -550,7 +552,7 @@ def write_dataset(
     if config is not None:
         attrs["config_json"] = config_to_json(config)
     if seed is not None or "seed" not in attrs:
-        attrs["seed"] = _check_seed(seed)
+        attrs["seed"] = _seed_attribute(seed)
     attrs["status"] = "running"  # until the whole dataset is on disk
     out.attrs = attrs
     text = {k: {"dtype": "S1"} for k, v in out.variables.items() if v.dtype.kind in "OUS"}

@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -39,6 +40,16 @@ def write_summary(outdir: str | os.PathLike, summary: dict) -> Path:
     return path
 
 
+def finish_summary(summary: dict, plot, png: Path, t0: float) -> dict:
+    """Plot to ``png`` (``plot(summary, png)``), add the plot path and the run time since
+    ``t0`` (``time.perf_counter``), write ``summary.json`` beside it; return the summary."""
+    summary["plot"] = str(plot(summary, png))
+    summary["seconds"] = round(time.perf_counter() - t0, 1)
+    summary["interrupted"] = False
+    write_summary(png.parent, summary)
+    return summary
+
+
 @contextlib.contextmanager
 def summary_on_interrupt(outdir: str | os.PathLike, summary: dict) -> Iterator[dict]:
     """Run the block; if it raises (KeyboardInterrupt included) write ``summary`` with
@@ -58,4 +69,4 @@ def summary_on_interrupt(outdir: str | os.PathLike, summary: dict) -> Iterator[d
     summary["interrupted"] = False
 
 
-__all__ = ["summary_on_interrupt", "write_summary"]
+__all__ = ["finish_summary", "jsonable", "summary_on_interrupt", "write_summary"]

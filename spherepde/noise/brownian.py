@@ -37,18 +37,14 @@ from collections import OrderedDict
 
 import numpy as np
 
+from spherepde.checks import check_seed
+
 #: depth of the tree: queries resolve B to intervals of (t1 − t0)·2^−DEPTH
 DEPTH = 48
 #: normals are drawn per node in chunks of this many (keeps lower components when size grows)
 CHUNK = 1024
 #: node-value cache of a path: at most this many bytes (and 4096 nodes, at least 64)
 CACHE_BYTES = 16 * 2**20
-
-
-def _check_seed(seed) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise TypeError(f"seed must be a non-negative int, got {seed!r}")
-    return int(seed)
 
 
 class BrownianPath:
@@ -76,8 +72,8 @@ class BrownianPath:
             raise ValueError(f"shape must be a positive int or a tuple of positive ints, got {shape!r}")
         self.shape = tuple(int(s) for s in shape)
         self.size = int(np.prod(self.shape))
-        self.seed = _check_seed(seed)
-        self.realisation = _check_seed(realisation)
+        self.seed = check_seed(seed)
+        self.realisation = check_seed(realisation, "realisation")
         t0, t1 = float(t0), float(t1)
         if not (math.isfinite(t0) and math.isfinite(t1) and t1 > t0):
             raise ValueError(f"need finite t0 < t1, got t0={t0}, t1={t1}")

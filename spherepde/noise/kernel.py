@@ -42,6 +42,7 @@ from numpy.polynomial.legendre import leggauss
 from scipy.optimize import minimize_scalar
 from scipy.special import roots_hermitenorm
 
+from spherepde.checks import check_int
 from spherepde.noise.activations import ACTIVATIONS, Activation, get_activation
 
 Array = np.ndarray
@@ -98,12 +99,6 @@ def max_kl_degree() -> int:
     return n
 
 
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
-        raise ValueError(f"{name} must be an integer ≥ {minimum}, got {value!r}")
-    return int(value)
-
-
 def _check_sigma(name: str, value) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a real number, got {type(value).__name__}")
@@ -120,7 +115,7 @@ def gegenbauer(nmax: int, d: int, t) -> Array:
     C_n^{((d−2)/2)} divided by its value at 1), by the stable three-term recurrence
         P_{n+1}(t) = ((2n + d − 2) t P_n(t) − n P_{n−1}(t)) / (n + d − 2),   P_0 = 1, P_1 = t.
     """
-    nmax, d = _check_int("nmax", nmax, 0), _check_int("d", d, 2)
+    nmax, d = check_int("nmax", nmax, 0), check_int("d", d, 2)
     t = np.asarray(t, dtype=float)
     p = np.empty((nmax + 1,) + t.shape)
     p[0] = 1.0
@@ -158,10 +153,10 @@ class NoiseKernel:
 
     def __post_init__(self):
         object.__setattr__(self, "activation", get_activation(self.activation))
-        object.__setattr__(self, "d", _check_int("d", self.d, 2))
+        object.__setattr__(self, "d", check_int("d", self.d, 2))
         object.__setattr__(self, "sigma_u", _check_sigma("sigma_u", self.sigma_u))
         object.__setattr__(self, "sigma_w", _check_sigma("sigma_w", self.sigma_w))
-        object.__setattr__(self, "quad_nodes", _check_int("quad_nodes", self.quad_nodes, 8))
+        object.__setattr__(self, "quad_nodes", check_int("quad_nodes", self.quad_nodes, 8))
 
     # ---------------------------------------------------------------- κ and κ′
     @property
@@ -336,7 +331,7 @@ class NoiseKernel:
 
         N_0 = 1, N_n = C(n+d−1, d−1) − C(n+d−3, d−1) for n ≥ 1 (d = 2: 2; d = 3: 2n + 1).
         """
-        n = _check_int("n", n, 0)
+        n = check_int("n", n, 0)
         if n == 0:
             return 1
         return math.comb(n + self.d - 1, self.d - 1) - math.comb(n + self.d - 3, self.d - 1)
@@ -354,8 +349,8 @@ class NoiseKernel:
         The bound is (32 + n/4) ε_mach Σ_j |w_j κ_j P_n(t_j)| sin^{d−2}θ_j: the error of the
         rounded nodes grows like n ε_mach (measured: ≤ (15 + n/11) ε_mach Σ_j|…| for d = 2..16).
         """
-        nmax = _check_int("nmax", nmax, 0)
-        nodes = 2 * nmax + 200 if nodes is None else _check_int("nodes", nodes, nmax + 1)
+        nmax = check_int("nmax", nmax, 0)
+        nodes = 2 * nmax + 200 if nodes is None else check_int("nodes", nodes, nmax + 1)
         need = _kl_bytes(nmax, nodes)
         if need > KL_MEMORY_LIMIT:
             raise ValueError(f"nmax = {nmax} with {nodes} nodes needs {need / 2**30:.3g} GiB for the KL "
@@ -436,7 +431,7 @@ class NoiseKernel:
         """
         if isinstance(fraction, bool) or not isinstance(fraction, numbers.Real) or not 0.0 < fraction < 1.0:
             raise ValueError(f"fraction must be a number in (0, 1), got {fraction!r}")
-        nmax_limit = _check_int("nmax_limit", nmax_limit, 0)
+        nmax_limit = check_int("nmax_limit", nmax_limit, 0)
         terms, bounds = self._variance_terms(nmax_limit)
         captured = np.cumsum(terms)
         unresolved = np.flatnonzero(np.cumsum(bounds) > _VARIANCE_TOL)

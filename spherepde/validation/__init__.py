@@ -1,4 +1,7 @@
-"""Validation: metrics, exact solutions, standard test cases, paper experiments, studies.
+"""Validation: what a run is measured against and how — metrics of measures, exact solutions,
+the standard transport cases, fits, the cluster count on S¹.
 
-Nothing in the package imports this sub-package except the command line and the tests.
+Pure functions and small classes on arrays and grids: nothing here runs a model, writes a file
+or imports :mod:`spherepde.io` or :mod:`spherepde.experiments` (the runs that use these are
+assembled in :mod:`spherepde.experiments`; ``tests/test_layers.py`` checks it).
 """

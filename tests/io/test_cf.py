@@ -117,7 +117,7 @@ def _density_run(path, grid):
 
 
 def _ensemble(path):
-    from spherepde.validation.ensemble import SPDEConfig, run_ensemble
+    from spherepde.experiments.ensemble import SPDEConfig, run_ensemble
 
     run_ensemble(SPDEConfig(nlat=8, t_end=0.1, dt=0.05, n_outputs=2), 2, path, workers=0)
     return path
@@ -136,7 +136,7 @@ def _particles(path):
 
 
 def _depth_width(path):
-    from spherepde.validation.depth_width import OBSERVABLES, DepthWidthConfig, write_depth_width_netcdf
+    from spherepde.experiments.depth_width import OBSERVABLES, DepthWidthConfig, write_depth_width_netcdf
 
     c = DepthWidthConfig.quick()
     L, n_depths = c.depths[-1], len(c.depths)

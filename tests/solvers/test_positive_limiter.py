@@ -20,7 +20,7 @@ from spherepde.grids import CircleGrid
 from spherepde.solvers import make_stepper
 from spherepde.solvers.controller import Controller
 from spherepde.solvers.eulerian import ffsl
-from spherepde.validation.paper1 import find_clusters
+from spherepde.validation.clusters import find_clusters
 
 EPS = np.finfo(float).eps
 

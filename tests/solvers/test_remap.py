@@ -98,9 +98,9 @@ def test_attention_runs_converge_to_the_unremapped_points():
     the test asks ≥ 1.5 of each fit.  Mass is a sum of weights: exact to round-off."""
     from spherepde.dynamics.attention import Attention
     from spherepde.solvers.lagrangian.sde import ParticleSDE
-    from spherepde.validation.ensemble import SPDEConfig, initial_density
+    from spherepde.experiments.ensemble import SPDEConfig, initial_density
     from spherepde.validation.metrics import interaction_energy
-    from spherepde.validation.transport_runs import fit_order
+    from spherepde.validation.fits import fit_order
 
     cfg = SPDEConfig(grid="sphere", nlat=16, activation="relu", sigma_u=0.5, sigma_w=0.5, nmax=4,
                      initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64], "concentration": 3.0},

@@ -17,7 +17,7 @@ from spherepde.solvers.lagrangian.transformer import (
     token_interaction_energy,
 )
 from spherepde.validation.metrics import interaction_energy
-from spherepde.validation.transport_runs import fit_order
+from spherepde.validation.fits import fit_order
 
 
 def unit_points(n: int, d: int, seed: int) -> np.ndarray:

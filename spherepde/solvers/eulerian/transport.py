@@ -33,7 +33,7 @@ from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.geometry import east_north_basis, lonlat_to_xyz
 from spherepde.solvers.eulerian import ffsl, ppm
 from spherepde.solvers.registry import register_stepper
-from spherepde.solvers.validate import check_positive
+from spherepde.checks import check_positive
 
 Velocity = Callable[[float, np.ndarray], np.ndarray]
 """A tangent velocity: ``velocity(t, x) -> v`` with x, v of shape (..., d) Cartesian."""

@@ -75,6 +75,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from spherepde.checks import check_int, check_real
 from spherepde.dynamics.attention import Attention
 from spherepde.grids.geometry import cosine_minus_one
 from spherepde.noise.activations import Activation, get_activation
@@ -87,27 +88,6 @@ RECORD_MODES = ("all", "final")
 
 
 # ---- argument checks ---------------------------------------------------------------------
-def _check_int(name: str, value, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    return int(value)
-
-
-def _check_real(name: str, value, *, positive: bool = False, nonnegative: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a real number, got {value!r}")
-    v = float(value)
-    if not math.isfinite(v):
-        raise ValueError(f"{name} must be finite, got {v}")
-    if positive and not v > 0:
-        raise ValueError(f"{name} must be > 0, got {v}")
-    if nonnegative and v < 0:
-        raise ValueError(f"{name} must be >= 0, got {v}")
-    return v
-
-
 def _check_array(name: str, value, shape: tuple[int, ...]) -> np.ndarray:
     try:
         a = np.array(value, dtype=np.float64)
@@ -232,7 +212,7 @@ class GaussianLayer:
             raise TypeError(f"field must be a NoiseField, got {type(field).__name__}")
         if tuple(path.shape) != tuple(field.shape):
             raise ValueError(f"path.shape must be field.shape = {field.shape}, got {path.shape}")
-        t0, t1 = _check_real("t0", t0), _check_real("t1", t1)
+        t0, t1 = check_real("t0", t0), check_real("t1", t1)
         if not t1 > t0:
             raise ValueError(f"need t0 < t1, got t0 = {t0}, t1 = {t1}")
         return cls(field, path.increment(t0, t1) / math.sqrt(t1 - t0))
@@ -330,17 +310,17 @@ class DiscreteTransformer:
     def __init__(self, *, d: int, depth: int, T: float, width: int | None = None,
                  activation="relu", sigma_u: float = 0.0, sigma_w: float = 0.0,
                  attention: Attention | None = None, attention_scale: float = 1.0) -> None:
-        self.d = _check_int("d", d, 2)
-        self.depth = _check_int("depth", depth, 1)
-        self.T = _check_real("T", T, positive=True)
+        self.d = check_int("d", d, 2)
+        self.depth = check_int("depth", depth, 1)
+        self.T = check_real("T", T, positive=True)
         if isinstance(width, numbers.Real) and not isinstance(width, (bool, numbers.Integral)) \
                 and width == math.inf:
             self.width = math.inf
         else:
-            self.width = None if width is None else _check_int("width", width, 1)
+            self.width = None if width is None else check_int("width", width, 1)
         self.activation = get_activation(activation)
-        self.sigma_u = _check_real("sigma_u", sigma_u, nonnegative=True)
-        self.sigma_w = _check_real("sigma_w", sigma_w, nonnegative=True)
+        self.sigma_u = check_real("sigma_u", sigma_u, nonnegative=True)
+        self.sigma_w = check_real("sigma_w", sigma_w, nonnegative=True)
         if attention is not None:
             if not isinstance(attention, Attention):
                 raise TypeError(
@@ -348,7 +328,7 @@ class DiscreteTransformer:
             if attention.d != self.d:
                 raise ValueError(f"attention.d must equal d = {self.d}, got {attention.d}")
         self.attention = attention
-        self.attention_scale = _check_real("attention_scale", attention_scale)
+        self.attention_scale = check_real("attention_scale", attention_scale)
 
     @property
     def dt(self) -> float:
@@ -404,7 +384,7 @@ class DiscreteTransformer:
     def realisation_rngs(cls, seed, realisations: int) -> list[np.random.Generator]:
         """The generators of realisations 0..R−1 (module docstring); ``seed`` as in
         :meth:`seed_sequence` (None gives unreproducible fresh entropy)."""
-        R = _check_int("realisations", realisations, 1)
+        R = check_int("realisations", realisations, 1)
         return [np.random.default_rng(c) for c in cls.seed_sequence(seed).spawn(R)]
 
     def _require_mlp(self) -> int:
@@ -601,7 +581,7 @@ class DiscreteTransformer:
                 raise ValueError(f"record must be one of {RECORD_MODES} or a stride int >= 1, "
                                  f"got {record!r}")
             return np.arange(L + 1) if record == "all" else np.array([L])
-        stride = _check_int("record", record, 1)
+        stride = check_int("record", record, 1)
         return np.union1d(np.arange(0, L + 1, stride), [L])
 
     # ---- the run --------------------------------------------------------------------------
@@ -641,7 +621,7 @@ class DiscreteTransformer:
             The tokens became non-finite (e.g. an MLP step hit Y + √Δt G(Y) = 0).
         """
         if realisations is not None:
-            realisations = _check_int("realisations", realisations, 1)
+            realisations = check_int("realisations", realisations, 1)
         x = self._check_x0(x0, realisations)
         R, N, d = x.shape
         rec = self._record_layers(record)
@@ -739,7 +719,7 @@ def token_interaction_energy(x, beta: float, *, form: str = "scaled") -> np.ndar
     single cluster).  β > 0 finite.  Returns shape (...,).  Uses ``-expm1`` so that nearly
     clustered tokens keep their relative accuracy.
     """
-    b = _check_real("beta", beta, positive=True)
+    b = check_real("beta", beta, positive=True)
     if form not in ENERGY_FORMS:
         raise ValueError(f"form must be one of {ENERGY_FORMS}, got {form!r}")
     u = retract(_check_tokens(x))

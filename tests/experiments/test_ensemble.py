@@ -9,7 +9,7 @@ import pytest
 from spherepde.io.ensemble import EnsembleWriter
 from spherepde.io.netcdf import open_dataset, read_config
 from spherepde.grids import CircleGrid
-from spherepde.validation.ensemble import SPDEConfig, run_ensemble, run_realisation
+from spherepde.experiments.ensemble import SPDEConfig, run_ensemble, run_realisation
 
 SMALL = SPDEConfig(grid="circle", n=32, t_end=0.4, dt=0.05, n_outputs=4,
                    initial={"kind": "vmf", "direction": [1.0, 0.0], "concentration": 2.0})

@@ -1,4 +1,4 @@
-"""Paper 2, Thm 1.1 experiment (spherepde.validation.depth_width) on small configurations."""
+"""Paper 2, Thm 1.1 experiment (spherepde.experiments.depth_width) on small configurations."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,7 +13,8 @@ from spherepde.dynamics.attention import Attention
 from spherepde.noise import BrownianPath, NoiseKernel
 from spherepde.solvers.lagrangian import ParticleODE
 from spherepde.solvers.lagrangian.transformer import DiscreteTransformer
-from spherepde.validation import depth_width as dw
+from spherepde.experiments import depth_width as dw
+from spherepde.experiments.registry import EXPERIMENTS
 
 # N = 8 tokens, the field truncated at degree 4, depths 4..64, reference 8 Heun steps per
 # layer of L = 64 (dt = 1/512), 4 paths: about 3 s.
@@ -154,7 +155,7 @@ def test_quick_experiment_writes_its_files(tmp_path):
     ds.close()
     for png in ("depth_width_depth.png", "depth_width_width.png"):
         assert (tmp_path / png).stat().st_size > 10_000
-    assert dw.EXPERIMENTS["depth-width"] == (dw.DepthWidthConfig, dw.run_depth_width)
+    assert EXPERIMENTS["depth-width"].load() == (dw.DepthWidthConfig, dw.run_depth_width)
     assert dw.DepthWidthConfig.quick().depths[-1] < dw.DepthWidthConfig().depths[-1]
 
 

@@ -20,7 +20,7 @@ Thm 1.1:  E sup_t (1/N) Σ_i |X^i_{⌊Lt/T⌋} − X̄^i_t|² ≤ c (log L / L +
 
    Over R paths: mean and standard error.  Fits of the path mean: e ∝ L^{slope} and
    e ∝ (log L / L)^p, with the least-squares standard error
-   (:func:`~spherepde.validation.transport_runs.fit_order`) and a bootstrap over paths (the
+   (:func:`~spherepde.validation.fits.fit_order`) and a bootstrap over paths (the
    Monte Carlo uncertainty; all depths share the paths).  The layer update is an
    Euler–Maruyama-type step of the Itô form (LN supplies the radial drift −κ(1)(d−1)/2·X dt);
    with non-commuting noise fields its strong order is 1/2, i.e. e ∝ 1/L, which reads as p
@@ -68,7 +68,6 @@ m = ∞ batch b: ξ from ``default_rng(SeedSequence([seed, 2, b]))``.
 from __future__ import annotations
 
 import math
-import numbers
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -77,6 +76,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
+from spherepde.checks import check_int, check_real
 from spherepde.dynamics.attention import Attention
 from spherepde.io.summary import summary_on_interrupt, write_summary
 from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
@@ -88,7 +88,7 @@ from spherepde.solvers.lagrangian.transformer import (
     cosine_similarity,
     token_interaction_energy,
 )
-from spherepde.validation.transport_runs import fit_order
+from spherepde.validation.fits import fit_order
 
 #: observables of the width study (name -> description)
 OBSERVABLES = {
@@ -100,22 +100,6 @@ OBSERVABLES = {
 RESOLVED_SE = 3.0
 #: two-sided probability that a centred Gaussian exceeds RESOLVED_SE standard deviations
 _FALSE_ALARM = math.erfc(RESOLVED_SE / math.sqrt(2.0))
-
-
-def _check_int(name, value, minimum):
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int >= {minimum}, got {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
-def _check_real(name, value, *, positive=False, nonnegative=False):
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite number, got {value!r}")
-    if positive and not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value}")
-    if nonnegative and value < 0:
-        raise ValueError(f"{name} must be >= 0, got {value}")
 
 
 @dataclass(frozen=True)
@@ -148,26 +132,26 @@ class DepthWidthConfig:
     seed: int = 0
 
     def __post_init__(self):
-        _check_int("n_tokens", self.n_tokens, 2)
-        _check_real("t_end", self.t_end, positive=True)
-        _check_real("beta", self.beta, positive=True)
-        _check_real("attention_scale", self.attention_scale)
-        _check_real("sigma_u", self.sigma_u, nonnegative=True)
-        _check_real("sigma_w", self.sigma_w, nonnegative=True)
-        _check_int("nmax", self.nmax, 1)
+        check_int("n_tokens", self.n_tokens, 2)
+        check_real("t_end", self.t_end, positive=True)
+        check_real("beta", self.beta, positive=True)
+        check_real("attention_scale", self.attention_scale)
+        check_real("sigma_u", self.sigma_u, nonnegative=True)
+        check_real("sigma_w", self.sigma_w, nonnegative=True)
+        check_int("nmax", self.nmax, 1)
         for name in ("paths", "width_depth", "width_realisations", "batch"):
-            _check_int(name, getattr(self, name), 2 if name in ("paths", "width_realisations") else 1)
-        _check_int("ref_steps_per_layer", self.ref_steps_per_layer, 2)
+            check_int(name, getattr(self, name), 2 if name in ("paths", "width_realisations") else 1)
+        check_int("ref_steps_per_layer", self.ref_steps_per_layer, 2)
         if self.ref_steps_per_layer % 2:
             raise ValueError(f"ref_steps_per_layer must be even (the check run uses half), "
                              f"got {self.ref_steps_per_layer}")
-        _check_int("seed", self.seed, 0)
+        check_int("seed", self.seed, 0)
         for name, minimum in (("depths", 1), ("widths", 1)):
             seq = getattr(self, name)
             if not isinstance(seq, (tuple, list)) or len(seq) < 2:
                 raise ValueError(f"{name} must be a tuple of at least 2 ints, got {seq!r}")
             for v in seq:
-                _check_int(f"{name} entry", v, minimum)
+                check_int(f"{name} entry", v, minimum)
             if any(b <= a for a, b in zip(seq, seq[1:])):
                 raise ValueError(f"{name} must be strictly increasing, got {seq!r}")
         if any(self.depths[-1] % L for L in self.depths):
@@ -594,7 +578,5 @@ def plot_width(summary: dict, path: Path) -> Path:
     return path
 
 
-EXPERIMENTS = {"depth-width": (DepthWidthConfig, run_depth_width)}
-
-__all__ = ["DepthWidthConfig", "EXPERIMENTS", "OBSERVABLES", "depth_fits", "depth_study", "observables",
+__all__ = ["DepthWidthConfig", "OBSERVABLES", "depth_fits", "depth_study", "observables",
            "reference_solution", "run_depth_width", "sup_error", "width_differences", "width_study"]

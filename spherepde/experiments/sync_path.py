@@ -69,8 +69,8 @@ class SyncPathConfig:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
 
     def spde(self):
-        """The noise-only :class:`~spherepde.validation.ensemble.SPDEConfig` of this run."""
-        from spherepde.validation.ensemble import SPDEConfig
+        """The noise-only :class:`~spherepde.experiments.ensemble.SPDEConfig` of this run."""
+        from spherepde.experiments.ensemble import SPDEConfig
 
         return SPDEConfig(grid="sphere", nlat=self.nlat, activation="relu", sigma_u=0.5,
                           sigma_w=0.5, nmax=4, t_end=self.t_end, dt=self.dt,
@@ -100,9 +100,9 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     from spherepde.solvers.eulerian.spde import SPDEFFSL
     from spherepde.solvers.lagrangian.remap import LagrangianRemap, points_from_density
     from spherepde.solvers.lagrangian.sde import ParticleSDE
-    from spherepde.validation.ensemble import initial_density
+    from spherepde.experiments.ensemble import initial_density
     from spherepde.validation.metrics import interaction_energy
-    from spherepde.validation.paper2 import log_rate
+    from spherepde.validation.fits import log_rate
 
     spde = config.spde()
     g = spde.make_grid()

@@ -1,4 +1,8 @@
-"""Run the standard transport tests end to end and report the published error norms."""
+"""Run the standard transport tests end to end and report the published error norms.
+
+The cases and norms are in :mod:`spherepde.validation.transport_cases`, the order fit of
+``validate convergence`` in :func:`spherepde.validation.fits.fit_order`.
+"""
 from __future__ import annotations
 
 import math
@@ -127,17 +131,3 @@ def run_transport(config: TransportConfig, *, output: str | Path | None = None,
     if output is not None:
         out["output"] = str(output)
     return out
-
-
-def fit_order(h, err) -> tuple[float, float]:
-    """Least-squares slope of log(err) against log(h) and its standard error."""
-    x, y = np.log(np.asarray(h, float)), np.log(np.asarray(err, float))
-    A = np.vstack([x, np.ones_like(x)]).T
-    coef, res, *_ = np.linalg.lstsq(A, y, rcond=None)
-    n = len(x)
-    if n > 2:
-        s2 = float(np.sum((y - A @ coef) ** 2) / (n - 2))
-        se = float(np.sqrt(s2 / np.sum((x - x.mean()) ** 2)))
-    else:
-        se = float("nan")
-    return float(coef[0]), se

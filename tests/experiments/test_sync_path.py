@@ -1,5 +1,5 @@
 """``validate sync-path``: the noise-only SPDE against the exact pushforward on one Brownian path
-(spherepde.validation.sync_path)."""
+(spherepde.experiments.sync_path)."""
 from __future__ import annotations
 
 import json
@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spherepde.cli import main
-from spherepde.validation.sync_path import SyncPathConfig, run_sync_path
+from spherepde.experiments.sync_path import SyncPathConfig, run_sync_path
 
 KEYS = ("times", "energy_density", "energy_reference", "ratio", "decades", "seconds", "scheme")
 

@@ -9,16 +9,10 @@ import pytest
 
 from spherepde.io.netcdf import open_dataset
 from spherepde.noise import NoiseKernel
-from spherepde.validation.depth_width import DepthWidthConfig, run_depth_width
-from spherepde.validation.paper2 import (
-    ChaosConfig,
-    HeatKernelConfig,
-    SynchronizationConfig,
-    lyapunov_exponent,
-    run_chaos,
-    run_heat_kernel,
-    run_synchronization,
-)
+from spherepde.experiments.chaos import ChaosConfig, run_chaos
+from spherepde.experiments.depth_width import DepthWidthConfig, run_depth_width
+from spherepde.experiments.heat_kernel import HeatKernelConfig, run_heat_kernel
+from spherepde.experiments.synchronization import SynchronizationConfig, lyapunov_exponent, run_synchronization
 
 
 def test_heat_kernel_tiny(tmp_path):
@@ -64,7 +58,7 @@ def test_synchronization_tiny(tmp_path):
 
     from PIL import Image
 
-    from spherepde.validation.paper2 import plot_synchronization
+    from spherepde.experiments.synchronization import plot_synchronization
 
     rows = []
     for k in range(8):

@@ -5,104 +5,18 @@ import dataclasses
 import json
 import math
 
-import numpy as np
 import pytest
 
 from spherepde.cli import main
 from spherepde.io.netcdf import open_dataset, read_config
-from spherepde.validation import paper1
-
-
-def test_exit_time_and_switch_time_helpers():
-    t = np.linspace(0, 10, 11)
-    w = np.array([5, 3, 1, 1, 1.5, 2.5, 4, 5, 5, 5, 5], float)
-    assert paper1.exit_time(t, w, 2.0) == pytest.approx(4.5)  # crosses 2·min = 2 between t = 4, 5
-    assert math.isnan(paper1.exit_time(t, np.linspace(5, 1, 11), 2.0))
-    d_old = np.linspace(1, 0, 11) * 0 + 0.5
-    d_new = np.linspace(1, 0, 11)
-    assert paper1.switch_time(t, d_old, d_new) == pytest.approx(5.0)
-
-
-def test_find_clusters_on_known_density():
-    th = 2 * np.pi * np.arange(360) / 360
-    rho = 1e-6 + np.exp(50 * (np.cos(th - 1.0) - 1)) + 2 * np.exp(50 * (np.cos(th - 4.0) - 1))
-    cl = paper1.find_clusters(th, rho, 3.0)
-    assert len(cl) == 2
-    pos = sorted(c["position"] for c in cl)
-    assert pos == pytest.approx([1.0, 4.0], abs=1e-3)
-    masses = sorted(c["mass"] for c in cl)
-    assert masses[1] / masses[0] == pytest.approx(2.0, rel=1e-3)
-
-
-def lobed_clusters(n=512):
-    """Four clusters (one at θ = 0, across the seam; two collapsed into a single cell; masses
-    within a factor 2) with odd–even side lobes like those of the old 'positive' limiter: in
-    each flank cells 2, 4, 6 away from the peak hold 5 %, 1 %, 0.2 % of the peak value, the
-    cells between them 1/20 of that, over a floor 1e-8.  Returns θ, ρ, the cluster centres,
-    their masses (Gaussian + lobes) and the floor."""
-    th = 2 * np.pi * np.arange(n) / n
-    dth = 2 * np.pi / n
-    centres = np.array([0, 120, 250, 400])  # cell indices
-    widths = np.array([3.0, 0.3, 5.0, 0.3])  # Gaussian σ in cells (0.3: one cell)
-    heights = np.array([1.0, 6.0, 0.9, 4.0])
-    floor = 1e-8
-    rho = np.full(n, floor)
-    masses = []
-    for c, w, h in zip(centres, widths, heights):
-        d = (np.arange(n) - c + n // 2) % n - n // 2
-        bump = h * np.exp(-0.5 * (d / w) ** 2)
-        peak = bump.max()
-        half = int(np.ceil(3 * w))
-        lobes = np.zeros(n)
-        for k, a in ((2, 0.05), (4, 0.01), (6, 0.002)):
-            for side in (1, -1):
-                lobes[(c + side * (half + k)) % n] += a * peak
-                lobes[(c + side * (half + k - 1)) % n] += a * peak / 20
-        rho += bump + lobes
-        masses.append(float((bump + lobes).sum() * dth))
-    return th, rho, th[centres], np.array(masses), floor
-
-
-def test_find_clusters_merges_side_lobes_by_mass():
-    th, rho, centres, masses, floor = lobed_clusters()
-    # without merging the lobes pass the peak threshold: the data can fool a lobe counter
-    assert len(paper1.find_clusters(th, rho, 3.0, 0.0)) > 4
-    cl = paper1.find_clusters(th, rho, 3.0)
-    assert len(cl) == 4
-    pos = np.array([c["position"] for c in cl])
-    order = np.argsort(np.mod(pos + 0.1, 2 * np.pi))  # the θ = 0 cluster may sit just below 2π
-    pos, m = pos[order], np.array([c["mass"] for c in cl])[order]
-    # positions: the lobes are symmetric about their peak, so the centre is exact up to the
-    # floor's pull (floor mass 2π·1e-8 against ≥ 0.008) and round-off
-    np.testing.assert_allclose(np.angle(np.exp(1j * (pos - centres))), 0.0, atol=1e-5)
-    # masses: each basin holds its cluster, its lobes and its share of the floor
-    np.testing.assert_allclose(m, masses, atol=2 * np.pi * floor + 1e-12)
-    assert sum(m) == pytest.approx(rho.sum() * 2 * np.pi / rho.size, rel=1e-12)
-    # a real cluster a fifth of its neighbour's mass or heavier is kept
-    th = 2 * np.pi * np.arange(360) / 360
-    pair = np.exp(200 * (np.cos(th - 1.0) - 1)) + 0.25 * np.exp(200 * (np.cos(th - 1.3) - 1))
-    assert len(paper1.find_clusters(th, pair + 1e-9, 3.0)) == 2
-    assert len(paper1.find_clusters(th, pair + 1e-9, 3.0, 0.3)) == 1
-
-
-def test_find_clusters_bad_input_and_flat_density():
-    th = np.linspace(0, 2 * np.pi, 16, endpoint=False)
-    assert paper1.find_clusters(th, np.ones(16), 3.0) == []
-    for kw, msg in (({"min_mass_ratio": 1.0}, "min_mass_ratio"),
-                    ({"min_mass_ratio": -0.1}, "min_mass_ratio"), ({"factor": 0.0}, "factor")):
-        args = {"factor": 3.0, **kw}
-        with pytest.raises(ValueError, match=msg):
-            paper1.find_clusters(th, np.ones(16), **args)
-    with pytest.raises(ValueError, match="finite"):
-        paper1.find_clusters(th, np.full(16, np.nan), 3.0)
-    with pytest.raises(ValueError, match="shape"):
-        paper1.find_clusters(th, np.ones(15), 3.0)
+from spherepde.experiments import circle_clusters, metastability, particles_vs_density, terminal_phase
+from spherepde.validation import clusters
 
 
 def test_metastability_concentrates_then_leaves(tmp_path):
-    cfg = dataclasses.replace(paper1.MetastabilityConfig.quick(), nlat=12, betas=(5.0, math.inf),
+    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), nlat=12, betas=(5.0, math.inf),
                               t_end=16.0, n_outputs=16)
-    s = paper1.run_metastability(cfg, tmp_path)
+    s = metastability.run_metastability(cfg, tmp_path)
     runs = {r["beta"]: r for r in s["runs"]}
     for r in runs.values():
         assert r["w2"][0] > 0.9  # ρ0 is far from the two-point measure
@@ -118,7 +32,7 @@ def test_metastability_concentrates_then_leaves(tmp_path):
     assert check["relative_change"] == pytest.approx(abs(check["w2_min"][1] - check["w2_min"][0])
                                                      / check["w2_min"][1], rel=1e-12)
     assert check["at_end"] == [check["t_min"][0] >= 16.0, check["t_min"][1] >= 16.0]
-    assert check["resolved"] == (check["relative_change"] < paper1.RESOLVED_CHANGE
+    assert check["resolved"] == (check["relative_change"] < metastability.RESOLVED_CHANGE
                                  and not any(check["at_end"]))
     ds = open_dataset(runs[5.0]["file"])
     assert ds.sizes["time"] == 17 and {"Q", "K", "V"} <= set(ds.data_vars)
@@ -128,9 +42,9 @@ def test_metastability_concentrates_then_leaves(tmp_path):
 
 
 def test_terminal_phase_switches_to_v_eigenspace(tmp_path):
-    cfg = dataclasses.replace(paper1.TerminalPhaseConfig.quick(), nlat=12, betas=(5.0,), t_end=20.0,
+    cfg = dataclasses.replace(terminal_phase.TerminalPhaseConfig.quick(), nlat=12, betas=(5.0,), t_end=20.0,
                               n_outputs=10, map_times=(0.0, 20.0))
-    s = paper1.run_terminal_phase(cfg, tmp_path)
+    s = terminal_phase.run_terminal_phase(cfg, tmp_path)
     r = s["runs"][0]
     assert 0 < r["switch_time"] < 20
     assert r["dist_E_V"][-1] < 0.5 * r["dist_E_VBt"][-1]
@@ -138,8 +52,8 @@ def test_terminal_phase_switches_to_v_eigenspace(tmp_path):
 
 
 def test_circle_clusters_count_grows_with_beta(tmp_path):
-    cfg = dataclasses.replace(paper1.CircleClustersConfig.quick(), betas=(3.0, 30.0), t_end=20.0, n_outputs=4)
-    s = paper1.run_circle_clusters(cfg, tmp_path)
+    cfg = dataclasses.replace(circle_clusters.CircleClustersConfig.quick(), betas=(3.0, 30.0), t_end=20.0, n_outputs=4)
+    s = circle_clusters.run_circle_clusters(cfg, tmp_path)
     n = [r["n_clusters"][-1] for r in s["runs"]]
     assert 0 < n[0] < n[1]
     for r in s["runs"]:
@@ -148,9 +62,9 @@ def test_circle_clusters_count_grows_with_beta(tmp_path):
 
 
 def test_particles_vs_density_error_falls_with_n(tmp_path):
-    cfg = dataclasses.replace(paper1.ParticlesVsDensityConfig.quick(), nlat=12, t_end=1.0,
+    cfg = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), nlat=12, t_end=1.0,
                               particle_counts=(64, 256, 1024), seeds=(0, 1))
-    s = paper1.run_particles_vs_density(cfg, tmp_path)
+    s = particles_vs_density.run_particles_vs_density(cfg, tmp_path)
     r = s["runs"][0]
     errs = [p["moment_error"] for p in r["particles"]]
     assert errs[0] > errs[1] > errs[2]
@@ -181,9 +95,9 @@ def test_particles_vs_density_w2_beyond_the_exact_limit(tmp_path, monkeypatch):
     real = metrics.w2_with_bound
     monkeypatch.setattr(metrics, "w2_with_bound",
                         lambda *a, **k: real(*a, **{**k, "max_entries": 20_000}))
-    cfg = dataclasses.replace(paper1.ParticlesVsDensityConfig.quick(), nlat=12, t_end=0.5,
+    cfg = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), nlat=12, t_end=0.5,
                               particle_counts=(64, 400), seeds=(0,))
-    s = paper1.run_particles_vs_density(cfg, tmp_path)
+    s = particles_vs_density.run_particles_vs_density(cfg, tmp_path)
     small, large = s["runs"][0]["particles"]
     assert small["w2_error_bound"] == 0.0  # 64 × 288 entries: exact
     assert 0.0 < large["w2_error_bound"] < 1.0 and large["w2"] > 0  # 400 × 288: coarsened
@@ -200,9 +114,9 @@ def test_cli_circle_clusters_json(tmp_path, capsys):
 def test_resolution_check_flags_a_minimum_not_reached(tmp_path):
     """Stopped in the early phase (t = 2), W₂ is still falling: the minimum is the last output
     on both grids, so the check cannot call it resolved, whatever the change."""
-    cfg = dataclasses.replace(paper1.MetastabilityConfig.quick(), nlat=8, betas=(5.0,), t_end=2.0,
+    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), nlat=8, betas=(5.0,), t_end=2.0,
                               n_outputs=4)
-    check = paper1.run_metastability(cfg, tmp_path)["resolution_check"]
+    check = metastability.run_metastability(cfg, tmp_path)["resolution_check"]
     assert check["nlat"] == [6, 8] and check["t_min"] == [2.0, 2.0]
     assert check["at_end"] == [True, True] and check["resolved"] is False
 
@@ -210,16 +124,16 @@ def test_resolution_check_flags_a_minimum_not_reached(tmp_path):
 @pytest.mark.parametrize("bad", [3, 2, 12, 13, True, 6.0])
 def test_metastability_check_nlat_is_validated(bad):
     with pytest.raises(ValueError, match="check_nlat"):
-        dataclasses.replace(paper1.MetastabilityConfig(), nlat=12, check_nlat=bad)
+        dataclasses.replace(metastability.MetastabilityConfig(), nlat=12, check_nlat=bad)
 
 
 def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):
     """SPEC: VBᵀ not symmetric → Π is undefined: warn, run, Π-based diagnostics off (NaN)."""
     K = ((0.1, 0.3, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))  # A = V Kᵀ is not symmetric
-    cfg = dataclasses.replace(paper1.MetastabilityConfig.quick(), nlat=8, betas=(5.0,), t_end=1.0,
+    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), nlat=8, betas=(5.0,), t_end=1.0,
                               n_outputs=2, K=K)
     with pytest.warns(UserWarning, match="not symmetric"):
-        s = paper1.run_metastability(cfg, tmp_path)
+        s = metastability.run_metastability(cfg, tmp_path)
     r = s["runs"][0]
     assert all(math.isnan(v) for v in r["w2"]) and all(math.isnan(v) for v in r["dist_E_VBt"])
     assert all(math.isfinite(v) for v in r["dist_E_V"])  # V itself is symmetric
@@ -229,10 +143,10 @@ def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):
 def test_interrupted_experiment_still_writes_its_summary(tmp_path, monkeypatch):
     """Ctrl-C during the second β: summary.json holds the first run and "interrupted": true, the
     first β's file is complete and the second one's says interrupted."""
-    cfg = paper1.CircleClustersConfig(betas=(3.0, 10.0), t_end=1.0, n_outputs=2, min_cells=32,
+    cfg = circle_clusters.CircleClustersConfig(betas=(3.0, 10.0), t_end=1.0, n_outputs=2, min_cells=32,
                                       cells_per_width=2.0)
     calls = {"n": 0}
-    real = paper1.find_clusters
+    real = clusters.find_clusters
 
     def stop_in_the_second_run(*args, **kwargs):
         calls["n"] += 1
@@ -240,9 +154,9 @@ def test_interrupted_experiment_still_writes_its_summary(tmp_path, monkeypatch):
             raise KeyboardInterrupt
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(paper1, "find_clusters", stop_in_the_second_run)
+    monkeypatch.setattr(circle_clusters, "find_clusters", stop_in_the_second_run)
     with pytest.raises(KeyboardInterrupt):
-        paper1.run_circle_clusters(cfg, tmp_path)
+        circle_clusters.run_circle_clusters(cfg, tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["experiment"] == "circle-clusters"
     assert [r["beta"] for r in summary["runs"]] == [3.0]

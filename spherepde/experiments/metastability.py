@@ -1,0 +1,262 @@
+"""Paper 1 (Alcalde–Bungert–Riedl–Roith 2026), ``spherepde experiment metastability``: the
+two-phase picture as densities on S².
+
+W₂(ρ^β_t, Π_#ρ_0) against t for several β, the minimum over t and the exit time from the
+metastable state against β, fitted against sqrt(log β / β) and log β.  The set-up and
+:func:`sphere_runs` (one density run per β with its W₂ and eigenspace distances) are shared
+with :mod:`~spherepde.experiments.terminal_phase` and
+:mod:`~spherepde.experiments.particles_vs_density`.
+
+Set-up (and why).  Q = I, K = B = diag(1/10, 1, 1), V = diag(1, 1/2, 1/10), so
+A = VBᵀ = diag(1/10, 1/2, 1/100): symmetric (Assumption 1), top eigenvector e = e_y with
+spectral gap γ = 0.4 (early phase at rate c ≈ γ/‖B‖ = 0.4), while V's own top eigenvector is
+e_x and e_y is a saddle of the V-flow ẋ = P_x V x with unstable rate 1 − 1/2 = 1/2.  A cluster
+that has formed at ±e_y is displaced from e_y by O(1/β) at finite β, and that displacement
+grows like e^{t/2}: the exit from the metastable state comes at t ~ 2 log β and the terminal
+phase (mass moving to ±e_x, Conjecture 1) is visible within moderate times.
+ρ_0 ∝ 1 + ½⟨x, a⟩ with a = (0.6, 0.5, 0.3)/|·| is smooth, strictly positive and not symmetric
+under y → −y, so Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} has unequal weights.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from spherepde import __version__
+from spherepde.dynamics.attention import Attention, DensityAttention
+from spherepde.grids import GaussGrid
+from spherepde.io.netcdf import NetCDFTracker
+from spherepde.io.summary import summary_on_interrupt, write_summary
+from spherepde.solvers import make_stepper
+from spherepde.solvers.controller import Controller
+from spherepde.solvers.trackers import MemoryTracker, ProgressTracker
+from spherepde.validation.fits import exit_time, fit_order, fit_vs_log_beta
+from spherepde.validation.metrics import (
+    as_measure,
+    dist_to_subspace,
+    top_eigenspace,
+    two_point_weight,
+    w2_two_point,
+)
+
+
+@dataclass(frozen=True)
+class MetastabilityConfig:
+    """Parameters of ``spherepde experiment metastability`` (β = math.inf allowed)."""
+
+    nlat: int = 48
+    betas: tuple = (10.0, 30.0, 100.0, 300.0, math.inf)
+    t_end: float = 24.0
+    n_outputs: int = 96
+    courant: float = 0.8
+    Q: tuple = ((1.0, 0, 0), (0, 1.0, 0), (0, 0, 1.0))
+    K: tuple = ((0.1, 0, 0), (0, 1.0, 0), (0, 0, 1.0))
+    V: tuple = ((1.0, 0, 0), (0, 0.5, 0), (0, 0, 0.1))
+    init_a: tuple = (0.6, 0.5, 0.3)
+    band: float = 2.0  # exit when W₂ exceeds band × its minimum, after the minimum
+    #: the coarser of the two finest settings: the largest β is run again at this nlat and
+    #: ``resolution_check`` reports the change of min W₂; None: the even nlat nearest ¾·nlat;
+    #: 0: no check
+    check_nlat: int | None = None
+
+    def __post_init__(self) -> None:
+        c = self.check_nlat
+        if c is not None and c != 0 and (isinstance(c, bool) or not isinstance(c, int) or c < 4
+                                         or c % 2 or c >= self.nlat):
+            raise ValueError(f"check_nlat must be 0 (no check), None (¾·nlat) or an even integer in "
+                             f"[4, nlat = {self.nlat}), got {c!r}")
+
+    @classmethod
+    def quick(cls) -> "MetastabilityConfig":
+        return cls(nlat=16, betas=(5.0, 10.0, 20.0, math.inf), t_end=20.0, n_outputs=40)
+
+    @property
+    def resolution_nlat(self) -> int:
+        """The nlat of the resolution check (0: none)."""
+        if self.check_nlat is not None:
+            return self.check_nlat
+        c = 2 * round(0.375 * self.nlat)
+        return c if 4 <= c < self.nlat else 0
+
+    def to_dict(self) -> dict:
+        return {"experiment": "metastability", **asdict(self)}
+
+
+def initial_density(grid: GaussGrid, a) -> np.ndarray:
+    """Cell averages of ρ_0 ∝ 1 + ½⟨x, â⟩, normalised to mass 1."""
+    a = np.asarray(a, float)
+    a = a / np.linalg.norm(a)
+    rho = grid.cell_average(lambda x: 1.0 + 0.5 * (x @ a))
+    return rho / grid.integrate(rho)
+
+
+def _eigenspace_or_none(A: np.ndarray, name: str, **kw):
+    """Top eigenspace of a symmetric A; for a non-symmetric A the projection map of Paper 1 is
+    undefined: warn and return None (the run goes on, the diagnostics built on it are off)."""
+    try:
+        return top_eigenspace(A, **kw)
+    except ValueError:
+        warnings.warn(f"{name} is not symmetric: Π and the eigenspace diagnostics built on it "
+                      "are off (reported as NaN); the dynamics still run", stacklevel=3)
+        return None
+
+
+def beta_key(beta: float) -> str:
+    """β as it appears in file names and JSON keys: ``"inf"`` for ∞, else ``f"{β:g}"``."""
+    return "inf" if math.isinf(beta) else f"{beta:g}"
+
+
+def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
+    """Run the mean-field density on S² for every β of ``config``; yield per-β results.
+
+    Shared by the metastability and terminal-phase experiments: one NetCDF per β
+    (``{prefix}_beta{β}.nc``) plus W₂ to Π_#ρ_0 and dist_E to the top eigenspaces of VBᵀ and
+    of V at every output time.
+    """
+    grid = GaussGrid(config.nlat)
+    Q, K, V = (np.asarray(m, float) for m in (config.Q, config.K, config.V))
+    rho0 = initial_density(grid, config.init_a)
+    x, w0 = as_measure(grid, rho0)
+    EA = _eigenspace_or_none(V @ (Q.T @ K).T, "VBᵀ")
+    EV = _eigenspace_or_none(V, "V", by_magnitude=True)
+    if EA is not None and EA.dim != 1:
+        warnings.warn("the top eigenspace of VBᵀ is not one-dimensional: W₂ to the two-point "
+                      "measure Π#ρ₀ is not computed", stacklevel=2)
+    two_point = EA is not None and EA.dim == 1
+    e = EA.basis[:, 0] if two_point else None
+    a = two_point_weight(x, w0, e) if two_point else math.nan
+    times = np.linspace(0.0, config.t_end, config.n_outputs + 1)
+    static = {n: (m, ("dim", "dim2"), {"long_name": f"attention matrix {n}", "units": "1"})
+              for n, m in (("Q", Q), ("K", K), ("V", V))}
+    dt = config.courant * grid.dlon / float(np.linalg.norm(V, 2))
+    info = {"grid": grid, "e": e, "a": a, "EA": EA, "EV": EV, "times": times, "x": x}
+    for beta in config.betas:
+        stepper = make_stepper("meanfield-ffsl", grid, DensityAttention(Attention(Q, K, V, beta), grid),
+                               courant=config.courant)
+        tag = beta_key(beta)
+        nc = outdir / f"{prefix}_beta{tag}.nc"
+        mem = MemoryTracker()
+        trackers = [mem, NetCDFTracker(nc, grid, config={**config.to_dict(), "beta": beta}, static=static),
+                    ProgressTracker(disable=not progress, desc=f"beta={tag}")]
+        res = Controller(stepper, trackers, dt=dt).run(rho0, (0.0, config.t_end), output_times=times)
+        snaps = mem.result["state"]
+        ws = [as_measure(grid, s)[1] for s in snaps]
+        row = {"beta": beta, "steps": res.n_steps, "file": str(nc),
+               "w2": [w2_two_point(x, w, e, a) if two_point else math.nan for w in ws],
+               "dist_E_VBt": [dist_to_subspace(x, w, EA.basis) if EA else math.nan for w in ws],
+               "dist_E_V": [dist_to_subspace(x, w, EV.basis) if EV else math.nan for w in ws],
+               "mass_error": float(grid.integrate(res.state) - 1.0),
+               "min_density": float(res.state.min())}
+        yield info, row, snaps
+
+
+def _w2_minimum(row: dict, times: np.ndarray, band: float) -> dict:
+    """min_t W₂, the time of the minimum and the exit time of one run (NaN where W₂ is off)."""
+    w2 = np.asarray(row["w2"])
+    if not np.all(np.isfinite(w2)):
+        return {"w2_min": math.nan, "t_min": math.nan, "exit_time": math.nan}
+    i = int(np.argmin(w2))
+    return {"w2_min": float(w2[i]), "t_min": float(times[i]), "exit_time": exit_time(times, w2, band)}
+
+
+#: min W₂ counts as resolved when it changes by less than this between the two finest settings
+RESOLVED_CHANGE = 0.05
+
+
+def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, progress: bool) -> dict | None:
+    """Run the largest β again at ``config.resolution_nlat``: the change of min W₂ between the
+    two finest settings, |w_fine − w_coarse| / w_fine (None when the check is off).
+
+    ``at_end`` says, per setting, whether the minimum is the last output (W₂ still falling at
+    t_end: the minimum was not reached); ``resolved`` is relative_change < RESOLVED_CHANGE with
+    both minima reached.
+    """
+    coarse_nlat = config.resolution_nlat
+    if not coarse_nlat:
+        return None
+    coarse_cfg = dataclasses.replace(config, nlat=coarse_nlat, betas=(fine["beta"],), check_nlat=0)
+    info, row, _ = next(sphere_runs(coarse_cfg, outdir, "metastability_check", progress))
+    coarse = _w2_minimum(row, info["times"], config.band)
+    w_f, w_c = fine["w2_min"], coarse["w2_min"]
+    change = abs(w_f - w_c) / w_f if w_f > 0 else math.nan
+    at_end = [bool(r["t_min"] >= config.t_end) for r in (coarse, fine)]
+    return {"beta": fine["beta"], "nlat": [coarse_nlat, config.nlat], "w2_min": [w_c, w_f],
+            "t_min": [coarse["t_min"], fine["t_min"]], "at_end": at_end,
+            "relative_change": change, "resolved": bool(change < RESOLVED_CHANGE and not any(at_end)),
+            "file": row["file"]}
+
+
+def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progress: bool = False) -> dict:
+    """Run every β, write one NetCDF per β, a PNG and ``summary.json``; return the summary.
+
+    The summary's ``min_w2`` maps each β ("inf" for ∞) to min_t W₂(ρ_t, Π#ρ₀), and
+    ``resolution_check`` holds the same minimum for the largest β at the coarser
+    ``config.resolution_nlat`` with its ``relative_change``.
+    """
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    rows = []
+    t_start = time.perf_counter()
+    partial = {"experiment": "metastability", "config": config.to_dict(), "version": __version__, "runs": rows}
+    with summary_on_interrupt(outdir, partial):
+        for info, row, _ in sphere_runs(config, outdir, "metastability", progress):
+            row.update(_w2_minimum(row, info["times"], config.band))
+            rows.append(row)
+        times = info["times"]
+        largest = max(rows, key=lambda r: r["beta"])
+        check = resolution_check(config, largest, outdir, progress)
+        finite = [r for r in rows if math.isfinite(r["beta"])]
+        summary = {"experiment": "metastability", "config": config.to_dict(), "version": __version__,
+                   "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],
+                   "e": None if info["e"] is None else info["e"].tolist(),
+                   "spectral_gap": None if info["EA"] is None else info["EA"].gap, "times": times.tolist(), "runs": rows,
+                   "min_w2": {beta_key(r["beta"]): r["w2_min"] for r in rows}, "resolution_check": check,
+                   "seconds": round(time.perf_counter() - t_start, 1)}
+        if len(finite) >= 3 and all(math.isfinite(r["w2_min"]) for r in finite):
+            b = np.array([r["beta"] for r in finite])
+            slope, se = fit_order(np.sqrt(np.log(b) / b), [r["w2_min"] for r in finite])
+            summary["fit_w2min_vs_sqrt_logb_over_b"] = {"exponent": slope, "stderr": se,
+                                                        "note": "w2_min ∝ (sqrt(log β/β))^exponent; theory: exponent 1"}
+            fit = fit_vs_log_beta(b, [r["exit_time"] for r in finite])
+            if fit is not None:
+                summary["fit_exit_time_vs_log_beta"] = fit
+        summary["plot"] = str(plot_metastability(summary, outdir / "metastability.png"))
+        summary["interrupted"] = False
+        write_summary(outdir, summary)
+    return summary
+
+
+def plot_metastability(summary: dict, path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    t = np.asarray(summary["times"])
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+    for r in summary["runs"]:
+        lab = "β = ∞" if not math.isfinite(r["beta"]) else f"β = {r['beta']:g}"
+        axes[0].semilogy(t, r["w2"], label=lab)
+        axes[1].plot(t, r["dist_E_VBt"], label=f"{lab}: E(VBᵀ)")
+        axes[1].plot(t, r["dist_E_V"], "--", color=axes[1].lines[-1].get_color())
+    axes[0].set_xlabel("t")
+    axes[0].set_ylabel("W₂(ρ_t, Π#ρ₀)  (chordal)")
+    axes[0].set_title("metastability: distance to the projected initial measure")
+    axes[0].legend(fontsize=8)
+    axes[1].set_xlabel("t")
+    axes[1].set_ylabel("dist_E (solid: top eigenspace of VBᵀ, dashed: of V)")
+    axes[1].set_title("eigenspace distances")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+
+__all__ = ["MetastabilityConfig", "RESOLVED_CHANGE", "beta_key", "initial_density", "plot_metastability",
+           "resolution_check", "run_metastability", "sphere_runs"]

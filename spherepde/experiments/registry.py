@@ -1,0 +1,186 @@
+"""The paper experiments by name: what each one is, how it runs, and its command-line options.
+
+``spherepde experiment NAME`` is generated from :data:`EXPERIMENTS`: one sub-command per entry,
+with ``--quick``, the entry's options, ``--output`` (default ``out/NAME``) and ``--json``.  An
+entry names its configuration class and its runner by module and attribute, and they are
+imported only when the experiment runs (``spherepde --help`` stays fast).  Each option says how
+argparse reads it, checks the value it read (errors name the flag) and which fields of the
+configuration it sets; :meth:`Experiment.configure` applies them in one fixed order
+(:data:`OPTION_ORDER`), so an error names the same flag whatever order they were given in.
+"""
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Option:
+    """One option of an experiment (always default None: "keep the configuration's value").
+
+    flag : the command-line flag (``--t-end``); its argparse ``dest`` is :attr:`dest`.
+    help : the help text.
+    type, nargs : as in ``argparse.ArgumentParser.add_argument``.
+    fields : the configuration fields set to the checked value (several: one value for each).
+    check : the value read → the value set; raises ValueError naming the flag.
+    """
+
+    flag: str
+    help: str
+    type: Callable[[str], Any] | None = None
+    nargs: str | None = None
+    fields: tuple[str, ...] = ()
+    check: Callable[[Any], Any] = lambda v: v
+
+    @property
+    def dest(self) -> str:
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def with_(self, **changes) -> "Option":
+        """The same option with other ``help``, ``fields`` or ``check``."""
+        return dataclasses.replace(self, **changes)
+
+
+# ---- the checks of the values read ---------------------------------------------------------
+def _even_nlat(v: int) -> int:
+    if v < 4 or v % 2:
+        raise ValueError(f"--nlat must be an even integer >= 4, got {v}")
+    return v
+
+
+def _positive_time(v: float) -> float:
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"--t-end must be a positive number, got {v}")
+    return v
+
+
+def _workers(v: int) -> int:
+    if v < 1:
+        raise ValueError(f"--workers must be an integer >= 1, got {v}")
+    return v
+
+
+def _betas(v: list) -> tuple:
+    if any(not b > 0 for b in v):
+        raise ValueError(f"--betas must all be > 0 (inf allowed), got {v}")
+    return tuple(v)
+
+
+def _betas_circle(v: list) -> tuple:
+    betas = _betas(v)
+    if any(math.isinf(b) for b in betas):
+        raise ValueError("--betas: β = inf is not used on the circle (the flow is then trivial)")
+    return betas
+
+
+def _particle_counts(v: list) -> tuple:
+    counts = sorted(set(v))
+    if len(counts) < 2 or any(n < 2 for n in counts):
+        raise ValueError(f"--particle-counts needs at least 2 different values, each >= 2 "
+                         f"(a rate is fitted), got {v}")
+    return tuple(counts)
+
+
+# ---- the options ---------------------------------------------------------------------------
+NLAT = Option("--nlat", "override the grid size", type=int, fields=("nlat",), check=_even_nlat)
+T_END = Option("--t-end", "override the final time", type=float, fields=("t_end",), check=_positive_time)
+BETAS = Option("--betas", "override β values ('inf' allowed on S²)", type=float, nargs="+",
+               fields=("betas",), check=_betas)
+CHECK_NLAT = Option("--check-nlat", "nlat of the resolution check: the largest β is run again there and "
+                                    "resolution_check reports the change of min W2 (default: even nlat "
+                                    "nearest 3/4 of --nlat; 0: no check)", type=int, fields=("check_nlat",))
+PARTICLE_COUNTS = Option("--particle-counts", "override the particle numbers N (≥ 2 values, each ≥ 2; e.g. "
+                                              "up to 10⁵ on a GPU)", type=int, nargs="+",
+                         fields=("particle_counts",), check=_particle_counts)
+WORKERS = Option("--workers", "dask worker processes for the ensembles (default: 2)", type=int,
+                 fields=("workers",), check=_workers)
+#: the order in which the options' values are checked and set (by flag)
+OPTION_ORDER = ("--nlat", "--t-end", "--workers", "--betas", "--check-nlat", "--particle-counts")
+
+NLAT_S2 = NLAT.with_(help="override the S² grid size")
+PAPER1_QUICK = "small sizes (about a minute)"
+PAPER2_QUICK = "small sizes (under a minute)"
+
+
+@dataclass(frozen=True)
+class Experiment:
+    """One ``spherepde experiment`` entry.
+
+    name : the sub-command (and the default output folder ``out/NAME``).
+    help : one line for ``spherepde experiment --help``.
+    module, config, runner : the module and the names in it of the configuration class (with
+        ``quick()``, a frozen dataclass) and of ``runner(config, outdir, *, progress) -> summary``.
+    options : the options besides ``--quick``, ``--output`` and ``--json``, in help order.
+    quick_help : the help of ``--quick``.
+    """
+
+    name: str
+    help: str
+    module: str
+    config: str
+    runner: str
+    options: tuple[Option, ...]
+    quick_help: str
+
+    def load(self) -> tuple[type, Callable]:
+        """Import the module: (configuration class, runner)."""
+        mod = importlib.import_module(self.module)
+        return getattr(mod, self.config), getattr(mod, self.runner)
+
+    def configure(self, values: dict[str, Any], *, quick: bool = False):
+        """The configuration: ``quick()`` or the default, with every option whose value in
+        ``values`` (by ``dest``) is not None checked and set, in :data:`OPTION_ORDER`."""
+        config_cls, _ = self.load()
+        config = config_cls.quick() if quick else config_cls()
+        over = {}
+        for opt in sorted(self.options, key=lambda o: OPTION_ORDER.index(o.flag)):
+            value = values.get(opt.dest)
+            if value is not None:
+                value = opt.check(value)
+                over.update({f: value for f in opt.fields})
+        return dataclasses.replace(config, **over)
+
+    def run(self, config, outdir, *, progress: bool = False) -> dict:
+        """Run ``config`` into ``outdir``; the summary (also in ``outdir/summary.json``)."""
+        _, runner = self.load()
+        return runner(config, outdir, progress=progress)
+
+
+def _entry(name, help_, module, config, runner, options, quick_help) -> tuple[str, Experiment]:
+    return name, Experiment(name, help_, f"spherepde.experiments.{module}", config, runner, tuple(options),
+                            quick_help)
+
+
+#: name → :class:`Experiment`, in the order of ``spherepde experiment --help``
+EXPERIMENTS: dict[str, Experiment] = dict([
+    _entry("metastability", "Paper 1: W2 to the projected initial measure vs t for several β (S²)",
+           "metastability", "MetastabilityConfig", "run_metastability",
+           (NLAT, T_END, BETAS, CHECK_NLAT), PAPER1_QUICK),
+    _entry("terminal-phase", "Paper 1: mass leaving the VBᵀ eigenspace for V's (S²), switch time vs β",
+           "terminal_phase", "TerminalPhaseConfig", "run_terminal_phase",
+           (NLAT, T_END, BETAS), PAPER1_QUICK),
+    _entry("particles-vs-density", "Paper 1: N-particle runs against the density run, errors vs N",
+           "particles_vs_density", "ParticlesVsDensityConfig", "run_particles_vs_density",
+           (NLAT, T_END, BETAS, PARTICLE_COUNTS), PAPER1_QUICK),
+    _entry("circle-clusters", "Paper 1: number and positions of clusters vs β and t (S¹, Q=K=V=I)",
+           "circle_clusters", "CircleClustersConfig", "run_circle_clusters",
+           (T_END, BETAS.with_(check=_betas_circle)), PAPER1_QUICK),
+    _entry("heat-kernel", "Paper 2: E[ρ] decays like the heat kernel, rates per degree (S¹, S²); the Itô step fails",
+           "heat_kernel", "HeatKernelConfig", "run_heat_kernel",
+           (NLAT_S2, T_END.with_(fields=("t_end_sphere", "t_end_circle")), WORKERS), PAPER2_QUICK),
+    _entry("synchronization", "Paper 2: E_β under common noise, rates vs λ̄' and λ₁ (particles d = 4, 5; density S²)",
+           "synchronization", "SynchronizationConfig", "run_synchronization",
+           (T_END, WORKERS), PAPER2_QUICK),
+    _entry("chaos", "Paper 2: particles vs the SPDE on the same Brownian path, errors vs N",
+           "chaos", "ChaosConfig", "run_chaos",
+           (PARTICLE_COUNTS, NLAT_S2, T_END), PAPER2_QUICK),
+    _entry("depth-width", "Paper 2: the discrete transformer vs the limit SDE, errors vs depth L and width m",
+           "depth_width", "DepthWidthConfig", "run_depth_width",
+           (T_END,), PAPER2_QUICK),
+])
+
+__all__ = ["EXPERIMENTS", "Experiment", "OPTION_ORDER", "Option"]

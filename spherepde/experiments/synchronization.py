@@ -1,0 +1,290 @@
+"""Paper 2 (Agazzi–Bruno–Mosig García–Saviozzi–Romito 2026, common MLP noise), ``spherepde experiment
+synchronization``.
+
+Tokens driven by attention (attractive, off, repulsive) plus the common
+noise.  Particles in d = 4, 5 (the exact Gaussian sampler of the field, no truncation):
+E[E_β(μ_t)] against λ̄' (Thm 1.4, where λ̄ < 0), single-path E_β, the pathwise contraction rate
+of two nearby tokens against the top Lyapunov exponent λ₁, and tanh without biases (an odd
+field) ending in two antipodal clusters.  On S² as a density: single SPDE paths concentrate at
+the pathwise rate 2λ₁ = −2κ(1) of E_β although λ̄ > 0 there.
+"""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from spherepde import __version__
+from spherepde.experiments.ensemble import SPDEConfig, local_client, run_ensemble
+from spherepde.io.plots import _plt
+from spherepde.io.summary import finish_summary, summary_on_interrupt
+from spherepde.validation.fits import log_rate
+
+
+@dataclass(frozen=True)
+class SynchronizationConfig:
+    """``spherepde experiment synchronization`` (see the module docstring)."""
+
+    dims: tuple = (4, 5)
+    cases: tuple = (("relu", 0.0), ("relu", 0.5), ("tanh", 0.0), ("sigmoid", 0.0))
+    attention_scales: tuple = (1.0, 0.0, -1.0)
+    beta: float = 1.0
+    n_tokens: int = 64
+    realisations: int = 8
+    t_end: float = 5.0
+    dt: float = 0.02
+    n_outputs: int = 25
+    lyapunov_pairs: int = 32
+    lyapunov_t: float = 12.0
+    density_nlat: int = 96
+    density_concentration: float = 10.0  # vMF ρ_0 of rms width ≈ 0.32 rad
+    density_realisations: int = 4
+    density_t_end: float = 6.0
+    density_dt: float = 0.01
+    density_sigma: float = 0.5
+    workers: int = 2  # dask worker processes; 0 runs everything in this process
+    seed: int = 0
+
+    @classmethod
+    def quick(cls) -> "SynchronizationConfig":
+        return cls(dims=(4,), cases=(("relu", 0.5), ("tanh", 0.0)), attention_scales=(1.0, 0.0),
+                   n_tokens=16, realisations=3, t_end=2.0, dt=0.05, n_outputs=8, lyapunov_pairs=6,
+                   lyapunov_t=2.0, density_nlat=40, density_realisations=2, density_t_end=2.0,
+                   density_dt=0.05)
+
+    def to_dict(self) -> dict:
+        return {"experiment": "synchronization", **asdict(self)}
+
+
+def _sync_run(d, activation, sigma, scale, beta, n_tokens, t_end, dt, n_outputs, seed, r):
+    """One particle realisation: (times, scaled E_β (T,), final cosine matrix (N, N))."""
+    from spherepde.dynamics.attention import Attention
+    from spherepde.noise import NoiseKernel
+    from spherepde.solvers.lagrangian.sde import ParticleSDE
+    from spherepde.solvers.lagrangian.transformer import cosine_similarity, token_interaction_energy
+
+    rng = np.random.default_rng([seed, r, d])
+    x0 = rng.standard_normal((n_tokens, d))
+    x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
+    kernel = NoiseKernel(activation, d=d, sigma_u=sigma, sigma_w=sigma)
+    att = Attention(np.eye(d), np.eye(d), np.eye(d), beta=beta)
+    sde = ParticleSDE(att, kernel=kernel, seed=int(rng.integers(2**31)), method="heun", attention_scale=scale)
+    times = np.linspace(0, t_end, n_outputs + 1)
+    res = sde.run(x0, (0.0, t_end), dt=dt, output_times=times)
+    energy = token_interaction_energy(res.positions, beta, form="scaled")
+    return times, np.asarray(energy), cosine_similarity(res.positions[-1])
+
+
+def lyapunov_exponent(kernel, t_end: float, dt: float, seed: int, delta0: float = 1e-4) -> float:
+    """Top Lyapunov exponent of the noise-only flow from one pair of nearby tokens (Benettin):
+    after every step the separation δ is logged and reset to δ0 along the same direction;
+    the exponent is Σ log(δ/δ0) / t_end."""
+    from spherepde.solvers.lagrangian.particles import retract
+    from spherepde.solvers.lagrangian.sde import ParticleSDE
+
+    d = int(kernel.d)
+    rng = np.random.default_rng([seed, 7])
+    x = rng.standard_normal(d)
+    x /= np.linalg.norm(x)
+    v = rng.standard_normal(d)
+    v -= (v @ x) * x
+    state = np.stack([x, retract(x + delta0 * v / np.linalg.norm(v))])
+    sde = ParticleSDE(kernel=kernel, seed=int(rng.integers(2**31)), method="heun")
+    n = max(1, int(round(t_end / dt)))
+    h = t_end / n
+    total = 0.0
+    for k in range(n):
+        state = sde.step(state, k * h, h)
+        sep = state[1] - state[0]
+        dist = float(np.linalg.norm(sep))
+        total += math.log(dist / delta0)
+        state[1] = retract(state[0] + delta0 * sep / dist)
+    return total / t_end
+
+
+class _SerialClient:
+    """The two ``dask.distributed.Client`` methods used here, run in this process (workers = 0)."""
+
+    def submit(self, fn, *args, pure=False):
+        return fn(*args)
+
+    def gather(self, futures):
+        return list(futures)
+
+    def close(self):
+        pass
+
+
+def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, progress: bool = False) -> dict:
+    from spherepde.noise import NoiseKernel
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    rows = []
+    partial = {"experiment": "synchronization", "config": config.to_dict(), "version": __version__, "runs": rows}
+    with summary_on_interrupt(outdir, partial):
+        client, cluster = (_SerialClient(), _SerialClient()) if config.workers == 0 else local_client(config.workers)
+        try:
+            jobs = {}
+            for d in config.dims:
+                for act, sigma in config.cases:
+                    for s in config.attention_scales:
+                        for r in range(config.realisations):
+                            jobs[(d, act, sigma, s, r)] = client.submit(
+                                _sync_run, d, act, sigma, s, config.beta, config.n_tokens, config.t_end,
+                                config.dt, config.n_outputs, config.seed, r, pure=False)
+                    lyap = [client.submit(lyapunov_exponent, NoiseKernel(act, d=d, sigma_u=sigma, sigma_w=sigma),
+                                          config.lyapunov_t, config.dt, config.seed + 1000 + p, pure=False)
+                            for p in range(config.lyapunov_pairs)]
+                    jobs[(d, act, sigma, "lyapunov")] = lyap
+            for d in config.dims:
+                for act, sigma in config.cases:
+                    k = NoiseKernel(act, d=d, sigma_u=sigma, sigma_w=sigma)
+                    lam = np.array(client.gather(jobs[(d, act, sigma, "lyapunov")]))
+                    base = {"d": d, "activation": act, "sigma": sigma, "odd": k.odd, "kappa1": k.kappa1,
+                            "lambda_1": k.lambda_1, "lambda_bar": k.lambda_bar,
+                            "lambda_bar_prime": k.lambda_bar_prime(config.beta),
+                            "lyapunov_measured": float(lam.mean()),
+                            "lyapunov_stderr": float(lam.std(ddof=1) / math.sqrt(lam.size)) if lam.size > 1 else math.nan}
+                    for s in config.attention_scales:
+                        outs = client.gather([jobs[(d, act, sigma, s, r)] for r in range(config.realisations)])
+                        times = outs[0][0]
+                        e = np.array([o[1] for o in outs])  # (R, T)
+                        cos = np.array([o[2] for o in outs])
+                        iu = np.triu_indices(config.n_tokens, 1)
+                        pairs = cos[:, iu[0], iu[1]]
+                        mean_rate, mean_se = log_rate(times[1:], e.mean(0)[1:])
+                        path_rates = [log_rate(times[1:], ei[1:])[0] for ei in e]
+                        rows.append({**base, "attention_scale": s, "times": times.tolist(),
+                                     "energy_mean": e.mean(0).tolist(), "energy_paths": e.tolist(),
+                                     "rate_mean_energy": mean_rate, "rate_mean_energy_stderr": mean_se,
+                                     "rate_paths_median": float(np.nanmedian(path_rates)),
+                                     "final_energy_mean": float(e[:, -1].mean()),
+                                     "fraction_pairs_cos_above_0.99": float(np.mean(pairs > 0.99)),
+                                     "fraction_pairs_cos_below_-0.99": float(np.mean(pairs < -0.99)),
+                                     "thm_1_4_applies": bool(k.lambda_bar < 0 and not k.odd and s >= 0)})
+        finally:
+            client.close()
+            cluster.close()
+        density = _sync_density(config, outdir, progress)
+        summary = {"experiment": "synchronization", "config": config.to_dict(), "version": __version__,
+                   "runs": rows, "density": density}
+        return finish_summary(summary, plot_synchronization, outdir / "synchronization.png", t0)
+
+
+#: the density's E_β rate is fitted while its rms width is at most this (concentrated: E ∝ width²)
+SYNC_FIT_MAX_WIDTH = 0.3
+
+
+def _sync_min_nlat() -> int:
+    """The smallest even nlat whose 3 cells (3·2π/(2 nlat)) are narrower than SYNC_FIT_MAX_WIDTH."""
+    n = math.floor(3 * math.pi / SYNC_FIT_MAX_WIDTH) + 1
+    return n + n % 2
+
+
+def _sync_density(config: SynchronizationConfig, outdir: Path, progress: bool) -> dict:
+    """Noise-only SPDE paths on S² (ReLU, σ_U = σ_W = density_sigma): pathwise rate of E_β."""
+    spde = SPDEConfig(grid="sphere", nlat=config.density_nlat, sigma_u=config.density_sigma,
+                      sigma_w=config.density_sigma, t_end=config.density_t_end, dt=config.density_dt,
+                      n_outputs=max(6, int(round(config.density_t_end / 0.1))), store_fields=True,
+                      initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64],
+                               "concentration": config.density_concentration},
+                      energy_beta=config.beta, seed=config.seed)
+    path = outdir / "sync_density.nc"
+    run_ensemble(spde, config.density_realisations, path, workers=config.workers, progress=progress)
+    from spherepde.io.netcdf import open_dataset
+
+    ds = open_dataset(path)
+    t = ds["time"].values
+    e = ds["energy"].values[np.argsort(ds["realisation"].values)]
+    noise = spde.make_noise()
+    lam1 = -noise.variance  # λ₁ = ((d−3)/2)κ'(1) − ((d−1)/2)κ(1) = −κ(1) on S², truncated κ
+    grid = spde.make_grid()
+    # fit each path where it is concentrated (rms width sqrt(2E/β) ≤ 0.3 rad, so E ∝ width²) and
+    # still resolved by the grid (width ≥ 3 cells); paths that never enter that window give NaN
+    width = np.sqrt(np.clip(2 * e / config.beta, 0.0, None))
+    lo, hi = 3 * grid.dlon, SYNC_FIT_MAX_WIDTH
+    window = (width <= hi) & (width >= lo)
+    rates, reasons = [], []
+    for ei, w in zip(e, window):
+        if lo >= hi:
+            reason = (f"no fit: 3 grid cells ({lo:.3g} rad at nlat {config.density_nlat}) exceed the "
+                      f"{hi} rad concentration bound, use density_nlat >= {_sync_min_nlat()}")
+        elif w.sum() < 3:
+            reason = (f"no fit: {int(w.sum())} output(s) with rms width in [{lo:.3g}, {hi}] rad, 3 needed "
+                      "(the path was not concentrated and resolved for long enough)")
+        else:
+            reason = None
+        rates.append(math.nan if reason else log_rate(t[w], ei[w])[0])
+        reasons.append(reason)
+    return {"file": str(path), "nlat": config.density_nlat, "grid_spacing_rad": float(grid.dlon),
+            "kappa_truncated": noise.variance, "lambda_1": lam1, "predicted_energy_rate": 2 * lam1,
+            "energy_rate_per_path": rates, "energy_rate_reason_per_path": reasons,
+            "fit_window_rad": [lo, hi], "fit_points_per_path": window.sum(1).tolist(),
+            "times": t.tolist(), "energy_paths": e.tolist(),
+            "final_rms_width_rad": [float(math.sqrt(max(2 * ei[-1] / config.beta, 0.0))) for ei in e],
+            "note": "E_β ≈ (β/4)∬|x−y|² once concentrated, so its pathwise rate is 2λ₁; fitted where "
+                    "the rms width sqrt(2E/β) is between 3 grid cells and 0.3 rad"}
+
+
+def plot_synchronization(summary: dict, path: Path) -> Path:
+    plt = _plt()
+    rows = summary["runs"]
+    keys = sorted({(r["d"], r["activation"], r["sigma"]) for r in rows})
+    n = len(keys) + 1
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig, grid = plt.subplots(nrows, ncols, figsize=(4.4 * ncols, 3.6 * nrows), layout="constrained",
+                             squeeze=False)
+    axes = list(grid.ravel()[:n])
+    for ax in grid.ravel()[n:]:  # no empty panels
+        ax.remove()
+    for ax, key in zip(axes, keys):
+        for r in rows:
+            if (r["d"], r["activation"], r["sigma"]) != key:
+                continue
+            t = np.asarray(r["times"])
+            line, = ax.semilogy(t, r["energy_mean"], lw=2, label=f"attention ×{r['attention_scale']:g}")
+            for ep in r["energy_paths"][:3]:
+                ax.semilogy(t, ep, lw=0.6, alpha=0.5, color=line.get_color())
+        r0 = next(r for r in rows if (r["d"], r["activation"], r["sigma"]) == key)
+        tt = np.asarray(r0["times"])
+        ax.semilogy(tt, r0["energy_mean"][0] * np.exp(r0["lambda_bar_prime"] * tt), "k:",
+                    label=f"exp(λ̄' t), λ̄' = {r0['lambda_bar_prime']:.3g}")
+        ax.set_title(f"d = {key[0]}, {key[1]}, σ = {key[2]:g}\nλ₁ = {r0['lambda_1']:.3g}, "
+                     f"measured {r0['lyapunov_measured']:.3g}", fontsize=8)
+        ax.set_xlabel("t")
+        ax.set_ylabel("e^{−β} E_β  (thick: mean, thin: paths)", fontsize=8)
+        ax.legend(fontsize=6)
+    dens = summary["density"]
+    t = np.asarray(dens["times"])
+    for ep in dens["energy_paths"]:
+        axes[-1].semilogy(t, ep, lw=1)
+    e0 = dens["energy_paths"][0]
+    axes[-1].semilogy(t, e0[-1] * np.exp(dens["predicted_energy_rate"] * (t - t[-1])), "k:",
+                      label=f"slope 2λ₁ = {dens['predicted_energy_rate']:.3g}")
+    slopes = ", ".join("no fit" if x is None or not math.isfinite(x) else f"{x:.2f}"
+                       for x in dens["energy_rate_per_path"])
+    axes[-1].set_title(f"S² density, noise only, single paths\nmeasured slopes {slopes}\n"
+                       f"(fitted where the rms width is in [{dens['fit_window_rad'][0]:.2f}, "
+                       f"{dens['fit_window_rad'][1]:.2f}] rad)", fontsize=8)
+    axes[-1].set_ylabel("e^{−β} E_β", fontsize=8)
+    dx = dens["grid_spacing_rad"]
+    axes[-1].axhline(summary["config"]["beta"] * (3 * dx) ** 2 / 2, ls=":", lw=0.7, color="gray",
+                     label="width = 3 grid cells")
+    axes[-1].axhline(summary["config"]["beta"] * dens["fit_window_rad"][1] ** 2 / 2, ls="--", lw=0.7,
+                     color="gray", label=f"width = {dens['fit_window_rad'][1]:g} rad")
+    axes[-1].set_xlabel("t")
+    axes[-1].legend(fontsize=7)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+
+__all__ = ["SYNC_FIT_MAX_WIDTH", "SynchronizationConfig", "lyapunov_exponent", "plot_synchronization",
+           "run_synchronization"]
