@@ -197,7 +197,8 @@ def _describe(cfg: dict) -> str:
 def plot_sweep(path: str | os.PathLike, output: str | os.PathLike | None = None, *,
                dpi: int = 120) -> dict:
     """Convergence figures of a sweep.nc for each swept key of :data:`RESOLUTION_KEYS`, into
-    ``output`` (default the file's folder).  ValueError naming the path when the file is not a
+    ``output`` (default the file's folder); returns {"file", "figures", "plots" (what each
+    figure's axes show), "skipped" (key → why no figure)}.  ValueError naming the path when the file is not a
     sweep, sweeps no resolution-like key, or the output folder cannot be written."""
     import xarray as xr
 
@@ -214,13 +215,16 @@ def plot_sweep(path: str | os.PathLike, output: str | os.PathLike | None = None,
                              f"{list(RESOLUTION_KEYS)} with at least 2 values; this one sweeps "
                              f"{sorted(k for k in swept if k != 'name')}")
         out = prepare_output(path.parent if output is None else output)
-        figures, plots = [], []
+        figures, plots, skipped = [], [], {}
         for key in keys:
             info = plot_convergence_sweep(ds, key, out / f"convergence_{_dim_name(key)}.png", dpi=dpi)
             if info is not None:
                 figures.append(info["file"])
                 plots.append(info)
-    return {"file": str(path), "figures": figures, "plots": plots}
+            else:
+                skipped[key] = ("no error series with two positive values (for N, L, m the run "
+                                "needs two representations to compare; see the module docstring)")
+    return {"file": str(path), "figures": figures, "plots": plots, "skipped": skipped}
 
 
 __all__ = ["OBSERVABLES", "RESOLUTION_KEYS", "Resolution", "convergence_series", "is_sweep_file",
