@@ -94,12 +94,18 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
     demo.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: seconds
 
-    plot = sub.add_parser("plot", help="pictures of a run.nc: density maps, diagnostics, animation",
+    plot = sub.add_parser("plot", help="pictures of a run.nc (maps, diagnostics, animation) or "
+                                       "a sweep.nc (convergence plots)",
                           description="Write density maps (orthographic and Mollweide on S², lines "
                                       "and a space-time map on S¹, particles overlaid), the "
                                       "diagnostic time series and an animation (GIF, or MP4 with "
-                                      "ffmpeg) of a run.nc written by `spherepde run` or `demo`.")
-    plot.add_argument("file", metavar="RUN.nc", help="the run file (DIR/run.nc)")
+                                      "ffmpeg) of a run.nc written by `spherepde run` or `demo`; "
+                                      "for a sweep.nc of `spherepde sweep` over a resolution "
+                                      "(particles N, grid nlat/n, stepping dt, transformer L or "
+                                      "m), log-log plots of the final-time errors with fitted "
+                                      "slopes and a reference rate.")
+    plot.add_argument("file", metavar="RUN.nc", help="the run file (DIR/run.nc) or a sweep file "
+                                                     "(DIR/sweep.nc)")
     plot.add_argument("--output", default=None, help="output folder (default: the folder of RUN.nc)")
     plot.add_argument("--log", choices=("auto", "on", "off"), default="auto",
                       help="logarithmic colour scale: auto (when the density spans more than two "
@@ -306,12 +312,16 @@ def _cmd_demo(args) -> int:
 
 
 def _cmd_plot(args) -> int:
+    from spherepde.experiments.convergence import is_sweep_file, plot_sweep
     from spherepde.io.figures import plot_run
 
     if not 20 <= args.dpi <= 600:
         raise ValueError(f"--dpi must be an integer in [20, 600], got {args.dpi}")
     log = {"auto": None, "on": True, "off": False}[args.log]
-    out = plot_run(args.file, args.output, log=log, animation=not args.no_animation, dpi=args.dpi)
+    if Path(args.file).is_file() and is_sweep_file(args.file):  # sweep.nc: convergence plots
+        out = plot_sweep(args.file, args.output, dpi=args.dpi)
+    else:
+        out = plot_run(args.file, args.output, log=log, animation=not args.no_animation, dpi=args.dpi)
     if args.json:
         _emit(out, True)
     else:

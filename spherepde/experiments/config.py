@@ -2,8 +2,9 @@
 
 A run is described by one :class:`RunConfig`, a tree of frozen dataclasses::
 
-    grid             kind (sphere | circle), nlat (sphere) or n (circle), scheme (ffsl-ppm |
-                     lagrangian-remap) and its keys (limiter; remap_every, cells_per_width, remap_nlat)
+    grid             kind (sphere | circle | none), nlat (sphere) or n (circle), scheme (ffsl-ppm |
+                     lagrangian-remap) and its keys (limiter; remap_every, cells_per_width,
+                     remap_nlat); dimension (none: tokens on S^{d−1}, d ≥ 4, particles/transformer only)
     initial          kind (uniform | cosine | vmf | low-mode | netcdf) and that kind's keys
     dynamics
       attention      Q, K, V (d×d; d = 3 on S², 2 on S¹), beta (> 0, inf allowed), kind, method
@@ -35,7 +36,7 @@ from typing import Any, ClassVar
 
 from spherepde import checks
 
-GRID_KINDS = ("sphere", "circle")
+GRID_KINDS = ("sphere", "circle", "none")
 #: density schemes: the finite-volume Gauss-grid transport, and weighted points remapped onto a
 #: grid adapted to the mass (sphere only; spherepde.solvers.lagrangian.remap)
 SCHEMES = ("ffsl-ppm", "lagrangian-remap")
@@ -54,6 +55,10 @@ DIAGNOSTICS = ("mass", "min_density", "max_density", "energy", "dist_eigenspace"
 _GRID_D: contextvars.ContextVar = contextvars.ContextVar("grid_d", default=None)
 #: limits that keep a configuration inside what this machine can hold
 MAX_NLAT, MAX_CIRCLE_N, MAX_PARTICLES, MAX_NOISE_DEGREE, MAX_OUTPUTS = 512, 65536, 100_000, 128, 10_000
+#: the token dimension d of grid.kind = "none" (d = 2, 3 have grids: "circle", "sphere")
+MIN_DIMENSION, MAX_DIMENSION = 4, 1024
+#: initial kinds that can be sampled exactly on S^{d−1} without a grid (grid.kind = "none")
+GRIDLESS_INITIAL_KINDS = ("uniform", "cosine", "vmf")
 
 
 # ---- checks of single values ---------------------------------------------------------------
@@ -246,11 +251,17 @@ class GridConfig(_Section):
       points' mass per cell of the ``nlat`` Gauss grid.
 
     A key of the other scheme is ignored (and kept at its default), so that a sweep can switch
-    ``grid.scheme``."""
+    ``grid.scheme``.  ``kind = "none"``: no grid, tokens on S^{d−1} ⊂ R^d with
+    d = ``dimension`` (4..1024), for the representations that need none (particles, the
+    discrete transformer); the density is refused there, ρ_0 is sampled exactly (uniform,
+    cosine, vmf) and the noise is the exact Gaussian field at the tokens
+    (:class:`~spherepde.solvers.lagrangian.sde.PointGaussianNoise`)."""
 
     PATH: ClassVar[str] = "grid"
     KIND_KEYS: ClassVar[dict] = {"sphere": ("nlat", "scheme", "limiter", *SCHEME_KEYS["lagrangian-remap"]),
-                                 "circle": ("n", "scheme", "limiter")}
+                                 "circle": ("n", "scheme", "limiter"),
+                                 "none": ("dimension",)}
+    KIND_REQUIRED: ClassVar[dict] = {"none": ("dimension",)}
 
     kind: str = "sphere"
     nlat: int = 24
@@ -260,6 +271,7 @@ class GridConfig(_Section):
     remap_every: int = 25
     cells_per_width: float = 8.0
     remap_nlat: int | None = None
+    dimension: int | None = None
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -282,6 +294,19 @@ class GridConfig(_Section):
             if scheme != self.scheme:
                 for key in keys:
                     _set(self, key, self.__dataclass_fields__[key].default)
+        if self.kind != "none":
+            if self.dimension is not None:
+                raise ValueError(f"{p}.dimension: not used with {p}.kind = {self.kind!r} (d = "
+                                 f"{self.d} there); a token dimension d >= {MIN_DIMENSION} needs "
+                                 f"{p}.kind = 'none'")
+            return
+        if self.dimension is None:
+            raise ValueError(f"{p}.dimension: required with {p}.kind = 'none', missing")
+        try:
+            check_int(f"{p}.dimension", self.dimension, MIN_DIMENSION, MAX_DIMENSION)
+        except ValueError as err:
+            raise ValueError(f"{err} (d = 3 has grid.kind = 'sphere', d = 2 'circle'; with "
+                             f"representations.density = false they run particles alone)") from None
 
     def _kept(self) -> list[str]:
         other = [k for s, keys in SCHEME_KEYS.items() if s != self.scheme for k in keys]
@@ -290,7 +315,7 @@ class GridConfig(_Section):
     @property
     def d(self) -> int:
         """Ambient dimension: tokens on S^{d−1} ⊂ R^d."""
-        return 3 if self.kind == "sphere" else 2
+        return {"sphere": 3, "circle": 2}.get(self.kind, self.dimension)
 
 
 @dataclass(frozen=True)
@@ -436,7 +461,12 @@ class NoiseConfig(_Section):
     ``euler-maruyama`` only).  ``horizon`` (default ``stepping.t_end``) is the end T_B of the
     Brownian path's interval [0, T_B]: the path is a function of (seed, T_B), so runs with
     different ``t_end`` see the same noise only when they give the same horizon (a run that
-    ``--restart`` may extend sets it to the longest ``t_end`` wanted)."""
+    ``--restart`` may extend sets it to the longest ``t_end`` wanted).  ``realisation`` r ≥ 0
+    (default 0) selects the independent path r of the seed — the path ``BrownianPath(shape,
+    seed, t1 = horizon, realisation = r)`` that realisation r of ``spherepde ensemble`` gets with
+    the same seed and horizon — so a sweep over it is an ensemble.  On ``grid.kind = "none"``
+    the noise is the exact Gaussian field at the tokens, drawn from the generator seeded by
+    (seed, realisation); ``n_max``, ``variance_fraction`` and ``horizon`` do not apply there."""
 
     PATH: ClassVar[str] = "dynamics.noise"
 
@@ -448,6 +478,7 @@ class NoiseConfig(_Section):
     seed: int = 0
     calculus: str = "stratonovich"
     horizon: float | None = None
+    realisation: int = 0
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -466,6 +497,7 @@ class NoiseConfig(_Section):
             _set(self, "variance_fraction", check_float(f"{p}.variance_fraction", f, lo=0.0, hi=1.0,
                                                         lo_open=True, hi_open=True))
         check_int(f"{p}.seed", self.seed, 0)
+        check_int(f"{p}.realisation", self.realisation, 0)
         check_choice(f"{p}.calculus", self.calculus, CALCULI)
 
 
@@ -667,6 +699,8 @@ class RunConfig(_Section):
         if att is not None:
             att.check_dimension(d, kind)
         reps, step, out = self.representations, self.stepping, self.outputs
+        if kind == "none":
+            self._check_gridless()
         if noise is not None:
             if noise.calculus == "ito" and reps.density:
                 raise ValueError(
@@ -706,6 +740,37 @@ class RunConfig(_Section):
         if {"mass", "min_density", "max_density"} & names and not reps.density:
             raise ValueError("outputs.diagnostics: 'mass', 'min_density' and 'max_density' need "
                              "representations.density = true")
+
+    def _check_gridless(self) -> None:
+        """The rules of ``grid.kind = "none"`` (tokens on S^{d−1}, d ≥ 4, no grid)."""
+        d, noise, reps = self.grid.d, self.dynamics.noise, self.representations
+        if reps.density:
+            raise ValueError(f"representations.density: a density needs a grid, and grid.kind = "
+                             f"'none' (d = {d}) has none; set representations.density = false "
+                             f"(particles and the transformer run without a grid) or use "
+                             f"grid.kind = 'sphere' (d = 3) or 'circle' (d = 2)")
+        if self.initial.kind not in GRIDLESS_INITIAL_KINDS:
+            raise ValueError(f"initial.kind: {self.initial.kind!r} needs a grid; with grid.kind = "
+                             f"'none' the tokens are sampled exactly from one of "
+                             f"{list(GRIDLESS_INITIAL_KINDS)}")
+        if noise is not None:
+            if noise.n_max is not None:
+                raise ValueError("dynamics.noise.n_max: not used with grid.kind = 'none' (the noise "
+                                 "there is the exact Gaussian field at the tokens, not truncated)")
+            if noise.horizon is not None:
+                raise ValueError("dynamics.noise.horizon: not used with grid.kind = 'none' (the "
+                                 "noise there is drawn step by step from its generator)")
+        tr = reps.transformer
+        if tr is not None and tr.width is not None and math.isinf(tr.width):
+            raise ValueError(f"{tr.PATH}.width: inf builds the layers from the Karhunen–Loève "
+                             f"field on S² or S¹, which grid.kind = 'none' (d = {d}) has not; give "
+                             f"an integer width m")
+        if self.stepping.dt is None:
+            raise ValueError("stepping.dt: required with grid.kind = 'none' (stepping.courant is "
+                             "the Courant number of a grid)")
+        if "w2_projection" in self.outputs.diagnostics:
+            raise ValueError("outputs.diagnostics: 'w2_projection' needs ρ_0 on a grid (its "
+                             "two-point weight), not available with grid.kind = 'none'")
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "RunConfig":

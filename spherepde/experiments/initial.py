@@ -121,4 +121,49 @@ def initial_density(cfg, grid: GaussGrid | CircleGrid) -> np.ndarray:
     return _normalised(grid, np.asarray(rho, float), "initial")
 
 
-__all__ = ["initial_density", "low_mode_perturbation"]
+def sample_initial(cfg, d: int, n: int, seed: int) -> np.ndarray:
+    """n points (n, d) drawn exactly from ρ_0 of ``cfg`` (an InitialConfig) on S^{d−1}, no
+    grid (``grid.kind = "none"``), with the generator ``default_rng(seed)``:
+
+    * ``uniform``: x = g/|g|, g ~ N(0, I_d);
+    * ``cosine``: ρ_0 ∝ 1 + a⟨x, â⟩ by rejection from the uniform law, accepted with
+      probability (1 + a⟨x, â⟩)/(1 + a) ∈ [0, 1] (a ≤ 1);
+    * ``vmf``: component k with probability w_k/Σw, then the von Mises–Fisher law
+      ∝ exp(κ_k⟨x, ĉ_k⟩) (:data:`scipy.stats.vonmises_fisher`; κ_k = 0 is the uniform law).
+    """
+    rng = np.random.default_rng(seed)
+
+    def uniform(m: int) -> np.ndarray:
+        g = rng.standard_normal((m, d))
+        return g / np.linalg.norm(g, axis=1, keepdims=True)
+
+    kind = cfg.kind
+    if kind == "uniform":
+        return uniform(n)
+    if kind == "cosine":
+        a, amp = _unit(cfg.direction), cfg.amplitude
+        out = np.empty((0, d))
+        while out.shape[0] < n:  # acceptance rate ≥ 1/(1 + a) ≥ 1/2
+            x = uniform(2 * (n - out.shape[0]) + 8)
+            keep = rng.random(x.shape[0]) * (1.0 + amp) < 1.0 + amp * (x @ a)
+            out = np.concatenate([out, x[keep]])
+        return out[:n]
+    if kind == "vmf":
+        from scipy.stats import vonmises_fisher
+
+        w = np.asarray(cfg.weights, float)
+        k = rng.choice(w.size, size=n, p=w / w.sum())
+        out = np.empty((n, d))
+        for j, (c, kappa) in enumerate(zip(cfg.centres, cfg.kappas)):
+            idx = np.flatnonzero(k == j)
+            if idx.size == 0:
+                continue
+            if kappa == 0.0:
+                out[idx] = uniform(idx.size)
+            else:
+                out[idx] = vonmises_fisher(_unit(c), kappa).rvs(idx.size, random_state=rng).reshape(-1, d)
+        return out
+    raise ValueError(f"initial.kind: {kind!r} cannot be sampled without a grid")
+
+
+__all__ = ["initial_density", "low_mode_perturbation", "sample_initial"]

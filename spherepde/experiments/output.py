@@ -57,7 +57,9 @@ class RunFile:
     ----------
     path : Path
         File to create (overwritten); its folder must exist.
-    grid : GaussGrid or CircleGrid
+    grid : GaussGrid, CircleGrid or None
+        None for ``grid.kind = "none"``: no grid variables, ``grid_json`` is
+        ``{"kind": "none", "dimension": d}`` (d from ``particles`` or ``tokens``).
     times : (k,) array
         The output times.
     config : dict
@@ -95,12 +97,14 @@ class RunFile:
         seed = next((seeds[k] for k in ("noise", "particles") if seeds.get(k) is not None), None)
         attrs = provenance_attrs(config, seed)
         attrs.update(title="spherepde run", seeds_json=json.dumps(dict(seeds), sort_keys=True),
-                     grid_json=json.dumps(grid.to_dict(), sort_keys=True))
+                     grid_json=json.dumps(grid.to_dict() if grid is not None else
+                                          {"kind": "none", "dimension": (particles or tokens)[1]},
+                                          sort_keys=True))
         self.path = Path(path)
         self._ds = ds = netCDF4.Dataset(self.path, "w", format="NETCDF4")
         try:
             ds.setncatts({k: attrs[k] for k in sorted(attrs, key=_attr_order)})
-            gdims = write_grid(ds, grid, None)
+            gdims = write_grid(ds, grid, None) if grid is not None else None
             ds.createDimension("time", len(times))
             tv = ds.createVariable("time", "f8", ("time",), fill_value=False)
             tv.setncatts(TIME_ATTRS)

@@ -27,6 +27,7 @@ The velocity and noise formulas are those of :mod:`spherepde.dynamics.attention`
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
@@ -39,7 +40,7 @@ import numpy as np
 from spherepde import __version__
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.experiments.config import RunConfig, dumps_toml
-from spherepde.experiments.initial import initial_density
+from spherepde.experiments.initial import initial_density, sample_initial
 from spherepde.checks import check_output_dir
 from spherepde.experiments.output import RunFile
 from spherepde.io.summary import jsonable
@@ -114,14 +115,16 @@ class TransformerStepper:
 class Model:
     """Everything :func:`run` needs, built and checked by :func:`build`.
 
-    grid : GaussGrid or CircleGrid; rho0 : grid.shape, mass 1; times : (k,) output times;
+    grid : GaussGrid or CircleGrid (None for grid.kind = "none"); rho0 : grid.shape, mass 1
+    (None without a grid); times : (k,) output times;
     dt : the fixed step; attention, noise, path : Attention / NoiseField / BrownianPath or None;
     density : the density stepper or None; particles : ParticleStepper or None; x0 : (N, d);
     transformer : TransformerStepper or None; z0 : its tokens (N_T, d);
     eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None; eigenspace_V : the same
     for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None;
     density0 : the density stepper's initial state (ρ_0 itself, or for ``lagrangian-remap`` its
-    points packed as :class:`~spherepde.solvers.lagrangian.remap.RemapStepper` rows).
+    points packed as :class:`~spherepde.solvers.lagrangian.remap.RemapStepper` rows);
+    kernel : the NoiseKernel of the exact point noise (grid.kind = "none"), else None.
     """
 
     config: RunConfig
@@ -141,6 +144,7 @@ class Model:
     eigenspace_V: np.ndarray | None = None
     projection: tuple | None = None
     density0: np.ndarray | None = None
+    kernel: NoiseKernel | None = None
 
 
 def _named(prefix: str, err: Exception) -> ValueError:
@@ -153,15 +157,12 @@ def build(config: RunConfig) -> Model:
     if not isinstance(config, RunConfig):
         raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
     g, st = config.grid, config.stepping
+    if g.kind == "none":
+        return _build_gridless(config)
     grid = GaussGrid(g.nlat) if g.kind == "sphere" else CircleGrid(g.n)
     rho0 = initial_density(config.initial, grid)
     a = config.dynamics.attention
-    att = None
-    if a is not None:
-        try:
-            att = Attention(np.array(a.Q), np.array(a.K), np.array(a.V), a.beta, kind=a.kind)
-        except (ValueError, TypeError) as err:
-            raise _named("dynamics.attention", err) from None
+    att = _attention(config)
     # output i at i·output_every (not linspace(0, t_end)): the times are then a function of
     # output_every and i alone, so a run extended by --restart hits the same times (bit for bit)
     times = st.output_every * np.arange(st.n_outputs + 1, dtype=float)
@@ -180,12 +181,13 @@ def build(config: RunConfig) -> Model:
                      else NoiseField(kernel, variance_fraction=n.variance_fraction))
         except (ValueError, TypeError) as err:
             raise _named("dynamics.noise", err) from None
-        path = BrownianPath(noise.shape, seed=n.seed,
+        path = BrownianPath(noise.shape, seed=n.seed, realisation=n.realisation,
                             t1=st.t_end if n.horizon is None else n.horizon)
         try:
             SPDEFFSL(grid, noise=noise, path=path).check_dt(dt)
         except ValueError as err:
             raise _named("stepping.dt", err) from None
+
     def particle_system(weights=None):
         """The particle ODE/SDE of this model (the density points' and the particles' own)."""
         if noise is None:
@@ -234,6 +236,24 @@ def build(config: RunConfig) -> Model:
                                  attention=att, **kw)
         transformer = TransformerStepper(tr, tc.n, tc.seed, noise, path)
         z0 = retract(sample_density(grid, rho0, tc.n, seed=tc.seed))
+    basis, basis_v, projection = _reference_sets(config, att, grid, rho0)
+    return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
+                 transformer, z0, basis, basis_v, projection,
+                 density0=rho0 if density0 is None else density0)
+
+
+def _attention(config: RunConfig) -> Attention | None:
+    a = config.dynamics.attention
+    if a is None:
+        return None
+    try:
+        return Attention(np.array(a.Q), np.array(a.K), np.array(a.V), a.beta, kind=a.kind)
+    except (ValueError, TypeError) as err:
+        raise _named("dynamics.attention", err) from None
+
+
+def _reference_sets(config: RunConfig, att, grid, rho0) -> tuple:
+    """(eigenspace of VBᵀ, eigenspace of V, (e, a) of Π_#ρ_0) where the diagnostics need them."""
     names = config.outputs.diagnostics
     basis = top_eigenspace(att.A).basis if {"dist_eigenspace", "w2_projection"} & set(names) else None
     basis_v = top_eigenspace(att.V, by_magnitude=True).basis if "dist_eigenspace_V" in names else None
@@ -244,9 +264,45 @@ def build(config: RunConfig) -> Model:
                              f"eigenspace of A = V Bᵀ, this one has dimension {basis.shape[1]}")
         e = basis[:, 0]
         projection = (e, two_point_weight(*as_measure(grid, rho0), e))
-    return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
-                 transformer, z0, basis, basis_v, projection,
-                 rho0 if density0 is None else density0)
+    return basis, basis_v, projection
+
+
+def _build_gridless(config: RunConfig) -> Model:
+    """:func:`build` for ``grid.kind = "none"``: tokens on S^{d−1} sampled exactly
+    (:func:`sample_initial`), the noise the exact Gaussian field at the tokens
+    (``ParticleSDE(kernel=…)``, generator seeded by (noise seed, realisation)); no density."""
+    d, st = config.d, config.stepping
+    att = _attention(config)
+    times = st.output_every * np.arange(st.n_outputs + 1, dtype=float)
+    n, kernel = config.dynamics.noise, None
+    if n is not None:
+        try:
+            kernel = NoiseKernel(n.activation, d=d, sigma_u=n.sigma_u, sigma_w=n.sigma_w)
+        except (ValueError, TypeError) as err:
+            raise _named("dynamics.noise", err) from None
+    particles = x0 = None
+    p = config.representations.particles
+    if p is not None:
+        if kernel is None:
+            system = ParticleODE(att)
+        else:
+            method = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
+            system = ParticleSDE(att, kernel=kernel, seed=[n.seed, n.realisation], method=method,
+                                 d=d)
+        particles = ParticleStepper(system, p.n)
+        x0 = sample_initial(config.initial, d, p.n, p.seed)
+    transformer = z0 = None
+    tc = config.representations.transformer
+    if tc is not None:
+        kw = {} if n is None else {"activation": n.activation, "sigma_u": n.sigma_u,
+                                   "sigma_w": n.sigma_w}
+        tr = DiscreteTransformer(d=d, depth=tc.depth, T=st.t_end, width=tc.width,
+                                 attention=att, **kw)
+        transformer = TransformerStepper(tr, tc.n, tc.seed)
+        z0 = sample_initial(config.initial, d, tc.n, tc.seed)
+    basis, basis_v, projection = _reference_sets(config, att, None, None)
+    return Model(config, None, None, times, float(st.dt), att, None, None, None, particles, x0,
+                 transformer, z0, basis, basis_v, projection, kernel=kernel)
 
 
 # ---- diagnostics and the trackers that write run.nc -------------------------------------
@@ -433,8 +489,27 @@ class _Resume:
     snapshots: dict | None = None    # output index -> ρ the particles' W₂ needs (resume_snapshots)
 
 
+def _blas_one_thread(model: Model):
+    """A context that keeps BLAS on one thread for the exact point noise (``model.kernel``): its
+    N×N eigendecompositions (N ~ 10²) gain nothing from threads, and two OpenBLAS threads on
+    busy cores were measured 100–300× slower than one (1 s against 3 ms for N = 128 at load 9
+    on 2 cores).  Other runs (and a missing threadpoolctl) get a context that does nothing."""
+    if model.kernel is None:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
 def _execute(model: Model, outdir: Path, *, progress: bool, resume: _Resume | None = None) -> dict:
     """Run the representations of ``model`` into ``outdir`` (from where ``resume`` says)."""
+    with _blas_one_thread(model):
+        return _execute_run(model, outdir, progress=progress, resume=resume)
+
+
+def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume | None) -> dict:
     config = model.config
     cfg = config.to_dict()
     (outdir / "config.toml").write_text(dumps_toml(cfg))
@@ -462,6 +537,11 @@ def _execute(model: Model, outdir: Path, *, progress: bool, resume: _Resume | No
                      "interrupted": False}
     if model.noise is not None:
         summary["noise"] = {**model.noise.to_dict(), "calculus": config.dynamics.noise.calculus}
+    elif model.kernel is not None:
+        k = model.kernel
+        summary["noise"] = {"d": int(k.d), "sampler": "exact Gaussian field at the tokens",
+                            "kappa1": float(k.kappa1), "lambda_1": float(k.lambda_1),
+                            "calculus": config.dynamics.noise.calculus}
     if resume is not None:
         _copy_into(file, resume)
         summary["restart"] = {"from": str(resume.source),
@@ -509,8 +589,13 @@ def _execute(model: Model, outdir: Path, *, progress: bool, resume: _Resume | No
                 summary["density"] = {"steps": 0, "complete_before_restart": True}
         if model.particles is not None:
             first, state = begin("particles", model.x0)
+            sampler = getattr(model.particles.system, "sampler", None)
+            prng = None if sampler is None else sampler.rng  # the exact point noise draws from it
+            if first > 0 and prng is not None:
+                prng.bit_generator.state = resume.rng_state["particles"]
             parts = ParticleOutput(file, model, weights,
-                                   dens if dens is not None and dens.keep else None, start=first)
+                                   dens if dens is not None and dens.keep else None, start=first,
+                                   rng=prng)
             if first <= last:
                 res = go(model.particles,
                          [parts, ProgressTracker(disable=quiet, desc="particles")],
@@ -686,7 +771,7 @@ def restart_config(resume: _Resume, overrides=()) -> RunConfig:
     t_old = old_cfg.stepping.t_end
     new_t = b.get("stepping.t_end", t_old)
     noise = old_cfg.dynamics.noise
-    if noise is not None:
+    if noise is not None and old_cfg.grid.kind != "none":  # no Brownian path without a grid
         horizon = t_old if noise.horizon is None else noise.horizon
         if isinstance(new_t, (int, float)) and not isinstance(new_t, bool) and new_t > horizon:
             raise ValueError(

@@ -13,7 +13,8 @@ Member k runs :func:`spherepde.experiments.run.run` into ``DIR/members/member-KK
 ``dask.distributed`` cluster (a LocalCluster of single-threaded worker processes by default, or
 the scheduler at an address), and the members' ``run.nc`` files are collected into one dataset
 ``DIR/sweep.nc``: a variable of the same shape in all members gets in front the swept dimensions
-along which it changes (named by the key paths with ``.`` → ``__``, coordinates sorted; a
+along which it changes (named by the key paths with ``.`` → ``__``, except
+``dynamics.noise.realisation`` → ``realisation``; coordinates sorted; a
 density that does not depend on the particle seed is stored once per other value); a variable
 whose shape differs between members (fields when ``grid.nlat`` is swept, positions when the
 particle count is) is left in the member files and listed in the attribute
@@ -139,8 +140,13 @@ def _run_member(config_dict: dict, folder: str) -> dict:
     return {k: v for k, v in summary.items() if k != "config"}
 
 
+#: swept keys whose dimension in sweep.nc has a short name: the realisation of the Brownian path
+#: is ``realisation``, as in ``ensemble.nc``, so that a sweep over it reads as an ensemble
+DIM_NAMES = {"dynamics.noise.realisation": "realisation"}
+
+
 def _dim_name(path: str) -> str:
-    return path.replace(".", "__")
+    return DIM_NAMES.get(path, path.replace(".", "__"))
 
 
 def collect(sweep: Sweep, outdir: Path, config: dict) -> Path:

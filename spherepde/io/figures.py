@@ -23,6 +23,7 @@ Files written by :func:`plot_run` (``OUT`` = ``--output``, default the folder of
     S²   OUT/density_orthographic.png, OUT/density_mollweide.png   (≤ 4 times, particles overlaid)
     S¹   OUT/density_circle.png
     both OUT/diagnostics.png (one panel per diagnostic group), OUT/animation.gif (or .mp4)
+    no grid (grid.kind = "none", d ≥ 4)   OUT/diagnostics.png only
 """
 from __future__ import annotations
 
@@ -164,9 +165,10 @@ def quiet_longitude(lon, w, bins: int = 72) -> float:
 class RunData:
     """What the figures need from one run.nc.
 
-    grid : GaussGrid or CircleGrid; times : (k,); density : (k, *grid.shape) or None;
+    grid : GaussGrid, CircleGrid or None (grid.kind = "none": tokens in R^d, d ≥ 4); times : (k,); density : (k, *grid.shape) or None;
     positions : (k, N, d) or None (particles), tokens : (k, N_T, d) or None (transformer);
-    series : name -> (k,) diagnostics; long_names : name -> text; label : a one-line title."""
+    series : name -> (k,) diagnostics; long_names : name -> text; label : a one-line title;
+    config : the run's configuration (config_json), {} when the file has none."""
 
     path: Path
     grid: object
@@ -177,6 +179,7 @@ class RunData:
     series: dict = field(default_factory=dict)
     long_names: dict = field(default_factory=dict)
     label: str = ""
+    config: dict = field(default_factory=dict)
 
     @property
     def sphere(self) -> bool:
@@ -215,8 +218,9 @@ def read_run(path: str | os.PathLike) -> RunData:
         if "grid_json" not in attrs or "time" not in ds.variables:
             raise _not_a_run(path, "no grid_json attribute or time variable")
         try:
-            grid = grid_from_dict(json.loads(ds.getncattr("grid_json")))
-        except (ValueError, KeyError, TypeError) as err:
+            gd = json.loads(ds.getncattr("grid_json"))
+            grid = None if gd.get("kind") == "none" else grid_from_dict(gd)
+        except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise _not_a_run(path, f"grid_json: {err}") from None
         if "density" not in ds.variables and "position" not in ds.variables \
                 and "transformer_position" not in ds.variables:
@@ -236,8 +240,14 @@ def read_run(path: str | os.PathLike) -> RunData:
                 data.series[name] = get(name)
                 data.long_names[name] = getattr(v, "long_name", name)
         if "config_json" in attrs:
-            data.label = _config_label(json.loads(ds.getncattr("config_json")), data)
+            data.config = json.loads(ds.getncattr("config_json"))
+            data.label = _config_label(data.config, data)
     return data
+
+
+def _sup(n: int) -> str:
+    """n in superscript digits (S⁴)."""
+    return str(n).translate(str.maketrans("0123456789", "⁰¹²³⁴⁵⁶⁷⁸⁹"))
 
 
 def _config_label(cfg: dict, data: RunData) -> str:
@@ -245,7 +255,10 @@ def _config_label(cfg: dict, data: RunData) -> str:
     parts = []
     g = cfg.get("grid", {})
     parts.append(f"S², nlat {g['nlat']}" if g.get("kind") == "sphere" and "nlat" in g
-                 else f"S¹, n {g['n']}" if "n" in g else "")
+                 else f"S¹, n {g['n']}" if "n" in g
+                 else f"S{_sup(g['dimension'] - 1)} ⊂ R{_sup(g['dimension'])}, no grid"
+                 if "dimension" in g
+                 else "")
     att = (cfg.get("dynamics") or {}).get("attention") or {}
     if "beta" in att:
         parts.append(f"β = {att['beta']:g}" if isinstance(att["beta"], (int, float)) else f"β = {att['beta']}")
@@ -641,7 +654,7 @@ def _lognorm():
 PANELS = (
     ("mass error", "mass − mass(0)", ("mass",), False),
     ("range of the density", "ρ", ("min_density", "max_density"), True),
-    ("interaction energy", r"$e^{-\beta} E_\beta$", ("energy",), False),
+    ("interaction energy", r"$e^{-\beta} E_\beta$", ("energy",), "auto"),
     ("distance to the eigenspaces", "dist", ("dist_eigenspace", "dist_eigenspace_V"), False),
     ("W₂ to the projected ρ₀ (Π#ρ₀)", "W₂ (chordal)", ("w2_projection",), False),
     ("W₂ between particles and density", "W₂ (chordal)", ("w2_particles_density",), False),
@@ -651,6 +664,50 @@ _SERIES_LABEL = {"mass": "mass", "min_density": "min ρ", "max_density": "max ρ
                  "w2_projection": "W₂", "w2_particles_density": "W₂"}
 _PREFIXES = (("", "density", "-"), ("particles_", "particles", "--"),
              ("transformer_", "transformer", ":"))
+
+
+#: the energy's log-rate is fitted on the outputs with t ≥ this fraction of the last time (after
+#: the first, not yet concentrated phase)
+RATE_FIT_FROM = 0.25
+
+
+def synchronisation_rate(config: dict) -> float | None:
+    """2λ₁ of a noise-only run (no attention), λ₁ = ((d−3)/2)κ'(1) − ((d−1)/2)κ(1) of the
+    untruncated kernel (:attr:`NoiseKernel.lambda_1`): once concentrated, e^{−β}E_β ≈
+    (β/4)∬|x − y|² shrinks at the pathwise rate 2λ₁.  None for runs with attention or no noise."""
+    dyn = (config or {}).get("dynamics") or {}
+    noise = dyn.get("noise")
+    if not noise or dyn.get("attention"):
+        return None
+    from spherepde.noise import NoiseKernel
+
+    g = config.get("grid") or {}
+    d = {"sphere": 3, "circle": 2}.get(g.get("kind"), g.get("dimension"))
+    k = NoiseKernel(noise.get("activation", "relu"), d=int(d), sigma_u=noise.get("sigma_u", 0.0),
+                    sigma_w=noise.get("sigma_w", 0.0))
+    return 2.0 * float(k.lambda_1)
+
+
+def log_slope(t, y) -> float:
+    """Least-squares slope of log y against t (y > 0, at least 2 points)."""
+    return float(np.polyfit(np.asarray(t, float), np.log(np.asarray(y, float)), 1)[0])
+
+
+def _energy_rate(ax, data: RunData, t, lines, valid) -> None:
+    """On a log-scale energy panel: each line's fitted log-rate (t ≥ RATE_FIT_FROM·t_end) in its
+    label, and for a noise-only run the reference slope 2λ₁ through the first line's last point."""
+    fit = t >= RATE_FIT_FROM * t[-1]
+    if fit.sum() < 3:
+        return
+    for line, (name, _, _) in zip(ax.get_lines(), lines):
+        rate = log_slope(t[fit], data.series[name][valid][fit])
+        what = line.get_label() if not line.get_label().startswith("_") else name
+        line.set_label(f"{what}: fitted rate {rate:.3g} (t ≥ {t[fit][0]:.3g})")
+    rate = synchronisation_rate(data.config)
+    if rate is not None:
+        y_end = data.series[lines[0][0]][valid][-1]
+        ax.plot(t, y_end * np.exp(rate * (t - t[-1])), ":", color="k", lw=1.0,
+                label=f"slope 2λ₁ = {rate:.3g} (theory)")
 
 
 def plot_diagnostics(data: RunData, path, *, dpi: int = 120) -> Path | None:
@@ -686,13 +743,19 @@ def plot_diagnostics(data: RunData, path, *, dpi: int = 120) -> Path | None:
                 y = y - y[0]
             ax.plot(t, y, ls, color=colour, label=label, lw=1.4)
         values = np.concatenate([data.series[n][valid] for n, _, _ in lines])
-        if logy and np.nanmin(values) > 0:
+        positive = bool(np.all(values > 0))  # False for NaN too
+        if logy == "auto":
+            logy = positive and float(np.max(values) / np.min(values)) > LOG_SPAN
+        if logy and positive:
             ax.set_yscale("log")
+            if title == "interaction energy":
+                _energy_rate(ax, data, t, lines, valid)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("time t")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
-        if any(label for _, label, _ in lines) and len(lines) > 1:
+        handles, labels = ax.get_legend_handles_labels()
+        if len(handles) > 1:
             ax.legend(fontsize=7)
     for ax in axes.flat[len(panels):]:
         fig.delaxes(ax)
@@ -816,7 +879,9 @@ def plot_run(path: str | os.PathLike, output: str | os.PathLike | None = None, *
     if times.size == 0:
         raise ValueError(f"{str(path)!r}: no output time was written (the run stopped before its first output)")
     figures = []
-    if data.sphere:
+    if data.grid is None:
+        pass  # tokens on S^{d−1}, d ≥ 4: no map to draw, the diagnostics only
+    elif data.sphere:
         figures.append(plot_orthographic(data, out / "density_orthographic.png", times, log=log,
                                          dpi=dpi))
         figures.append(plot_mollweide(data, out / "density_mollweide.png", times, log=log, dpi=dpi))
@@ -825,7 +890,7 @@ def plot_run(path: str | os.PathLike, output: str | os.PathLike | None = None, *
     diag = plot_diagnostics(data, out / "diagnostics.png", dpi=dpi)
     if diag is not None:
         figures.append(diag)
-    if animation:
+    if animation and data.grid is not None:
         anim = animate(data, out / "animation", log=log)
         if anim is not None:
             figures.append(anim)

@@ -170,8 +170,24 @@ def _run_command(path):
     return Path(out["file"])
 
 
+def _run_gridless(path):
+    """``spherepde run`` without a grid (grid.kind = "none", d = 5): particles and noise only."""
+    from spherepde.experiments.config import RunConfig
+    from spherepde.experiments.run import run
+
+    config = RunConfig.from_dict({
+        "grid": {"kind": "none", "dimension": 5},
+        "dynamics": {"noise": {"activation": "relu", "sigma_u": 0.5, "sigma_w": 0.5, "seed": 1}},
+        "representations": {"density": False, "particles": {"n": 10, "seed": 2}},
+        "stepping": {"t_end": 0.2, "dt": 0.05, "output_every": 0.1},
+        "outputs": {"diagnostics": ["energy"]}})
+    out = run(config, path.with_suffix(""), progress=False)
+    return Path(out["file"])
+
+
 MAKERS = {
     "run_command": _run_command,
+    "run_gridless": _run_gridless,
     "run_sphere": lambda p: _density_run(p, GaussGrid(8)),
     "run_circle": lambda p: _density_run(p, CircleGrid(16)),
     "circle_writer": _circle_writer,
