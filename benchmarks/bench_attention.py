@@ -53,6 +53,8 @@ from spherepde.dynamics.attention import Attention, DensityAttention  # noqa: E4
 from spherepde.solvers import make_stepper  # noqa: E402
 from spherepde.solvers.eulerian.transport import FFSLSphere  # noqa: E402
 
+from _common import timed  # noqa: E402  (this folder: the timing helpers of every benchmark)
+
 NLAT = 128
 BETAS = (1.0, 10.0, 100.0, 1000.0)
 TOL = 1e-8
@@ -84,12 +86,6 @@ def errors(m, ref, weight) -> tuple[float, float]:
     nr = np.linalg.norm(ref, axis=1)
     big = nr > 1e-3 * nr.max()
     return float(np.sum(weight * dm) / np.sum(weight * nr)), float(np.max(dm[big] / nr[big]))
-
-
-def timed(fn):
-    c0, t0 = time.process_time(), time.perf_counter()
-    out = fn()
-    return time.perf_counter() - t0, time.process_time() - c0, out
 
 
 def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:

@@ -40,6 +40,8 @@ sys.path.insert(0, str(ROOT))
 from spherepde.dynamics.attention import Attention  # noqa: E402
 from spherepde.solvers.lagrangian import ParticleODE  # noqa: E402
 
+from _common import timed  # noqa: E402  (this folder: the timing helpers of every benchmark)
+
 BETAS = (1.0, 10.0, 100.0, 1000.0)
 NS = (1000, 10000)
 MU = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
@@ -72,12 +74,6 @@ def errors(m, ref, w):
     return float(np.sum(w * dm) / np.sum(w * nr)), float(np.max(dm[big] / nr[big]))
 
 
-def timed(fn):
-    c0, t0 = time.process_time(), time.perf_counter()
-    fn()
-    return time.perf_counter() - t0, time.process_time() - c0
-
-
 def run_interleaved(calls, reps):
     """Median wall/CPU time of each call and the median per-repetition ratio ref/auto."""
     got = {k: [] for k in calls}
@@ -85,7 +81,7 @@ def run_interleaved(calls, reps):
         keys = list(calls)
         random.shuffle(keys)
         for k in keys:
-            got[k].append(timed(calls[k]))
+            got[k].append(timed(calls[k])[:2])
     t = {k: float(np.median([g[0] for g in v])) for k, v in got.items()}
     c = {k: float(np.median([g[1] for g in v])) for k, v in got.items()}
     ratio = float(np.median([a[0] / b[0] for a, b in zip(got["ref"], got["auto"])]))

@@ -115,7 +115,7 @@ from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL  # noqa: E402
 from spherepde.solvers.eulerian.spde import SPDEFFSL  # noqa: E402
 from spherepde.experiments.ensemble import SPDEConfig, initial_density, run_ensemble, run_realisation  # noqa: E402
 
-from bench_transport import _batch  # noqa: E402  (same folder: one timing loop for every benchmark)
+from _common import batch  # noqa: E402  (this folder: the timing helpers of every benchmark)
 
 AIM = 1.5  # issue target: SPDE step <= AIM x the deterministic step on the same grid
 BETA = 10.0
@@ -225,19 +225,19 @@ def measure(fns: dict, reps: int, min_sample: float, rng, slow: float = 5.0):
     inner, samples, cpu = {}, {k: [] for k in fns}, {k: [] for k in fns}
     for k, fn in fns.items():
         c = []
-        one = _batch(fn, 1, cpu=c)  # warm-up (caches, basis tables, numba kernels)
+        one = batch(fn, 1, cpu=c)  # warm-up (caches, basis tables, numba kernels)
         if one > slow:
             inner[k] = 1
             samples[k].append(one)
             cpu[k].append(c[0])
             continue
         if one < min_sample:
-            one = min(one, min(_batch(fn, 1) for _ in range(2)))
+            one = min(one, min(batch(fn, 1) for _ in range(2)))
         inner[k] = max(1, int(math.ceil(min_sample / max(one, 1e-9))))
     names = list(fns)
     for _ in range(reps):
         for k in rng.permutation(names):
-            samples[k].append(_batch(fns[k], inner[k], cpu=cpu[k]))
+            samples[k].append(batch(fns[k], inner[k], cpu=cpu[k]))
     return ({k: np.array(v) for k, v in samples.items()}, inner,
             {k: np.array(v) for k, v in cpu.items()})
 

@@ -47,11 +47,9 @@ step without that cost).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import platform
-import resource
 import sys
 import time
 from pathlib import Path
@@ -65,6 +63,8 @@ from spherepde import GaussGrid  # noqa: E402
 from spherepde.solvers import make_stepper  # noqa: E402
 from spherepde.solvers.eulerian import ffsl  # noqa: E402
 from spherepde.validation.transport_cases import initial_field, make_case  # noqa: E402
+
+from _common import batch  # noqa: E402  (this folder: the timing helpers of every benchmark)
 
 CASE = "nl-case4"
 LIMITER = "positive"
@@ -187,32 +187,6 @@ def setup(nlat: int):
     return grid, st, fns, info
 
 
-def _faults() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-
-
-def _batch(fn, n: int, faults: list | None = None, cpu: list | None = None) -> float:
-    """Wall-clock seconds per call over a batch of n calls (CPU seconds and page faults per
-    call appended to ``cpu`` / ``faults`` when given)."""
-    gc_was = gc.isenabled()
-    gc.disable()
-    try:
-        f0 = _faults()
-        c = time.process_time()
-        t = time.perf_counter()
-        for _ in range(n):
-            fn()
-        dt = (time.perf_counter() - t) / n
-        if cpu is not None:
-            cpu.append((time.process_time() - c) / n)
-        if faults is not None:
-            faults.append((_faults() - f0) / n)
-        return dt
-    finally:
-        if gc_was:
-            gc.enable()
-
-
 def _mallopt() -> None:
     """Keep freed memory in the process (glibc only): M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = 1 GiB."""
     import ctypes
@@ -226,7 +200,7 @@ def measure(fns: dict, reps: int, min_sample: float, rng) -> dict:
     inner = {}
     for k, fn in fns.items():
         fn()
-        one = min(_batch(fn, 1) for _ in range(3))
+        one = min(batch(fn, 1) for _ in range(3))
         inner[k] = max(1, int(np.ceil(min_sample / max(one, 1e-9))))
     samples = {k: [] for k in fns}
     cpu = {k: [] for k in fns}
@@ -234,7 +208,7 @@ def measure(fns: dict, reps: int, min_sample: float, rng) -> dict:
     names = list(fns)
     for _ in range(reps):
         for k in rng.permutation(names):
-            samples[k].append(_batch(fns[k], inner[k], faults[k], cpu[k]))
+            samples[k].append(batch(fns[k], inner[k], faults[k], cpu[k]))
     return ({k: np.array(v) for k, v in samples.items()}, inner,
             {k: float(np.median(v)) for k, v in faults.items()},
             {k: np.array(v) for k, v in cpu.items()})

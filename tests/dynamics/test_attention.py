@@ -20,21 +20,9 @@ from spherepde.dynamics.attention import direct as direct_sums
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.validation.exact import ZeroTemperatureFlow
+from conftest import random_rotation, unit
 
 EPS = np.finfo(float).eps
-
-
-def unit(a):
-    a = np.asarray(a, float)
-    return a / np.linalg.norm(a, axis=-1, keepdims=True)
-
-
-def random_rotation(rng, d=3):
-    q, r = np.linalg.qr(rng.normal(size=(d, d)))
-    q = q * np.sign(np.diag(r))
-    if np.linalg.det(q) < 0:
-        q[:, 0] *= -1
-    return q
 
 
 @pytest.fixture(scope="module")

@@ -13,16 +13,12 @@ import pytest
 
 from spherepde.dynamics.attention import compiled as C
 from spherepde.dynamics.attention import Attention
+from conftest import unit
 
 pytestmark = pytest.mark.skipif(not C.available(), reason="numba not importable")
 
 TOL = 1e-8
 MU = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
-
-
-def unit(a):
-    a = np.asarray(a, float)
-    return a / np.linalg.norm(a, axis=-1, keepdims=True)
 
 
 def matrices(name, rng):

@@ -17,15 +17,11 @@ from spherepde.dynamics.attention import grid_sums
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import GaussGrid
 from spherepde.solvers.eulerian.transport import FFSLSphere
+from conftest import unit
 
 TOL = 1e-8
 M_TINY = 1e-3
 MU = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
-
-
-def unit(a):
-    a = np.asarray(a, float)
-    return a / np.linalg.norm(a, axis=-1, keepdims=True)
 
 
 def matrix(name):

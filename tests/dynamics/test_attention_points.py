@@ -20,23 +20,11 @@ import pytest
 from spherepde.dynamics.attention import point_sums
 from spherepde.dynamics.attention import Attention
 from spherepde.solvers.lagrangian import ParticleODE
+from conftest import random_rotation as rotation, unit
 
 TOL = 1e-8
 M_TINY = 1e-3
 MU = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
-
-
-def unit(a):
-    a = np.asarray(a, float)
-    return a / np.linalg.norm(a, axis=-1, keepdims=True)
-
-
-def rotation(rng):
-    q, r = np.linalg.qr(rng.normal(size=(3, 3)))
-    q = q * np.sign(np.diag(r))
-    if np.linalg.det(q) < 0:
-        q[:, 0] *= -1
-    return q
 
 
 def cloud(name, n, rng):

@@ -22,24 +22,12 @@ from spherepde.dynamics.attention import density as density_module
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.solvers.eulerian.transport import FFSLCircle, FFSLSphere
+from conftest import random_rotation as rotation, unit
 
 TOL = 1e-8
 M_TINY = 1e-3
 MU = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
 PHI0 = 0.7  # centre of the concentrated density on S¹
-
-
-def unit(a):
-    a = np.asarray(a, float)
-    return a / np.linalg.norm(a, axis=-1, keepdims=True)
-
-
-def rotation(rng, d=3):
-    q, r = np.linalg.qr(rng.normal(size=(d, d)))
-    q = q * np.sign(np.diag(r))
-    if np.linalg.det(q) < 0:
-        q[:, 0] *= -1
-    return q
 
 
 def vmf(p, mu, kappa):

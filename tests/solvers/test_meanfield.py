@@ -20,11 +20,7 @@ from spherepde.solvers.controller import Controller
 from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL
 from spherepde.validation.exact import ZeroTemperatureFlow, characteristics_solution
 from spherepde.validation.transport_cases import error_norms
-
-
-def unit(a):
-    a = np.asarray(a, float)
-    return a / np.linalg.norm(a, axis=-1, keepdims=True)
+from conftest import fitted_order, unit
 
 
 def lonlat(lat_deg, lon_deg):
@@ -37,10 +33,6 @@ def frame(e):
     e = unit(e)
     a = unit(np.cross(e, [0.0, 0.0, 1.0]))
     return np.stack([e, a, np.cross(e, a)], axis=1)
-
-
-def fitted_order(n, err):
-    return -np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(err, float)), 1)[0]
 
 
 # B = G diag(1.2, 1, 0.8) Hᵀ (not symmetric); A = VBᵀ symmetric with eigenvalues

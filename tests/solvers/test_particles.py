@@ -13,11 +13,7 @@ from spherepde.dynamics.attention import Attention
 from spherepde.io.netcdf import open_dataset, read_config
 from spherepde.io.particles import read_particles_netcdf, write_particles_netcdf
 from spherepde.solvers.lagrangian import ParticleODE, ParticleResult
-
-
-def unit_points(n: int, d: int, seed: int) -> np.ndarray:
-    x = np.random.default_rng(seed).normal(size=(n, d))
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+from conftest import unit_points
 
 
 def generic_attention(d: int = 3, beta: float = 1.0, seed: int = 3, kind: str = "softmax") -> Attention:

@@ -18,11 +18,7 @@ from spherepde.solvers.lagrangian.transformer import (
 )
 from spherepde.validation.metrics import interaction_energy
 from spherepde.validation.fits import fit_order
-
-
-def unit_points(n: int, d: int, seed: int) -> np.ndarray:
-    x = np.random.default_rng(seed).normal(size=(n, d))
-    return x / np.linalg.norm(x, axis=1, keepdims=True)
+from conftest import unit_points
 
 
 def generic_attention(d: int, beta: float = 2.0, seed: int = 3) -> Attention:

@@ -10,20 +10,7 @@ from scipy.integrate import solve_ivp
 
 from spherepde.grids import GaussGrid
 from spherepde.validation.exact import ZeroTemperatureFlow, characteristics_solution
-
-
-def unit(a):
-    a = np.asarray(a, float)
-    return a / np.linalg.norm(a, axis=-1, keepdims=True)
-
-
-def random_rotation(rng, d=3):
-    q, r = np.linalg.qr(rng.normal(size=(d, d)))
-    return q * np.sign(np.diag(r))
-
-
-def fitted_order(n, err):
-    return -np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(err, float)), 1)[0]
+from conftest import fitted_order, random_orthogonal as random_rotation, unit
 
 
 def symmetric_config(seed, eig=(0.5, 0.1, -0.3)):

@@ -9,23 +9,9 @@ import pytest
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.sht import SphericalHarmonics
 from spherepde.validation import metrics as M
+from conftest import fitted_order, random_orthogonal as random_rotation, unit
 
 EPS = np.finfo(float).eps
-
-
-def unit(a):
-    a = np.asarray(a, float)
-    return a / np.linalg.norm(a, axis=-1, keepdims=True)
-
-
-def fitted_order(n, err):
-    """Least-squares slope of log err against log(1/n) (n = grid size)."""
-    return -np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(err, float)), 1)[0]
-
-
-def random_rotation(rng, d=3):
-    q, r = np.linalg.qr(rng.normal(size=(d, d)))
-    return q * np.sign(np.diag(r))
 
 
 # ---- W₂ to a two-point measure -----------------------------------------------------------------

@@ -6,7 +6,7 @@ import json, sys, time, numpy as np, xarray as xr
 from spherepde.grids import GaussGrid
 from spherepde.dynamics.attention import Attention
 from spherepde.solvers.lagrangian import ParticleODE
-from spherepde.validation.paper1 import MetastabilityConfig, initial_density
+from spherepde.experiments.metastability import MetastabilityConfig, initial_density
 from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight, w2_two_point
 f, th, tend = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]); dt = float(sys.argv[4]) if len(sys.argv) > 4 else 0.05
 ds = xr.open_dataset(f); var = [v for v in ds.data_vars if ds[v].ndim == 3][0]

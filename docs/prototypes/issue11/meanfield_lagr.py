@@ -6,7 +6,7 @@ import json, math, sys, time
 from common import *  # noqa (sets sys.path)
 import numpy as np
 from spherepde.grids.gauss import GaussGrid
-from spherepde.validation.paper1 import MetastabilityConfig, initial_density as mf_rho0
+from spherepde.experiments.metastability import MetastabilityConfig, initial_density as mf_rho0
 from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight, w2_two_point
 from spherepde.dynamics.attention import Attention
 from spherepde.solvers.lagrangian import ParticleODE

@@ -1,6 +1,6 @@
 import sys, numpy as np, xarray as xr
 from spherepde.grids import GaussGrid
-from spherepde.validation.paper1 import MetastabilityConfig, initial_density
+from spherepde.experiments.metastability import MetastabilityConfig, initial_density
 from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight, w2_two_point
 f = sys.argv[1]
 ds = xr.open_dataset(f)

@@ -3,7 +3,7 @@ from scipy.spatial.transform import Rotation
 from spherepde.grids import GaussGrid
 from spherepde.solvers import make_stepper
 from spherepde.validation.transport_cases import make_case, initial_field, error_norms
-from spherepde.validation.transport_runs import fixed_dt
+from spherepde.experiments.transport import fixed_dt
 n = int(sys.argv[1]); alpha = float(sys.argv[2]); cour = float(sys.argv[3]) if len(sys.argv) > 3 else 0.8
 g = GaussGrid(n); case = make_case("williamson1", alpha); f = initial_field("cosine-bell")
 x = np.random.default_rng(0).normal(size=(20, 3)); x /= np.linalg.norm(x, axis=1)[:, None]

@@ -3,7 +3,7 @@ in index space, so flow over the pole crosses in the M sweep."""
 import sys, time, numpy as np
 from spherepde.solvers.eulerian.transport import FFSLSphere
 from spherepde.solvers.eulerian import ffsl
-from spherepde.validation import transport_runs as tr
+from spherepde.experiments import transport as tr
 
 def _meridional_gc(self, rho, a, tau):
     g = self.grid; w = g.weights; nlat, nlon = rho.shape; half = nlon // 2

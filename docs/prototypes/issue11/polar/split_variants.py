@@ -1,6 +1,6 @@
 import sys, time, math, numpy as np
 from spherepde.solvers.eulerian.transport import FFSLSphere
-from spherepde.validation import transport_runs as tr
+from spherepde.experiments import transport as tr
 
 mode = sys.argv[1]
 def advance_lr(self, rho, az, am, dt):

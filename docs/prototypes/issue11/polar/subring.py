@@ -2,7 +2,7 @@
 import sys, time, numpy as np
 from spherepde.solvers.eulerian.transport import FFSLSphere
 from spherepde.grids.geometry import east_north_basis, lonlat_to_xyz
-from spherepde.validation import transport_runs as tr
+from spherepde.experiments import transport as tr
 
 P = int(sys.argv[1]); K = int(sys.argv[2])
 
