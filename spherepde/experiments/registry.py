@@ -85,6 +85,13 @@ def _particle_counts(v: list) -> tuple:
     return tuple(counts)
 
 
+def _density_scheme(v: str) -> str:
+    schemes = ("lagrangian-remap", "ffsl-ppm")
+    if v not in schemes:
+        raise ValueError(f"--density-scheme must be one of {list(schemes)}, got {v!r}")
+    return v
+
+
 # ---- the options ---------------------------------------------------------------------------
 NLAT = Option("--nlat", "override the grid size", type=int, fields=("nlat",), check=_even_nlat)
 T_END = Option("--t-end", "override the final time", type=float, fields=("t_end",), check=_positive_time)
@@ -98,8 +105,13 @@ PARTICLE_COUNTS = Option("--particle-counts", "override the particle numbers N (
                          fields=("particle_counts",), check=_particle_counts)
 WORKERS = Option("--workers", "dask worker processes for the ensembles (default: 2)", type=int,
                  fields=("workers",), check=_workers)
+DENSITY_SCHEME = Option("--density-scheme", "scheme of the S² density paths: lagrangian-remap "
+                                            "(default: weighted points that follow the cluster) or "
+                                            "ffsl-ppm (finite volumes on the fixed grid)", type=str,
+                        fields=("density_scheme",), check=_density_scheme)
 #: the order in which the options' values are checked and set (by flag)
-OPTION_ORDER = ("--nlat", "--t-end", "--workers", "--betas", "--check-nlat", "--particle-counts")
+OPTION_ORDER = ("--nlat", "--t-end", "--workers", "--betas", "--check-nlat", "--particle-counts",
+                "--density-scheme")
 
 NLAT_S2 = NLAT.with_(help="override the S² grid size")
 PAPER1_QUICK = "small sizes (about a minute)"
@@ -174,7 +186,7 @@ EXPERIMENTS: dict[str, Experiment] = dict([
            (NLAT_S2, T_END.with_(fields=("t_end_sphere", "t_end_circle")), WORKERS), PAPER2_QUICK),
     _entry("synchronization", "Paper 2: E_β under common noise, rates vs λ̄' and λ₁ (particles d = 4, 5; density S²)",
            "synchronization", "SynchronizationConfig", "run_synchronization",
-           (T_END, WORKERS), PAPER2_QUICK),
+           (T_END, WORKERS, DENSITY_SCHEME), PAPER2_QUICK),
     _entry("chaos", "Paper 2: particles vs the SPDE on the same Brownian path, errors vs N",
            "chaos", "ChaosConfig", "run_chaos",
            (PARTICLE_COUNTS, NLAT_S2, T_END), PAPER2_QUICK),

@@ -24,6 +24,12 @@ from spherepde.io.summary import finish_summary, summary_on_interrupt
 from spherepde.validation.fits import log_rate
 
 
+#: the density schemes of the S² part: weighted points remapped onto a grid adapted to the mass
+#: (a sweep of ``spherepde run`` configurations over the noise realisation), or the
+#: finite-volume SPDE ensemble on the fixed Gauss grid
+DENSITY_SCHEMES = ("lagrangian-remap", "ffsl-ppm")
+
+
 @dataclass(frozen=True)
 class SynchronizationConfig:
     """``spherepde experiment synchronization`` (see the module docstring)."""
@@ -45,8 +51,14 @@ class SynchronizationConfig:
     density_t_end: float = 6.0
     density_dt: float = 0.01
     density_sigma: float = 0.5
+    density_scheme: str = "lagrangian-remap"  # or "ffsl-ppm" (finite volumes on the fixed grid)
     workers: int = 2  # dask worker processes; 0 runs everything in this process
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        if self.density_scheme not in DENSITY_SCHEMES:
+            raise ValueError(f"density_scheme must be one of {list(DENSITY_SCHEMES)}, got "
+                             f"{self.density_scheme!r}")
 
     @classmethod
     def quick(cls) -> "SynchronizationConfig":
@@ -186,28 +198,66 @@ def _sync_min_nlat() -> int:
     return n + n % 2
 
 
+def _density_run_config(config: SynchronizationConfig) -> dict:
+    """The ``spherepde run`` configuration of one noise-only S² path (``lagrangian-remap``),
+    with a ``[sweep]`` over the realisations of the Brownian path."""
+    sigma, n_out = config.density_sigma, max(6, int(round(config.density_t_end / 0.1)))
+    return {"grid": {"kind": "sphere", "nlat": config.density_nlat, "scheme": "lagrangian-remap"},
+            "initial": {"kind": "vmf", "centres": [[0.48, 0.6, 0.64]],
+                        "kappas": [config.density_concentration]},
+            "dynamics": {"noise": {"activation": "relu", "sigma_u": sigma, "sigma_w": sigma,
+                                   "variance_fraction": 0.999, "seed": config.seed}},
+            "representations": {"density": True},
+            "stepping": {"t_end": config.density_t_end, "dt": config.density_dt,
+                         "output_every": config.density_t_end / n_out},
+            "outputs": {"diagnostics": ["mass", "energy"], "energy_beta": config.beta},
+            "sweep": {"dynamics.noise.realisation": list(range(config.density_realisations))}}
+
+
 def _sync_density(config: SynchronizationConfig, outdir: Path, progress: bool) -> dict:
-    """Noise-only SPDE paths on S² (ReLU, σ_U = σ_W = density_sigma): pathwise rate of E_β."""
-    spde = SPDEConfig(grid="sphere", nlat=config.density_nlat, sigma_u=config.density_sigma,
-                      sigma_w=config.density_sigma, t_end=config.density_t_end, dt=config.density_dt,
-                      n_outputs=max(6, int(round(config.density_t_end / 0.1))), store_fields=True,
-                      initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64],
-                               "concentration": config.density_concentration},
-                      energy_beta=config.beta, seed=config.seed)
-    path = outdir / "sync_density.nc"
-    run_ensemble(spde, config.density_realisations, path, workers=config.workers, progress=progress)
+    """Noise-only density paths on S² (ReLU, σ_U = σ_W = density_sigma): pathwise rate of E_β.
+
+    ``lagrangian-remap``: a sweep of ``spherepde run`` configurations over the realisations
+    (``DIR/sync_density/sweep.nc``; the points resolve the cluster below a cell, so the fit
+    window is only bounded above).  ``ffsl-ppm``: the SPDE ensemble on the fixed grid
+    (``DIR/sync_density.nc``), fitted while the width is ≥ 3 cells."""
     from spherepde.io.netcdf import open_dataset
 
-    ds = open_dataset(path)
-    t = ds["time"].values
-    e = ds["energy"].values[np.argsort(ds["realisation"].values)]
+    if config.density_scheme == "lagrangian-remap":
+        from spherepde.experiments.sweep import run_sweep
+
+        res = run_sweep(_density_run_config(config), outdir / "sync_density",
+                        workers=config.workers, progress=progress)
+        path = Path(res["file"])
+        ds = open_dataset(path)
+        e = ds["energy"].transpose("realisation", "time").values
+        t = ds["time"].values
+        spde = SPDEConfig(grid="sphere", nlat=config.density_nlat, sigma_u=config.density_sigma,
+                          sigma_w=config.density_sigma)
+        lo = 0.0
+    else:
+        spde = SPDEConfig(grid="sphere", nlat=config.density_nlat, sigma_u=config.density_sigma,
+                          sigma_w=config.density_sigma, t_end=config.density_t_end,
+                          dt=config.density_dt,
+                          n_outputs=max(6, int(round(config.density_t_end / 0.1))),
+                          store_fields=True,
+                          initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64],
+                                   "concentration": config.density_concentration},
+                          energy_beta=config.beta, seed=config.seed)
+        path = outdir / "sync_density.nc"
+        run_ensemble(spde, config.density_realisations, path, workers=config.workers,
+                     progress=progress)
+        ds = open_dataset(path)
+        t = ds["time"].values
+        e = ds["energy"].values[np.argsort(ds["realisation"].values)]
+        lo = 3 * spde.make_grid().dlon
     noise = spde.make_noise()
     lam1 = -noise.variance  # λ₁ = ((d−3)/2)κ'(1) − ((d−1)/2)κ(1) = −κ(1) on S², truncated κ
     grid = spde.make_grid()
-    # fit each path where it is concentrated (rms width sqrt(2E/β) ≤ 0.3 rad, so E ∝ width²) and
-    # still resolved by the grid (width ≥ 3 cells); paths that never enter that window give NaN
+    # fit each path where it is concentrated (rms width sqrt(2E/β) ≤ 0.3 rad, so E ∝ width²) and,
+    # on the fixed grid, still resolved (width ≥ 3 cells); paths never in that window give NaN
     width = np.sqrt(np.clip(2 * e / config.beta, 0.0, None))
-    lo, hi = 3 * grid.dlon, SYNC_FIT_MAX_WIDTH
+    hi = SYNC_FIT_MAX_WIDTH
     window = (width <= hi) & (width >= lo)
     rates, reasons = [], []
     for ei, w in zip(e, window):
@@ -221,14 +271,16 @@ def _sync_density(config: SynchronizationConfig, outdir: Path, progress: bool) -
             reason = None
         rates.append(math.nan if reason else log_rate(t[w], ei[w])[0])
         reasons.append(reason)
-    return {"file": str(path), "nlat": config.density_nlat, "grid_spacing_rad": float(grid.dlon),
+    where = ("the rms width sqrt(2E/β) is at most 0.3 rad" if lo == 0.0 else
+             "the rms width sqrt(2E/β) is between 3 grid cells and 0.3 rad")
+    return {"file": str(path), "scheme": config.density_scheme, "nlat": config.density_nlat,
+            "grid_spacing_rad": float(grid.dlon),
             "kappa_truncated": noise.variance, "lambda_1": lam1, "predicted_energy_rate": 2 * lam1,
             "energy_rate_per_path": rates, "energy_rate_reason_per_path": reasons,
             "fit_window_rad": [lo, hi], "fit_points_per_path": window.sum(1).tolist(),
             "times": t.tolist(), "energy_paths": e.tolist(),
             "final_rms_width_rad": [float(math.sqrt(max(2 * ei[-1] / config.beta, 0.0))) for ei in e],
-            "note": "E_β ≈ (β/4)∬|x−y|² once concentrated, so its pathwise rate is 2λ₁; fitted where "
-                    "the rms width sqrt(2E/β) is between 3 grid cells and 0.3 rad"}
+            "note": f"E_β ≈ (β/4)∬|x−y|² once concentrated, so its pathwise rate is 2λ₁; fitted where {where}"}
 
 
 def plot_synchronization(summary: dict, path: Path) -> Path:
@@ -269,13 +321,15 @@ def plot_synchronization(summary: dict, path: Path) -> Path:
                       label=f"slope 2λ₁ = {dens['predicted_energy_rate']:.3g}")
     slopes = ", ".join("no fit" if x is None or not math.isfinite(x) else f"{x:.2f}"
                        for x in dens["energy_rate_per_path"])
-    axes[-1].set_title(f"S² density, noise only, single paths\nmeasured slopes {slopes}\n"
-                       f"(fitted where the rms width is in [{dens['fit_window_rad'][0]:.2f}, "
-                       f"{dens['fit_window_rad'][1]:.2f}] rad)", fontsize=8)
+    lo = dens["fit_window_rad"][0]
+    axes[-1].set_title(f"S² density ({dens.get('scheme', 'ffsl-ppm')}, nlat {dens['nlat']}), noise "
+                       f"only, single paths\nmeasured slopes {slopes}\n(fitted where the rms width "
+                       f"is {'≤' if lo == 0 else f'in [{lo:.2f},'} {dens['fit_window_rad'][1]:.2f}"
+                       f"{'' if lo == 0 else ']'} rad)", fontsize=8)
     axes[-1].set_ylabel("e^{−β} E_β", fontsize=8)
-    dx = dens["grid_spacing_rad"]
-    axes[-1].axhline(summary["config"]["beta"] * (3 * dx) ** 2 / 2, ls=":", lw=0.7, color="gray",
-                     label="width = 3 grid cells")
+    if lo > 0:  # the fixed grid's resolution bound of the fit
+        axes[-1].axhline(summary["config"]["beta"] * lo ** 2 / 2, ls=":", lw=0.7, color="gray",
+                         label="width = 3 grid cells")
     axes[-1].axhline(summary["config"]["beta"] * dens["fit_window_rad"][1] ** 2 / 2, ls="--", lw=0.7,
                      color="gray", label=f"width = {dens['fit_window_rad'][1]:g} rad")
     axes[-1].set_xlabel("t")

@@ -35,7 +35,7 @@ def test_heat_kernel_tiny(tmp_path):
 def test_synchronization_tiny(tmp_path):
     cfg = replace(SynchronizationConfig.quick(), cases=(("tanh", 0.0),), attention_scales=(0.0,),
                   realisations=2, lyapunov_pairs=2, density_realisations=2, density_t_end=0.4, n_outputs=4,
-                  density_nlat=16, workers=0)
+                  density_nlat=16, density_scheme="ffsl-ppm", workers=0)
     s = run_synchronization(cfg, tmp_path)
     (row,) = s["runs"]
     assert row["odd"] and not row["thm_1_4_applies"]
@@ -68,6 +68,33 @@ def test_synchronization_tiny(tmp_path):
     png = plot_synchronization({**s, "runs": rows}, tmp_path / "nine.png")
     width, height = Image.open(png).size
     assert 0.6 < height / width < 1.2
+
+
+def test_synchronization_density_as_points_is_a_sweep_of_run_configurations(tmp_path):
+    """The default S² density (lagrangian-remap): one ``spherepde run`` configuration per
+    realisation, collected by a sweep; the same paths as the ensemble's realisations; fitted with
+    no grid bound (the points resolve the cluster below a cell)."""
+    from spherepde.experiments.synchronization import _density_run_config
+
+    cfg = replace(SynchronizationConfig.quick(), cases=(("tanh", 0.0),), attention_scales=(0.0,),
+                  realisations=2, lyapunov_pairs=2, density_realisations=2, density_t_end=0.5,
+                  n_outputs=4, density_nlat=16, workers=0)
+    assert cfg.density_scheme == "lagrangian-remap"
+    s = run_synchronization(cfg, tmp_path)
+    dens = s["density"]
+    assert dens["scheme"] == "lagrangian-remap" and dens["fit_window_rad"][0] == 0.0
+    ds = open_dataset(dens["file"])
+    assert list(ds["realisation"].values) == [0, 1] and ds.attrs["status"] == "complete"
+    mass = ds["mass"].values
+    assert np.all(np.abs(mass - 1.0) <= 1e-12)
+    e = np.asarray(dens["energy_paths"])
+    assert e.shape == (2, len(dens["times"])) and np.all(np.isfinite(e)) and np.all(e > 0)
+    assert e[0, -1] != e[1, -1]  # two different Brownian paths
+    raw = _density_run_config(cfg)
+    assert raw["grid"]["scheme"] == "lagrangian-remap"
+    assert raw["sweep"] == {"dynamics.noise.realisation": [0, 1]}
+    with pytest.raises(ValueError, match="density_scheme"):
+        replace(cfg, density_scheme="upwind")
 
 
 def test_chaos_tiny(tmp_path):
