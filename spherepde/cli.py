@@ -170,8 +170,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dt", type=float, default=0.01, help="time step (default 0.01)")
     sp.add_argument("--seed", type=int, default=0, help="Brownian path seed (default 0)")
     sp.add_argument("--realisation", type=int, default=0, help="realisation of that seed (default 0)")
-    sp.add_argument("--scheme", default="ffsl-ppm", choices=("ffsl-ppm", "lagrangian-remap"),
-                    help="density scheme (default ffsl-ppm)")
+    sp.add_argument("--scheme", default="lagrangian-remap", choices=("lagrangian-remap", "ffsl-ppm"),
+                    help="density scheme (default lagrangian-remap: weighted points remapped onto "
+                         "a grid adapted to the mass; ffsl-ppm: finite volumes on the fixed grid)")
     sp.add_argument("--output-every", type=float, default=None,
                     help="time between outputs (default min(0.25, t_end))")
     sp.add_argument("--json", action="store_true", help="print the result as JSON")

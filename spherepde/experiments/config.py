@@ -2,7 +2,8 @@
 
 A run is described by one :class:`RunConfig`, a tree of frozen dataclasses::
 
-    grid             kind (sphere | circle), nlat (sphere) or n (circle), scheme, limiter
+    grid             kind (sphere | circle), nlat (sphere) or n (circle), scheme (ffsl-ppm |
+                     lagrangian-remap) and its keys (limiter; remap_every, cells_per_width, remap_nlat)
     initial          kind (uniform | cosine | vmf | low-mode | netcdf) and that kind's keys
     dynamics
       attention      Q, K, V (d×d; d = 3 on S², 2 on S¹), beta (> 0, inf allowed), kind, method
@@ -35,7 +36,12 @@ from typing import Any, ClassVar
 from spherepde import checks
 
 GRID_KINDS = ("sphere", "circle")
-SCHEMES = ("ffsl-ppm",)
+#: density schemes: the finite-volume Gauss-grid transport, and weighted points remapped onto a
+#: grid adapted to the mass (sphere only; spherepde.solvers.lagrangian.remap)
+SCHEMES = ("ffsl-ppm", "lagrangian-remap")
+#: the keys only one scheme uses (ignored, and kept at their defaults, with the other)
+SCHEME_KEYS = {"ffsl-ppm": ("limiter",),
+               "lagrangian-remap": ("remap_every", "cells_per_width", "remap_nlat")}
 LIMITERS = ("positive", "monotone", "none")
 INITIAL_KINDS = ("uniform", "cosine", "vmf", "low-mode", "netcdf")
 ATTENTION_KINDS = ("softmax", "usa")
@@ -230,11 +236,20 @@ class _Section:
 @dataclass(frozen=True)
 class GridConfig(_Section):
     """The grid: ``kind = "sphere"`` (Gauss–Legendre, ``nlat`` even latitudes, 2·nlat
-    longitudes; d = 3) or ``"circle"`` (``n`` uniform cells; d = 2); the transport ``scheme``
-    and its PPM ``limiter``."""
+    longitudes; d = 3) or ``"circle"`` (``n`` uniform cells; d = 2), and the density ``scheme``:
+
+    * ``"ffsl-ppm"``: finite volumes on that grid, with its PPM ``limiter``;
+    * ``"lagrangian-remap"`` (sphere): weighted points moved by the particle ODE/SDE, remapped
+      every ``remap_every`` steps onto a grid of ``remap_nlat`` (default ``nlat``) rings whose
+      pole sits on the mass and whose polar cells are stretched so ``cells_per_width`` of them
+      span the rms width (:mod:`spherepde.solvers.lagrangian.remap`); the output field is the
+      points' mass per cell of the ``nlat`` Gauss grid.
+
+    A key of the other scheme is ignored (and kept at its default), so that a sweep can switch
+    ``grid.scheme``."""
 
     PATH: ClassVar[str] = "grid"
-    KIND_KEYS: ClassVar[dict] = {"sphere": ("nlat", "scheme", "limiter"),
+    KIND_KEYS: ClassVar[dict] = {"sphere": ("nlat", "scheme", "limiter", *SCHEME_KEYS["lagrangian-remap"]),
                                  "circle": ("n", "scheme", "limiter")}
 
     kind: str = "sphere"
@@ -242,6 +257,9 @@ class GridConfig(_Section):
     n: int = 128
     scheme: str = "ffsl-ppm"
     limiter: str = "positive"
+    remap_every: int = 25
+    cells_per_width: float = 8.0
+    remap_nlat: int | None = None
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -251,7 +269,23 @@ class GridConfig(_Section):
             raise ValueError(f"{p}.nlat: must be an even integer in 4..{MAX_NLAT}, got {self.nlat}")
         check_int(f"{p}.n", self.n, 4, MAX_CIRCLE_N)
         check_choice(f"{p}.scheme", self.scheme, SCHEMES)
+        if self.scheme == "lagrangian-remap" and self.kind != "sphere":
+            raise ValueError(f"{p}.scheme: 'lagrangian-remap' needs {p}.kind = 'sphere', got "
+                             f"{self.kind!r} (use 'ffsl-ppm')")
         check_choice(f"{p}.limiter", self.limiter, LIMITERS)
+        check_int(f"{p}.remap_every", self.remap_every, 1, 1_000_000)
+        _set(self, "cells_per_width", check_float(f"{p}.cells_per_width", self.cells_per_width,
+                                                  lo=0.5, hi=1000.0))
+        if self.remap_nlat is not None:
+            check_int(f"{p}.remap_nlat", self.remap_nlat, 4, MAX_NLAT)
+        for scheme, keys in SCHEME_KEYS.items():
+            if scheme != self.scheme:
+                for key in keys:
+                    _set(self, key, self.__dataclass_fields__[key].default)
+
+    def _kept(self) -> list[str]:
+        other = [k for s, keys in SCHEME_KEYS.items() if s != self.scheme for k in keys]
+        return [k for k in super()._kept() if k not in other]
 
     @property
     def d(self) -> int:

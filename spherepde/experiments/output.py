@@ -14,6 +14,8 @@ Layout (the grid description and provenance attributes of :mod:`spherepde.io.net
                                         particles_energy, w2_particles_density
             Q, K, V(dim_row, dim_col)   the attention matrices
             restart_density(restart_slot, lat, lon), restart_position(restart_slot, particle, dim),
+            (restart_density(restart_slot, density_point, xyzw): the rows (x, y, z, w) of a
+            density of weighted points, grid.scheme = "lagrangian-remap"),
             restart_transformer_position(restart_slot, token, dim)
                                         the exact state of each representation at its last
                                         complete output (for ``spherepde run --restart``)
@@ -27,8 +29,9 @@ Restart state: every representation keeps its state at its last two outputs in t
 variable's attribute ``output_index`` (−1 before the first output) names the last output whose
 every variable is written, and is set only after that output and its slot are, so a run stopped
 anywhere (Ctrl-C inside a write included) leaves a slot that is complete.  Generator states
-that a representation draws from (the transformer's finite-width MLP layers) are kept as JSON in
-the attributes ``rng_state_0`` / ``rng_state_1`` of the slots.
+that a representation draws from (the transformer's finite-width MLP layers), and the counters
+of a stepper (``lagrangian-remap``: the steps since the start, which decide the next remap), are
+kept as JSON in the attributes ``rng_state_0`` / ``rng_state_1`` of the slots.
 """
 from __future__ import annotations
 
@@ -76,13 +79,18 @@ class RunFile:
         ``name -> (array, dims, attributes)`` written once (e.g. Q, K, V).
     density : bool, optional
         Whether the density is run (its restart state is kept); default ``fields``.
+    density_points : int, optional
+        For a density of weighted points (``grid.scheme = "lagrangian-remap"``): the number M
+        of rows (x, y, z, w) of its state, stored as ``density_points`` (with ``fields``) and
+        kept as ``restart_density(restart_slot, density_point, xyzw)`` instead of a field.
     """
 
     def __init__(self, path: Path, grid, times: np.ndarray, *, config: Mapping, seeds: Mapping,
                  fields: bool, particles: tuple[int, int] | None, weights=None,
                  positions: bool = True, tokens: tuple[int, int] | None = None,
                  series: Mapping[str, Mapping] = {},
-                 static: Mapping[str, tuple] = {}, density: bool | None = None) -> None:
+                 static: Mapping[str, tuple] = {}, density: bool | None = None,
+                 density_points: int | None = None) -> None:
         density = fields if density is None else density
         seed = next((seeds[k] for k in ("noise", "particles") if seeds.get(k) is not None), None)
         attrs = provenance_attrs(config, seed)
@@ -128,7 +136,18 @@ class RunFile:
                     p.setncatts({"units": "1", "long_name": f"tokens of the discrete transformer "
                                  f"(after the layers up to this time) on S^{d - 1} in R^{d}"})
             ds.createDimension("restart_slot", 2)
-            for rep, dims in (("density", gdims if density else None),
+            ddims = gdims
+            if density_points is not None:
+                ds.createDimension("density_point", density_points)
+                ds.createDimension("xyzw", 4)
+                ddims = ("density_point", "xyzw")
+                if fields:
+                    v = ds.createVariable("density_points", "f8", ("time", *ddims),
+                                          fill_value=np.nan, chunksizes=(1, density_points, 4))
+                    v.setncatts({"units": "1", "long_name": "the density as weighted points: "
+                                 "rows (x, y, z, w) of rho = sum_i w_i delta_{x_i}, unused rows 0 "
+                                 "(density is their mass per cell divided by the cell area)"})
+            for rep, dims in (("density", ddims if density else None),
                               ("particles", ("particle", "dim") if particles is not None else None),
                               ("transformer", ("token", "dim") if tokens is not None else None)):
                 if dims is None:

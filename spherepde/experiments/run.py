@@ -47,9 +47,10 @@ from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.sampling import sample_density
 from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
 from spherepde.solvers import make_stepper
-from spherepde.solvers.controller import Controller
+from spherepde.solvers.controller import Controller, StateSpace
 from spherepde.solvers.eulerian.spde import SPDEFFSL
 from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, ParticleSDE, retract
+from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, points_from_density
 from spherepde.solvers.lagrangian.transformer import GaussianLayer
 from spherepde.solvers.trackers import ProgressTracker, Tracker
 from spherepde.validation.metrics import (as_measure, dist_to_subspace, interaction_energy,
@@ -62,19 +63,6 @@ PARTICLE_CALCULUS = {"heun": "stratonovich", "euler-maruyama": "ito"}
 
 
 # ---- the objects of a run -----------------------------------------------------------------
-class ParticleSpace:
-    """The "grid" of a particle state for the controller: only its shape (N, d)."""
-
-    def __init__(self, n: int, d: int) -> None:
-        self.shape = (n, d)
-
-    def __eq__(self, other) -> bool:
-        return isinstance(other, ParticleSpace) and other.shape == self.shape
-
-    def __repr__(self) -> str:
-        return f"ParticleSpace(N={self.shape[0]}, d={self.shape[1]})"
-
-
 class ParticleStepper:
     """A :class:`ParticleODE`/:class:`ParticleSDE` as a controller stepper: state (N, d), fixed
     steps only (``step`` is the particle system's own, retracted to the sphere)."""
@@ -83,7 +71,7 @@ class ParticleStepper:
 
     def __init__(self, system: ParticleODE, n: int) -> None:
         self.system = system
-        self.grid = ParticleSpace(n, system.d)
+        self.grid = StateSpace(n, system.d)
 
     def stable_dt(self, x, t):
         raise ValueError("particles take the fixed step of stepping.dt / stepping.courant")
@@ -103,7 +91,7 @@ class TransformerStepper:
     def __init__(self, transformer: DiscreteTransformer, n: int, seed: int, noise=None,
                  path=None) -> None:
         self.transformer = transformer
-        self.grid = ParticleSpace(n, transformer.d)
+        self.grid = StateSpace(n, transformer.d)
         self.rng = DiscreteTransformer.realisation_rngs(seed, 1)[0]
         self.noise, self.path = noise, path
 
@@ -131,7 +119,9 @@ class Model:
     density : the density stepper or None; particles : ParticleStepper or None; x0 : (N, d);
     transformer : TransformerStepper or None; z0 : its tokens (N_T, d);
     eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None; eigenspace_V : the same
-    for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None.
+    for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None;
+    density0 : the density stepper's initial state (ρ_0 itself, or for ``lagrangian-remap`` its
+    points packed as :class:`~spherepde.solvers.lagrangian.remap.RemapStepper` rows).
     """
 
     config: RunConfig
@@ -150,6 +140,7 @@ class Model:
     eigenspace: np.ndarray | None
     eigenspace_V: np.ndarray | None = None
     projection: tuple | None = None
+    density0: np.ndarray | None = None
 
 
 def _named(prefix: str, err: Exception) -> ValueError:
@@ -195,8 +186,25 @@ def build(config: RunConfig) -> Model:
             SPDEFFSL(grid, noise=noise, path=path).check_dt(dt)
         except ValueError as err:
             raise _named("stepping.dt", err) from None
-    density = None
-    if config.representations.density:
+    def particle_system(weights=None):
+        """The particle ODE/SDE of this model (the density points' and the particles' own)."""
+        if noise is None:
+            return ParticleODE(att, weights=weights)
+        method = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
+        system = ParticleSDE(att, noise=noise, path=path, method=method, d=config.d, weights=weights)
+        if PARTICLE_CALCULUS[system.method] != n.calculus:
+            raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the particle scheme "
+                             f"{system.method} integrates the {PARTICLE_CALCULUS[system.method]} form")
+        return system
+
+    density = density0 = None
+    if config.representations.density and g.scheme == "lagrangian-remap":
+        x, w = points_from_density(grid, rho0)
+        remap = LagrangianRemap(particle_system(w), grid_nlat=g.remap_nlat or g.nlat,
+                                cells_per_width=g.cells_per_width, remap_every=g.remap_every)
+        density = RemapStepper(remap, grid, max(w.size, 2 * remap.grid_nlat ** 2))
+        density0 = density.pack(x, w)
+    elif config.representations.density:
         try:
             drift = None if att is None else DensityAttention(att, grid, method=a.method)
         except (ValueError, ImportError) as err:
@@ -215,16 +223,7 @@ def build(config: RunConfig) -> Model:
     particles = x0 = None
     p = config.representations.particles
     if p is not None:
-        if noise is None:
-            system = ParticleODE(att)
-        else:
-            method = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
-            system = ParticleSDE(att, noise=noise, path=path, method=method, d=config.d)
-            if PARTICLE_CALCULUS[system.method] != n.calculus:
-                raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the particle "
-                                 f"scheme {system.method} integrates the "
-                                 f"{PARTICLE_CALCULUS[system.method]} form")
-        particles = ParticleStepper(system, p.n)
+        particles = ParticleStepper(particle_system(), p.n)
         x0 = retract(sample_density(grid, rho0, p.n, seed=p.seed))
     transformer = z0 = None
     tc = config.representations.transformer
@@ -246,7 +245,8 @@ def build(config: RunConfig) -> Model:
         e = basis[:, 0]
         projection = (e, two_point_weight(*as_measure(grid, rho0), e))
     return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
-                 transformer, z0, basis, basis_v, projection)
+                 transformer, z0, basis, basis_v, projection,
+                 rho0 if density0 is None else density0)
 
 
 # ---- diagnostics and the trackers that write run.nc -------------------------------------
@@ -305,6 +305,11 @@ def series_names(model: Model) -> list[str]:
     return out
 
 
+def model_field(rho: np.ndarray) -> np.ndarray:
+    """The field of a density state that is a field on the grid: the state itself."""
+    return rho
+
+
 class DensityOutput(Tracker):
     """Write ρ and its diagnostics at every output time; keeps the snapshots when ``keep``."""
 
@@ -314,9 +319,14 @@ class DensityOutput(Tracker):
                  snapshots: dict | None = None) -> None:
         super().__init__()
         self.file, self.model, self.keep, self.start = file, model, keep, start
-        grid, names = model.grid, model.config.outputs.diagnostics
-        self.scalars = {k: f for k, f in (("mass", lambda r: grid.integrate(r)),
-                                          ("min_density", np.min), ("max_density", np.max))
+        grid, names, st = model.grid, model.config.outputs.diagnostics, model.density
+        # a field on the grid, or weighted points (lagrangian-remap) with their field and measure
+        self.field = getattr(st, "field", model_field)
+        self.measure = getattr(st, "measure", lambda r: as_measure(grid, np.clip(r, 0.0, None)))
+        self.mass = getattr(st, "mass", lambda r: grid.integrate(r))
+        self.scalars = {k: f for k, f in (("mass", self.mass),
+                                          ("min_density", lambda r: np.min(self.field(r))),
+                                          ("max_density", lambda r: np.max(self.field(r))))
                         if k in names}
         self.measures = _measure_diagnostics(model, names, "")
         self.fields = model.config.outputs.fields
@@ -330,15 +340,18 @@ class DensityOutput(Tracker):
     def handle(self, state, t) -> None:
         values = {k: float(f(state)) for k, f in self.scalars.items()}
         if self.measures:
-            x, w = as_measure(self.model.grid, np.clip(state, 0.0, None))
+            x, w = self.measure(state)
             values.update({k: float(f(x, w)) for k, f in self.measures.items()})
         if self.fields:
-            values["density"] = state
+            values["density"] = self.field(state)
+            if self.field is not model_field:
+                values["density_points"] = state  # the exact state behind the field
         self.file.write(self.i, **values)
         if self.keep:
             self.snapshots[self.i] = np.array(state, copy=True)
-        self.file.save_state("density", self.i, state)
-        self.last = {k: v for k, v in values.items() if k != "density"}
+        info = getattr(self.model.density, "restart_info", None)
+        self.file.save_state("density", self.i, state, None if info is None else info())
+        self.last = {k: v for k, v in values.items() if k not in ("density", "density_points")}
         self.i += 1
 
 
@@ -367,7 +380,7 @@ class ParticleOutput(Tracker):
     def handle(self, state, t) -> None:
         values = {k: float(f(state, self.w)) for k, f in self.measures.items()}
         if self.density is not None:
-            x, w = as_measure(self.model.grid, np.clip(self.density.snapshots[self.i], 0.0, None))
+            x, w = self.density.measure(self.density.snapshots[self.i])
             values["w2_particles_density"] = float(w2_with_bound(state, self.w, x, w).value)
         if self.positions:
             values[self.variable] = state
@@ -440,7 +453,9 @@ def _execute(model: Model, outdir: Path, *, progress: bool, resume: _Resume | No
                    fields=reps.density and config.outputs.fields, particles=n_part,
                    weights=weights, positions=config.outputs.positions, tokens=n_tok,
                    series={k: series_attrs(k) for k in names}, static=static,
-                   density=reps.density)
+                   density=reps.density,
+                   density_points=(model.density0.shape[0] if reps.density and
+                                   config.grid.scheme == "lagrangian-remap" else None))
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
                      "seeds": config.seeds(), "dt": model.dt, "outputs": int(model.times.size),
@@ -472,18 +487,24 @@ def _execute(model: Model, outdir: Path, *, progress: bool, resume: _Resume | No
         dens = None
         if model.density is not None:
             keep = "w2_particles_density" in config.outputs.diagnostics
-            first, state = begin("density", model.rho0)
+            first, state = begin("density", model.density0)
             given = {} if resume is None or not keep else resume.snapshots
             dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
             if first >= 2 and callable(getattr(model.density, "prime", None)):
                 model.density.prime()  # caches as the uninterrupted run's first steps left them
+            if first > 0 and callable(getattr(model.density, "resume", None)):
+                model.density.resume(resume.rng_state["density"])  # e.g. the steps to the next remap
             if first <= last:
                 res = go(model.density, [dens, ProgressTracker(disable=quiet, desc="density")],
                          model.dt, first, state)
-                mass = float(model.grid.integrate(res.state))
-                summary["density"] = {"steps": res.n_steps, "seconds": round(res.wall_time, 2),
-                                      "mass_error": mass - 1.0,
-                                      "min_density": float(res.state.min()), "final": dens.last}
+                summary["density"] = {"scheme": config.grid.scheme, "steps": res.n_steps,
+                                      "seconds": round(res.wall_time, 2),
+                                      "mass_error": float(dens.mass(res.state)) - 1.0,
+                                      "min_density": float(np.min(dens.field(res.state))),
+                                      "final": dens.last}
+                if hasattr(model.density, "restart_info"):
+                    summary["density"].update(points=int(np.count_nonzero(res.state[:, 3])),
+                                              **model.density.restart_info())
             else:
                 summary["density"] = {"steps": 0, "complete_before_restart": True}
         if model.particles is not None:
@@ -595,7 +616,8 @@ def resume_snapshots(resume: _Resume, model: Model) -> dict:
     need = range(kp + 1, min(kd, model.times.size - 1) + 1)
     if not need:
         return {}
-    if "density" not in resume.rows:
+    name = "density_points" if model.config.grid.scheme == "lagrangian-remap" else "density"
+    if name not in resume.rows:
         raise ValueError(f"outputs.diagnostics: 'w2_particles_density' of the particles from "
                          f"output {kp + 1} on needs the density fields of outputs {kp + 1}..{kd}, "
                          f"and {str(resume.source)!r} holds none (outputs.fields = false); "
@@ -604,7 +626,7 @@ def resume_snapshots(resume: _Resume, model: Model) -> dict:
 
     with netCDF4.Dataset(resume.source, "r") as src:
         src.set_auto_mask(False)
-        return {i: np.array(src["density"][i], dtype=float) for i in need}
+        return {i: np.array(src[name][i], dtype=float) for i in need}
 
 
 def _copy_into(file: RunFile, resume: _Resume) -> None:
@@ -725,6 +747,6 @@ def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | N
     return _execute(model, outdir, progress=progress, resume=resume)
 
 
-__all__ = ["DensityOutput", "Model", "ParticleOutput", "ParticleSpace", "ParticleStepper",
+__all__ = ["DensityOutput", "Model", "ParticleOutput", "ParticleStepper",
            "RESTART_KEYS", "TransformerStepper", "build", "prepare_output", "read_restart",
            "restart", "restart_config", "run", "series_names"]

@@ -143,6 +143,20 @@ def next_step(t: float, target: float, h: float) -> tuple[float, float]:
     return tau, t_new
 
 
+class StateSpace:
+    """The ``grid`` of a state that is not a field on a grid — particles (N, d), weighted points
+    packed as rows (M, 4) — for the controller: only its ``shape``."""
+
+    def __init__(self, *shape: int) -> None:
+        self.shape = tuple(int(s) for s in shape)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, StateSpace) and other.shape == self.shape
+
+    def __repr__(self) -> str:
+        return f"StateSpace{self.shape}"
+
+
 class Controller:
     """Run a stepper over a time span, showing the state to trackers at output times.
 

@@ -22,14 +22,14 @@ NOISE = {"activation": "relu", "sigma_u": 0.5, "sigma_w": 0.5, "n_max": 2, "seed
 INITIAL = {"kind": "low-mode", "amplitude": 0.5, "max_degree": 2, "seed": 4}
 
 
-def _cfg(reps, *, noise=False, t_end=1.0, diagnostics=("mass", "energy"), **stepping):
+def _cfg(reps, *, noise=False, t_end=1.0, diagnostics=("mass", "energy"), grid=None, **stepping):
     dyn = {"attention": ATT}
     if noise:
         dyn["noise"] = dict(NOISE, **({"horizon": noise} if not isinstance(noise, bool) else {}))
     step = {"t_end": t_end, "output_every": 0.25, **stepping}
     if "dt" not in step and "courant" not in step:
         step["dt"] = 0.0625
-    return {"grid": {"kind": "sphere", "nlat": 6}, "initial": INITIAL, "dynamics": dyn,
+    return {"grid": {"kind": "sphere", "nlat": 6, **(grid or {})}, "initial": INITIAL, "dynamics": dyn,
             "representations": reps, "stepping": step, "outputs": {"diagnostics": list(diagnostics)}}
 
 
@@ -82,8 +82,10 @@ def _interrupted(monkeypatch, raw, out: Path, k: int) -> Path:
     return out / "run.nc"
 
 
+#: the density as weighted points, remapped every 3 steps (the steps to the next remap are state)
+POINTS = {"scheme": "lagrangian-remap", "remap_every": 3}
 CASES = {
-    # name: (representations, noise, steps before Ctrl-C)
+    # name: (representations, noise, steps before Ctrl-C[, grid keys])
     "density": ({"density": True}, False, 9),
     "noise-density": ({"density": True}, True, 9),
     "particles": ({"density": False, "particles": {"n": 12, "seed": 3}}, False, 7),
@@ -92,15 +94,18 @@ CASES = {
                                                            "seed": 2}}, True, 6),
     "transformer-gaussian": ({"density": False, "transformer": {"depth": 8, "width": "inf",
                                                                 "n": 10, "seed": 2}}, True, 3),
+    "points": ({"density": True}, False, 10, POINTS),
+    "noise-points-particles": ({"density": True, "particles": {"n": 12, "seed": 3}}, True, 23,
+                               POINTS),
 }
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_interrupted_run_restarts_to_the_uninterrupted_bits(tmp_path, monkeypatch, case):
-    reps, noise, k = CASES[case]
+    reps, noise, k, *grid = CASES[case]
     diagnostics = ("energy",) if not reps["density"] else (
         ("mass", "energy", "w2_particles_density") if "particles" in reps else ("mass", "energy"))
-    raw = _cfg(reps, noise=noise, diagnostics=diagnostics)
+    raw = _cfg(reps, noise=noise, diagnostics=diagnostics, grid=grid[0] if grid else None)
     run(RunConfig.from_dict(raw), tmp_path / "full", progress=False)
     src = _interrupted(monkeypatch, raw, tmp_path / "cut", k)
     with netCDF4.Dataset(src) as ds:

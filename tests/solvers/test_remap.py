@@ -147,3 +147,72 @@ def test_adapted_grid_bad_input():
         AdaptedGrid([0, 0, 0], 2.0, 8)
     with pytest.raises(ValueError, match="nlat"):
         AdaptedGrid([0, 0, 1], 2.0, 1)
+
+
+# ---- the representation as a density (grid.scheme = "lagrangian-remap") -----------------------
+def test_points_from_density_deposit_back_to_the_density():
+    """Cell-centre points with w = ρ|cell| deposit back onto the cells they came from: ρ up to
+    the normalisation Σ w = 1 (a few ulps per cell)."""
+    from spherepde.grids import GaussGrid
+    from spherepde.solvers.lagrangian.remap import deposit_on_grid, points_from_density
+
+    g = GaussGrid(16)
+    x3 = g.xyz
+    rho = 1.0 + 0.8 * x3[..., 0] * x3[..., 2] + 0.3 * x3[..., 1]  # positive
+    rho = rho / g.integrate(rho)
+    x, w = points_from_density(g, rho)
+    assert x.shape == (g.nlat * g.nlon, 3) and abs(w.sum() - 1.0) <= 1e-14
+    back = deposit_on_grid(g, x, w)
+    np.testing.assert_allclose(back, rho, rtol=1e-13)
+
+
+def test_deposit_on_grid_puts_each_point_in_its_cell_and_keeps_the_mass():
+    from spherepde.grids import GaussGrid
+    from spherepde.solvers.lagrangian.remap import deposit_on_grid
+
+    rng = np.random.default_rng(3)
+    g = GaussGrid(12)
+    x = rng.normal(size=(5000, 3))
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    w = rng.uniform(0.0, 1.0, x.shape[0])
+    rho = deposit_on_grid(g, x, w)
+    assert rho.shape == g.shape and np.all(rho >= 0)
+    assert abs(g.integrate(rho) - w.sum()) <= 1e-13 * w.sum()
+    # one point at a time: its cell (j, i) holds its latitude and longitude
+    lat, lon = np.arcsin(x[:, 2]), np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * math.pi)
+    for k in range(50):
+        j, i = np.unravel_index(np.argmax(deposit_on_grid(g, x[k:k + 1], np.ones(1))), g.shape)
+        assert g.lat_faces[j + 1] <= lat[k] <= g.lat_faces[j]
+        d = np.mod(lon[k] - g.lon_faces[i], 2 * math.pi)
+        assert d <= g.dlon + 1e-15
+
+
+def test_remap_stepper_packs_unpacks_and_refuses_a_small_capacity():
+    from spherepde.grids import GaussGrid
+    from spherepde.solvers.lagrangian.remap import RemapStepper
+
+    class Still:
+        def step(self, x, t, dt):
+            return x
+
+    g = GaussGrid(8)
+    r = LagrangianRemap(Still(), grid_nlat=8, remap_every=2)
+    with pytest.raises(ValueError, match="capacity"):
+        RemapStepper(r, g, 2 * 8 * 8 - 1)
+    st = RemapStepper(r, g, 200)
+    rng = np.random.default_rng(4)
+    x = _cluster(rng, 150, [0.0, 0.6, 0.8], 0.1)
+    w = rng.uniform(0.5, 1.0, 150)
+    w /= w.sum()
+    s0 = st.pack(x, w)
+    assert s0.shape == st.grid.shape == (200, 4) and np.all(s0[150:] == 0)
+    xb, wb = st.measure(s0)
+    assert np.array_equal(xb, x) and np.array_equal(wb, w)
+    s1 = st.step(s0, 0.0, 0.1)
+    s2 = st.step(s1, 0.1, 0.1)  # the second step remaps: fewer points, the same mass
+    np.testing.assert_allclose(s1, s0, rtol=0, atol=4e-16)  # the retraction of unit vectors
+    assert st.restart_info() == {"remap_steps": 2, "remaps": 1}
+    assert 0 < np.count_nonzero(s2[:, 3]) <= 128
+    assert abs(st.mass(s2) - 1.0) <= 1e-14
+    with pytest.raises(ValueError, match="capacity"):
+        st.pack(np.zeros((201, 3)), np.ones(201))

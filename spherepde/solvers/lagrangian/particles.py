@@ -52,7 +52,6 @@ takes the spectral (Funk–Hecke) point sums when its cost model finds them chea
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -61,7 +60,8 @@ import numpy as np
 from spherepde.dynamics.attention import torch_sums
 from spherepde.dynamics.attention import METHODS as ATTENTION_METHODS
 from spherepde.dynamics.attention import Attention
-from spherepde.solvers.controller import _check_time, check_time_span, next_step
+from spherepde.solvers.controller import Controller, StateSpace, _check_time, check_time_span
+from spherepde.solvers.trackers import MemoryTracker, ProgressTracker
 
 #: integrator name -> number of velocity evaluations per step
 METHODS = {"rk4": 4, "rk2": 2}
@@ -286,6 +286,10 @@ class ParticleODE:
     ) -> ParticleResult:
         """Integrate from ``t_span[0]`` to ``t_span[1]`` with steps of at most ``dt``.
 
+        The loop is the one run loop of the package (:class:`~spherepde.solvers.controller.Controller`,
+        with this system as its stepper on a state of shape (N, d)), so particles and densities
+        take the same steps between the same output times.
+
         Parameters
         ----------
         x0 : array_like, shape (N, d)
@@ -320,62 +324,40 @@ class ParticleODE:
         x = self._check_x(x0)
         w = self._weights_for(x.shape[0]).copy()
         x = retract(x)
-        t0, t_end, outs = check_time_span(t_span, output_times)
+        check_time_span(t_span, output_times)
         h = _check_time("dt", dt)
         if h <= 0:
             raise ValueError(f"dt must be > 0, got {h}")
-        targets = np.union1d(outs, [t_end])
-        is_output = np.isin(targets, outs)
+        system = self
 
+        class Stepper:  # this system as a stepper of the one run loop
+            name = f"particles ({system.method})"
+            grid = StateSpace(*x.shape)
+
+            @staticmethod
+            def step(state, t, tau):
+                return system.step(state, t, tau)
+
+        snaps = MemoryTracker(name="positions")
+        trackers = [snaps] + ([ProgressTracker(disable=False, desc=Stepper.name)] if progress else [])
+        controller = Controller(Stepper(), trackers, dt=h)
         self.result = None
-        times: list[float] = []
-        snaps: list[np.ndarray] = []
-        t, n_steps = t0, 0
-        wall0 = time.perf_counter()
-        bar = None
 
-        def make_result(interrupted: bool) -> ParticleResult:
-            pos = np.stack(snaps) if snaps else np.empty((0, *x.shape))
-            return ParticleResult(
-                times=np.array(times, dtype=float), positions=pos, n_steps=n_steps,
-                wall_time=time.perf_counter() - wall0, interrupted=interrupted, t=t,
-                state=x.copy(), weights=w, method=self.method)
+        def result(res, interrupted: bool) -> ParticleResult:
+            kept = snaps.result
+            return ParticleResult(times=kept["time"], positions=kept["state"], n_steps=res.n_steps,
+                                  wall_time=res.wall_time, interrupted=interrupted, t=res.t,
+                                  state=np.array(res.state, copy=True), weights=w, method=self.method)
 
         try:
-            if progress:
-                from spherepde.solvers.trackers import ProgressTracker
-
-                bar = ProgressTracker(disable=False, desc=f"particles ({self.method})")
-                bar.initialize(x, t0, {"t_span": (t0, t_end)})
-            for target, output in zip(targets.tolist(), is_output.tolist()):
-                while t < target:
-                    tau, t_new = next_step(t, target, h)
-                    new = self.step(x, t, tau)
-                    if not np.all(np.isfinite(new)):
-                        raise FloatingPointError(
-                            f"the positions became non-finite in the step from t={t} to t={t_new}")
-                    x, t = new, t_new
-                    n_steps += 1
-                    if bar is not None:
-                        bar.on_step(t)
-                if output:
-                    times.append(t)
-                    snaps.append(x.copy())
+            res = controller.run(x, t_span, output_times=output_times)
         except KeyboardInterrupt as err:
-            if bar is not None:
-                bar.finalize()
-            self.result = make_result(interrupted=True)
+            self.result = result(controller.result, interrupted=True)
             err.add_note(
-                f"spherepde: particle run interrupted at t={t} after {n_steps} steps; partial "
-                "result in ParticleODE.result")
+                f"spherepde: particle run interrupted at t={self.result.t} after "
+                f"{self.result.n_steps} steps; partial result in ParticleODE.result")
             raise
-        except BaseException:
-            if bar is not None:
-                bar.finalize()
-            raise
-        if bar is not None:
-            bar.finalize()
-        self.result = make_result(interrupted=False)
+        self.result = result(res, interrupted=False)
         return self.result
 
     def __repr__(self) -> str:

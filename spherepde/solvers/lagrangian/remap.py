@@ -144,3 +144,87 @@ class LagrangianRemap:
         if self.steps % self.remap_every == 0:
             x, w = self.remap(x, w)
         return x, w
+
+
+# ---- the representation as a density: initial points, the field on the Gauss grid, the stepper
+def points_from_density(grid, rho: np.ndarray, *, drop: float = 1e-13) -> tuple[np.ndarray, np.ndarray]:
+    """The quadrature of a density ``rho`` (grid.shape) on a GaussGrid as weighted points: the
+    cell centres y_j (n, 3) with w_j = ρ_j |cell_j| (n,), cells with w_j ≤ ``drop``·max w left
+    out (they carry < ``drop``·cells of the mass), then w normalised to Σ w = 1."""
+    w = (np.asarray(rho, float) * grid.cell_area).reshape(-1)
+    if not (np.all(np.isfinite(w)) and w.min() >= 0 and w.max() > 0):
+        raise ValueError("rho must be finite, non-negative and not zero everywhere")
+    keep = w > drop * w.max()
+    return grid.xyz.reshape(-1, 3)[keep].copy(), w[keep] / w[keep].sum()
+
+
+def deposit_on_grid(grid, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """The cell averages of ρ = Σ_i w_i δ_{x_i} on a GaussGrid: ρ_jk = (Σ_{x_i ∈ cell jk} w_i) / |cell jk|,
+    shape grid.shape.  Exact in mass (∫ρ = Σ w) and positive; points at the cell centres give
+    back the density they were made from (:func:`points_from_density`).  Where the points are
+    no denser than the cells (a diffuse measure after remaps onto a grid as fine as this one) the
+    field shows grid-scale aliasing; integrals of the measure are computed on the points."""
+    mu = np.clip(x[:, 2], -1.0, 1.0)
+    j = np.clip(np.searchsorted(-grid.mu_faces, -mu, side="right") - 1, 0, grid.nlat - 1)
+    lon = np.mod(np.arctan2(x[:, 1], x[:, 0]) + 0.5 * grid.dlon, 2.0 * math.pi)
+    i = np.minimum((lon / grid.dlon).astype(np.int64), grid.nlon - 1)
+    m = np.bincount(j * grid.nlon + i, weights=w, minlength=grid.nlat * grid.nlon)
+    return m.reshape(grid.shape) / grid.cell_area
+
+
+class RemapStepper:
+    """:class:`LagrangianRemap` as a density stepper of the run loop (``grid.scheme =
+    "lagrangian-remap"``).
+
+    The state is a fixed-size array (M, 4) of rows (x, y, z, w): the points of ρ = Σ w_i δ_{x_i}
+    with w_i > 0 first, unused rows 0 (M = ``capacity``, at least the number of initial points
+    and of the adapted grid's cells, so a remap always fits).  ``field`` is ρ on the output
+    GaussGrid (:func:`deposit_on_grid`), ``measure`` the points themselves (the diagnostics
+    integrate them exactly), ``mass`` Σ w.  ``remap.steps`` (the steps since the start, which
+    decides when the next remap is due) is part of the state a restart needs (``restart_info``).
+    """
+
+    name = "lagrangian-remap"
+
+    def __init__(self, remap: LagrangianRemap, grid, capacity: int) -> None:
+        from spherepde.solvers.controller import StateSpace
+
+        self.remap, self.output_grid = remap, grid
+        cells = 2 * remap.grid_nlat * remap.grid_nlat
+        if capacity < cells:
+            raise ValueError(f"capacity must be at least the adapted grid's {cells} cells, got {capacity}")
+        self.grid = StateSpace(int(capacity), 4)
+
+    def pack(self, x: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """Rows (x, w) of the points, then zero rows up to the capacity."""
+        m = self.grid.shape[0]
+        if w.size > m:
+            raise ValueError(f"{w.size} points do not fit the capacity {m}")
+        out = np.zeros((m, 4))
+        out[: w.size, :3], out[: w.size, 3] = x, w
+        return out
+
+    @staticmethod
+    def measure(state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The points x (n, 3) and weights w (n,) of the rows with w > 0."""
+        live = state[:, 3] > 0
+        return state[live, :3], state[live, 3]
+
+    def field(self, state: np.ndarray) -> np.ndarray:
+        return deposit_on_grid(self.output_grid, *self.measure(state))
+
+    @staticmethod
+    def mass(state: np.ndarray) -> float:
+        return float(state[:, 3].sum())
+
+    def stable_dt(self, state, t):
+        raise ValueError("lagrangian-remap takes the fixed step of stepping.dt / stepping.courant")
+
+    def step(self, state: np.ndarray, t: float, dt: float) -> np.ndarray:
+        return self.pack(*self.remap.step(*self.measure(state), t, dt))
+
+    def restart_info(self) -> dict:
+        return {"remap_steps": self.remap.steps, "remaps": self.remap.remaps}
+
+    def resume(self, info: dict) -> None:
+        self.remap.steps, self.remap.remaps = int(info["remap_steps"]), int(info["remaps"])
