@@ -49,6 +49,7 @@ BACKEND = os.environ.get('CAP_BACKEND', 'numba')
 HANDOVER = os.environ.get('CAP_HANDOVER', 'after')  # after | source | overlap
 MODE = os.environ.get('CAP_MODE', 'dep')
 MERGE0 = os.environ.get('CAP_MERGE0', '0') == '1'
+RING0UNIT = os.environ.get('CAP_RING0', 'cells') == 'unit'  # overlap modes: ring 0 as a unit (cheap)
 TRACE_SUB = int(os.environ.get('CAP_TRACE_SUB', '1'))  # midpoint sub-steps of the vertex tracing (interp)
 TRACE = os.environ.get('CAP_TRACE', 'direct')  # direct: velocity callable at midpoints; interp  # dep: departure cells; flux: swept faces
 
@@ -177,6 +178,37 @@ class _CapC:
         self.VxyzAll = np.ascontiguousarray(self.to_xyz(self.V.reshape(-1, 2)))
         self.vel_time = 0.0
 
+    def _ring0_unit(self, Vd, q, grad, rec0, newm, true_area):
+        """ring 0 as a unit (overlap modes only): its new total = area of the departure of the
+        polar nlon-gon × the source profile at that polygon's centroid; shared out by a limited
+        linear profile whose gradient is fitted to the new ring-1 densities."""
+        nl = self.nl
+        P = Vd[1]
+        Q = np.roll(P, -1, axis=0)
+        cr = P[:, 0] * Q[:, 1] - Q[:, 0] * P[:, 1]
+        A = 0.5 * cr.sum()
+        cx = ((P[:, 0] + Q[:, 0]) * cr).sum() / (6 * A); cy = ((P[:, 1] + Q[:, 1]) * cr).sum() / (6 * A)
+        # the departure of the polar nlon-gon, coarsened to a 12-gon (every nl/12-th traced
+        # ring-1 vertex), integrated exactly and scaled to the full polygon's area
+        from capnb import integrate_polygon
+        m = 12
+        P12 = np.ascontiguousarray(P[np.linspace(0, nl, m, endpoint=False).astype(int)])
+        Q12 = np.roll(P12, -1, axis=0)
+        A12 = 0.5 * (P12[:, 0] * Q12[:, 1] - Q12[:, 0] * P12[:, 1]).sum()
+        I12 = integrate_polygon(P12, self.r, float(self.lamf[0]), float(self.dl), nl, self.K + self.B,
+                                self.cells, self.ncell, self.blo, self.bhi, q, np.ascontiguousarray(grad),
+                                self.cent, MERGE0, self.poly0, rec0)
+        M0 = max(I12, 0.0) * (A / A12) * (true_area[:nl].sum() / self.area[:nl].sum())
+        q1 = newm[nl:2 * nl] / true_area[nl:2 * nl]
+        qb = M0 / true_area[:nl].sum()
+        g = self.pinv0 @ (q1 - qb)
+        d = self.cent[:nl] @ g
+        dmin = min(0.0, float(d.min()))
+        th = 1.0 if dmin == 0.0 else min(1.0, qb / -dmin)
+        w = (qb + th * d) * true_area[:nl]
+        ws = w.sum()
+        return w * (M0 / ws) if ws > 0 else np.zeros(nl)
+
     def to_chart(self, x):
         s = np.sqrt(2.0 / (1.0 + self.sign * x[..., 2]))
         return np.stack([x[..., 0] * s, x[..., 1] * s], -1)
@@ -242,7 +274,9 @@ class _CapC:
             newm, E, L, Lf = departure_remap(np.ascontiguousarray(Vd), V, self.K, self.B, self.r, float(self.lamf[0]),
                                          float(self.dl), self.nl, self.cells, self.ncell, self.blo, self.bhi,
                                          q, np.ascontiguousarray(grad), self.cent, MERGE0, self.poly0, rec0,
-                                         not HANDOVER.startswith("overlap"))
+                                         not HANDOVER.startswith("overlap"), 1 if RING0UNIT else 0)
+            if RING0UNIT:
+                newm[:self.nl] = self._ring0_unit(Vd, q, grad, rec0, newm, true_area)
             nK = self.K * self.nl
             return ("dep", newm + q[:nK] * (true_area[:nK] - self.area[:nK]), E, L, Lf)
         A = V[self.fa[:, 0], self.fa[:, 1]]; Bp = V[self.fb[:, 0], self.fb[:, 1]]

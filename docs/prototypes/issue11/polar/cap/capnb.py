@@ -292,7 +292,7 @@ def _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi, q, grad, 
 
 
 @nb.njit(cache=True)
-def departure_remap(Vd, V, K, B, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, cent, merge0, poly0, rec0, handover=True):
+def departure_remap(Vd, V, K, B, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, cent, merge0, poly0, rec0, handover=True, jstart=0):
     """Cap cells: ∫ over the departure cell; hand-over: the swept quads of the cap boundary
     (chord K) split into two signed triangles → E (nl, leaving the cap), L (B·nl, per buffer cell)."""
     J = K + B
@@ -302,7 +302,7 @@ def departure_remap(Vd, V, K, B, r, lam0, dl, nl, cells, ncell, blo, bhi, q, gra
     nb_ = 4 * MAXP + nl
     px = np.empty(nb_); py = np.empty(nb_); ox = np.empty(nb_); oy = np.empty(nb_)
     pc = np.empty(J * nl, np.int64); pv = np.empty(J * nl)
-    for j in range(K):
+    for j in range(jstart, K):
         for i in range(nl):
             i1 = (i + 1) % nl
             if j == 0:
@@ -493,3 +493,19 @@ def sl_remap(Vd, K, nl, rc, lam0, dl, q, qpole, ratio):
                     qv = (1 - a) * lo + a * hi
             newm[j * nl + i] = qv * A * ratio[j * nl + i]
     return newm
+
+
+@nb.njit(cache=True)
+def integrate_polygon(P, r, lam0, dl, nl, J, cells, ncell, blo, bhi, q, grad, cent, merge0, poly0, rec0):
+    """∫ of the reconstruction over one CCW polygon P (n, 2) (n ≤ MAXP)."""
+    n0 = P.shape[0]
+    sx = np.empty(MAXP); sy = np.empty(MAXP)
+    for k in range(n0):
+        sx[k] = P[k, 0]; sy[k] = P[k, 1]
+    nb_ = 4 * MAXP + nl
+    px = np.empty(nb_); py = np.empty(nb_); ox = np.empty(nb_); oy = np.empty(nb_)
+    pc = np.empty(J * nl, np.int64); pv = np.empty(J * nl)
+    j0, j1, i0, ni = _poly_range(sx, sy, n0, r, lam0, dl, nl, J)
+    acc, npc = _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi, q, grad, cent,
+                          px, py, ox, oy, pc, pv, merge0, poly0, rec0)
+    return acc

@@ -15,6 +15,7 @@ from spherepde.grids.sht import SphericalHarmonics
 nlat, nref, t_end, init, K, B = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4], int(sys.argv[5]), int(sys.argv[6])
 import os
 NSUB = int(os.environ.get('CAP_NSUB', '1'))
+LABELS = [x for x in os.environ.get('CAP_LABELS', '').split(',') if x]  # run only these (plus ref)
 lmax = int(sys.argv[7]) if len(sys.argv) > 7 else 16
 def setup(n):
     cfg = SyncPathConfig(nlat=n, t_end=t_end)
@@ -30,6 +31,8 @@ for label, n, kind, handover in (("ref", nref, "split", None), ("split", nlat, "
                                  ("cap-after", nlat, "cap", "after"), ("cap-source", nlat, "cap", "source"),
                                  ("cap-overlap", nlat, "cap", "overlap"),
                                  ("cap-overlap-scale", nlat, "cap", "overlap-scale")):
+    if LABELS and label not in LABELS and label != "ref":
+        continue
     cfg, g, noise, path, rho = setup(n)
     capmod.HANDOVER = handover or "after"
     s = FFSLSphere(g, lambda t, x: x * 0) if kind == "split" else capmod.CapFFSL(g, lambda t, x: x * 0, K=K, B=B)
