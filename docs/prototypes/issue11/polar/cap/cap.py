@@ -31,12 +31,20 @@ Step (velocity frozen over the step).
        the deficit is taken back from the cap cell inside that face, and a negative cap cell
        is then filled by scaling its ring (conservative fallback; counted in fix_count,
        fix_mass, ring_fix).
-  4. Outer split on rings K..nlat−K−1 (wall at the cap faces), E − Lf into ring K between M
-     and the second Z.
+       ``CAP_HANDOVER=overlap``: no hand-over inside the split.  Today's split step runs on the
+       whole sphere, the cap rings are overwritten by the remap of the start state, and the
+       cap-mass difference δ (split − cap) goes into ring K in proportion to its masses.
+       ``CAP_HANDOVER=overlap-scale`` (best): as overlap, but the remapped cap masses are scaled
+       to the split step's cap mass (the split fixes how much, the cap where).  Positive and
+       conservative by construction, no fallback, no sub-steps at any Courant number.
+  4. (source, after) Outer split on rings K..nlat−K−1 (wall at the cap faces), E − Lf into
+     ring K between M and the second Z.
 
-Options by environment: CAP_BACKEND=numba|numpy, CAP_MODE=dep|flux, CAP_HANDOVER=after|source,
-CAP_TRACE=direct|interp, CAP_MERGE0=0|1 (ring 0 as one source cell, to cut the clipping work).
-See CAP.md for the measurements.
+Options by environment: CAP_BACKEND=numba|numpy, CAP_MODE=dep|flux|sl (sl: semi-Lagrangian
+value per cell, overlap modes only, too diffusive), CAP_HANDOVER=after|source|overlap|
+overlap-scale, CAP_TRACE=direct|interp, CAP_TRACE_SUB=n (midpoint sub-steps of the tracing),
+CAP_MERGE0=0|1 (ring 0 as one source cell), CAP_RING0=cells|unit (overlap modes: ring 0 as one
+destination unit, shared out linearly; cheap).  See CAP.md for the measurements.
 """
 import numpy as np
 
