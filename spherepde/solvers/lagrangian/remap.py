@@ -24,6 +24,7 @@ import math
 
 import numpy as np
 
+from spherepde.solvers.controller import StateSpace
 from spherepde.solvers.lagrangian.particles import retract
 
 
@@ -187,8 +188,6 @@ class RemapStepper:
     name = "lagrangian-remap"
 
     def __init__(self, remap: LagrangianRemap, grid, capacity: int) -> None:
-        from spherepde.solvers.controller import StateSpace
-
         self.remap, self.output_grid = remap, grid
         cells = 2 * remap.grid_nlat * remap.grid_nlat
         if capacity < cells:
