@@ -25,6 +25,7 @@ from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
 from spherepde.solvers.controller import Controller
 from spherepde.solvers.eulerian.spde import SPDEFFSL
+from spherepde.solvers.trackers import MemoryTracker
 from spherepde.validation.metrics import interaction_energy
 
 GRIDS = ("sphere", "circle")
@@ -229,16 +230,13 @@ def run_realisation(config: SPDEConfig, realisation: int) -> dict:
     diag = _Diagnostics(config, grid)
     times = config.output_times()
     rho = initial_density(config, grid)
-    fields, rows = [rho], [diag(rho)]
-    controller = Controller(stepper, dt=config.dt)
+    controller = Controller(stepper, MemoryTracker(name="fields"), dt=config.dt)
     t0 = time.perf_counter()
-    for a, b in zip(times[:-1], times[1:]):
-        rho = controller.run(rho, (a, b)).state
-        fields.append(rho)
-        rows.append(diag(rho))
+    fields = controller.run(rho, (times[0], times[-1]), output_times=times).trackers["fields"]["state"]
+    rows = [diag(f) for f in fields]
     out = {k: np.array([r[k] for r in rows]) for k in rows[0]}
     if config.store_fields:
-        out["density"] = np.array(fields)
+        out["density"] = fields
     out["_seconds"] = time.perf_counter() - t0
     out["_substeps"] = stepper.substeps
     return out
