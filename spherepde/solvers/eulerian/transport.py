@@ -128,7 +128,8 @@ def ffsl_ppm(grid, velocity: Velocity, **options):
     raise TypeError(f"grid must be a GaussGrid or CircleGrid, got {type(grid).__name__}")
 
 
-def _check_polar(polar, cap_rings, nlat: int) -> None:
+def check_polar(polar, cap_rings, nlat: int) -> None:
+    """ValueError unless ``polar`` is in POLAR and (for "cap") 2 ≤ cap_rings ≤ nlat/4."""
     if polar not in POLAR:
         raise ValueError(f"polar must be one of {POLAR}, got {polar!r}")
     if isinstance(cap_rings, bool) or not isinstance(cap_rings, (int, np.integer)):
@@ -148,7 +149,7 @@ class FFSLSphere(_FFSLBase):
 
     def __init__(self, grid: GaussGrid, velocity: Velocity, *, polar: str = "split",
                  cap_rings: int = 4, **options):
-        _check_polar(polar, cap_rings, grid.nlat)
+        check_polar(polar, cap_rings, grid.nlat)
         super().__init__(grid, velocity, **options)
         self.polar = polar
         self.cap_rings = int(cap_rings)
