@@ -178,9 +178,9 @@ class FFSLSphere(_FFSLBase):
             self._cap_points = np.concatenate([c.vertices_xyz for c in self._caps])
 
     def options(self) -> dict:
-        out = {**super().options(), "polar": self.polar}
-        if self.polar == "cap":
-            out["cap_rings"] = self.cap_rings
+        out = super().options()
+        if self.polar == "cap":  # the split default reports what it always did
+            out.update(polar=self.polar, cap_rings=self.cap_rings)
         return out
 
     @property
