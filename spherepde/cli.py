@@ -42,6 +42,7 @@ def _alpha(text: str) -> float:
 
 def _transport_parser(sub, name: str, help_: str, many: bool):
     from spherepde.solvers.eulerian.ppm import LIMITERS
+    from spherepde.solvers.eulerian.transport import POLAR
     from spherepde.validation.transport_cases import CASES, FIELDS
 
     p = sub.add_parser(name, help=help_)
@@ -55,6 +56,10 @@ def _transport_parser(sub, name: str, help_: str, many: bool):
     p.add_argument("--alpha", type=_alpha, default=0.0, help="williamson1 axis tilt in radians (e.g. pi/2-0.05)")
     p.add_argument("--courant", type=float, default=0.8, help="Δt·max|u|/Δλ, in (0, 4]")
     p.add_argument("--limiter", default="positive", choices=LIMITERS)
+    p.add_argument("--polar", default="split", choices=POLAR,
+                   help="polar rings: split (default, the split step everywhere) or cap (opt-in "
+                        "positive unsplit remap of the first --cap-rings rings around each pole)")
+    p.add_argument("--cap-rings", type=int, default=4, help="rings per pole for --polar cap, in [2, nlat/4]")
     if not many:
         p.add_argument("--output", default=None, help="NetCDF file for the initial, intermediate and final fields")
     else:
@@ -192,8 +197,12 @@ def _transport_config(args, nlat: int):
     from spherepde.experiments.transport import TransportConfig
 
     field = args.field or make_case(args.case).default_field
-    return TransportConfig(case=args.case, field=field, nlat=nlat, alpha=args.alpha,
-                           courant=args.courant, limiter=args.limiter)
+    try:
+        return TransportConfig(case=args.case, field=field, nlat=nlat, alpha=args.alpha,
+                               courant=args.courant, limiter=args.limiter, polar=args.polar,
+                               cap_rings=args.cap_rings)
+    except ValueError as exc:  # name the option, not the field
+        raise ValueError(str(exc).replace("cap_rings", "--cap-rings")) from None
 
 
 def _cmd_validate(args) -> int:
@@ -229,6 +238,7 @@ def _cmd_validate(args) -> int:
     rows = [run_transport(c) for c in configs]
     h = [r["resolution_deg"] for r in rows]
     out = {"case": configs[0].case, "field": configs[0].field, "limiter": args.limiter,
+           "polar": args.polar, **({"cap_rings": args.cap_rings} if args.polar == "cap" else {}),
            "rows": [{k: r[k] for k in ("nlat", "resolution_deg", "steps", "seconds", "l1", "l2",
                                        "linf", "lmax", "lmin", "mass_error", "min_value")} for r in rows]}
     for norm in ("l1", "l2", "linf"):

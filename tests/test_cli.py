@@ -65,7 +65,24 @@ def test_validate_convergence_fits_orders(tmp_path, capsys):
     assert png.stat().st_size > 10_000
 
 
+def test_validate_transport_and_convergence_polar_cap(capsys):
+    rc, out, _ = run_cli(["validate", "transport", "--case", "williamson1", "--nlat", "16",
+                          "--alpha", "pi/2", "--polar", "cap", "--json"], capsys)
+    res = json.loads(out)
+    assert rc == 0 and res["polar"] == "cap" and res["cap_rings"] == 4
+    assert abs(res["mass_error"]) < 1e-13 and res["min_value"] >= -1e-14 * res["max_value"]
+    rc, out, _ = run_cli(["validate", "transport", "--case", "williamson1", "--nlat", "16", "--json"], capsys)
+    assert rc == 0 and json.loads(out)["polar"] == "split" and "cap_rings" not in json.loads(out)
+    rc, out, _ = run_cli(["validate", "convergence", "--case", "williamson1", "--nlat", "8", "12", "16",
+                          "--polar", "cap", "--cap-rings", "2", "--json"], capsys)
+    res = json.loads(out)
+    assert rc == 0 and res["polar"] == "cap" and res["cap_rings"] == 2 and len(res["rows"]) == 3
+
+
 @pytest.mark.parametrize("args, word", [
+    (["validate", "transport", "--case", "williamson1", "--nlat", "8", "--polar", "cap"], "--cap-rings"),
+    (["validate", "convergence", "--case", "williamson1", "--nlat", "8", "12", "16", "--polar", "cap",
+      "--cap-rings", "3"], "--cap-rings"),
     (["validate", "transport", "--case", "nl-case4", "--nlat", "15"], "nlat"),
     (["validate", "transport", "--case", "nl-case4", "--nlat", "2"], "nlat"),
     (["validate", "transport", "--case", "nl-case4", "--nlat", "16", "--courant", "0"], "courant"),
@@ -85,6 +102,7 @@ def test_bad_values_exit_2_naming_the_argument(args, word, capsys):
     ["validate", "transport", "--case", "bogus", "--nlat", "16"],
     ["validate", "transport", "--case", "nl-case4", "--field", "bogus", "--nlat", "16"],
     ["validate", "transport", "--case", "nl-case4", "--nlat", "16", "--limiter", "bogus"],
+    ["validate", "transport", "--case", "nl-case4", "--nlat", "16", "--polar", "bogus"],
     ["validate", "transport", "--case", "nl-case4", "--nlat", "sixteen"],
 ])
 def test_unknown_names_refused_by_argparse(args, capsys):

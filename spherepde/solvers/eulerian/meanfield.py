@@ -40,6 +40,11 @@ class MeanFieldFFSL:
     def __init__(self, grid, velocity, **options) -> None:
         if not callable(velocity):
             raise TypeError("velocity must be callable as velocity(t, x, rho)")
+        if options.get("polar", "split") == "cap":
+            raise ValueError(
+                f"polar='cap' is not available for the {self.name} stepper yet: it drives the "
+                f"transport by face velocities only, and the polar cap needs the velocity at its "
+                f"vertices; use polar='split' (the default)")
         self.velocity = velocity
         self.grid = grid
         self.transport = ffsl_ppm(grid, lambda t, x: velocity(t, x, None), **options)

@@ -21,6 +21,13 @@ or ``"monotone"`` limiter.  A sweep whose deformation number Δt·max|∂a/∂x|
 
 The Courant number is  Δt · max|u| / Δλ  (the grid spacing at the equator, Δλ = π/nlat).
 
+Polar cap (opt-in, ``FFSLSphere(..., polar="cap", cap_rings=K)``): after the split step the
+first K rings around each pole are overwritten by an unsplit, positive departure-cell remap
+rescaled to the cap mass the split step produced (:mod:`.polar_cap`).  It needs the velocity
+callable at the cap vertices, so it is available through :meth:`FFSLSphere.step` only, not
+through :meth:`FFSLSphere.advance` (face velocities).  The default ``polar="split"`` is the
+scheme above, unchanged.
+
 On :class:`~spherepde.grids.CircleGrid` the same 1-D sweep advances the density on S¹.
 """
 from __future__ import annotations
@@ -31,7 +38,7 @@ import numpy as np
 
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.geometry import east_north_basis, lonlat_to_xyz
-from spherepde.solvers.eulerian import ffsl, ppm
+from spherepde.solvers.eulerian import ffsl, ppm, polar_cap
 from spherepde.solvers.registry import register_stepper
 from spherepde.checks import check_positive
 
@@ -46,6 +53,8 @@ RADIAL_SCALE = 1e-4
 #: the midpoint departure rule keeps departure points ordered while L(1 + L/2) < 1, i.e. for
 #: deformation numbers L < √3 − 1 ≈ 0.732; sub-stepping keeps L at most this
 MAX_LIPSCHITZ = 0.7
+#: treatments of the polar rings in FFSLSphere: the split step everywhere, or the polar cap
+POLAR = ("split", "cap")
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -112,15 +121,38 @@ def ffsl_ppm(grid, velocity: Velocity, **options):
     if isinstance(grid, GaussGrid):
         return FFSLSphere(grid, velocity, **options)
     if isinstance(grid, CircleGrid):
+        for key in ("polar", "cap_rings"):
+            if key in options:
+                raise ValueError(f"{key} applies to the sphere (GaussGrid) only, not to a CircleGrid")
         return FFSLCircle(grid, velocity, **options)
     raise TypeError(f"grid must be a GaussGrid or CircleGrid, got {type(grid).__name__}")
 
 
-class FFSLSphere(_FFSLBase):
-    """FFSL–PPM transport on a :class:`GaussGrid`; see the module docstring."""
+def check_polar(polar, cap_rings, nlat: int) -> None:
+    """ValueError unless ``polar`` is in POLAR and (for "cap") 2 ≤ cap_rings ≤ nlat/4."""
+    if polar not in POLAR:
+        raise ValueError(f"polar must be one of {POLAR}, got {polar!r}")
+    if isinstance(cap_rings, bool) or not isinstance(cap_rings, (int, np.integer)):
+        raise ValueError(f"cap_rings must be an integer, got {cap_rings!r}")
+    if polar == "cap" and not 2 <= cap_rings <= nlat // 4:
+        raise ValueError(f"cap_rings must be an integer in [2, nlat/4] = [2, {nlat // 4}] for "
+                         f"polar='cap' at nlat {nlat}, got {cap_rings!r}")
 
-    def __init__(self, grid: GaussGrid, velocity: Velocity, **options):
+
+class FFSLSphere(_FFSLBase):
+    """FFSL–PPM transport on a :class:`GaussGrid`; see the module docstring.
+
+    ``polar``: ``"split"`` (default: the split step everywhere) or ``"cap"`` (the first
+    ``cap_rings`` rings around each pole by the positive unsplit remap of :mod:`.polar_cap`,
+    with ``ceil(courant) + 2`` buffer rings; :meth:`step` only).
+    """
+
+    def __init__(self, grid: GaussGrid, velocity: Velocity, *, polar: str = "split",
+                 cap_rings: int = 4, **options):
+        check_polar(polar, cap_rings, grid.nlat)
         super().__init__(grid, velocity, **options)
+        self.polar = polar
+        self.cap_rings = int(cap_rings)
         g = grid
         self._dx = g.dlon
         # face points: zonal faces (λ_{i−1/2}, mid-latitude of the face), meridional faces (λ_i, φ_{j±1/2})
@@ -139,6 +171,17 @@ class FFSLSphere(_FFSLBase):
         self._zfac = (g.meridian_face_length / (g.weights * g.dlon))[:, None]
         self._line = ffsl.BoundedLine(np.pi / 2 - g.lat_faces)
         self._cache: tuple | None = None
+        self._caps = ()
+        if polar == "cap":
+            buffer = min(int(np.ceil(self.courant)) + 2, g.nlat - self.cap_rings)
+            self._caps = tuple(polar_cap.PolarCap(g, self.cap_rings, buffer, s) for s in (1, -1))
+            self._cap_points = np.concatenate([c.vertices_xyz for c in self._caps])
+
+    def options(self) -> dict:
+        out = super().options()
+        if self.polar == "cap":  # the split default reports what it always did
+            out.update(polar=self.polar, cap_rings=self.cap_rings)
+        return out
 
     @property
     def points(self) -> np.ndarray:
@@ -203,6 +246,13 @@ class FFSLSphere(_FFSLBase):
 
     def advance(self, rho: np.ndarray, az: np.ndarray, am: np.ndarray, dt: float) -> np.ndarray:
         """Transport by frozen face velocities (from :meth:`face_velocities`) over dt (Strang)."""
+        if self._caps:
+            raise ValueError("polar='cap' is not available for transport by face velocities "
+                             "(advance) yet: the cap needs the velocity callable at its vertices; "
+                             "use step(), or polar='split'")
+        return self._advance_split(rho, az, am, dt)
+
+    def _advance_split(self, rho, az, am, dt):
         # both zonal half-steps have the same velocities and length: same departure points
         zonal = self._zonal_plan(az, 0.5 * dt)
         rho = self._zonal(rho, zonal)
@@ -212,7 +262,29 @@ class FFSLSphere(_FFSLBase):
     def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
         """One step of length dt from time t, velocity frozen at t + dt/2."""
         az, am, _ = self._face_velocities(t + 0.5 * dt)
-        return self.advance(rho, az, am, dt)
+        if not self._caps:
+            return self.advance(rho, az, am, dt)
+        return self._step_cap(rho, t + 0.5 * dt, az, am, dt)
+
+    def _step_cap(self, rho, tm, az, am, dt):
+        """Split step on the whole sphere, then each cap's rings from the remap of rho,
+        rescaled to the split's cap mass (:func:`polar_cap.fit_cap_mass`)."""
+        v = np.asarray(self.velocity(tm, self._cap_points), dtype=float)
+        if v.shape != self._cap_points.shape or not np.all(np.isfinite(v)):
+            raise ValueError(f"velocity must return finite values of shape {self._cap_points.shape} "
+                             f"at the polar-cap vertices, got shape {v.shape}")
+        cellA = self.grid.weights * self.grid.dlon
+        mass = rho * cellA[:, None]
+        nv = self._caps[0].vertices_xyz.shape[0]
+        remapped = [cap.remap(mass[cap.rows], v[k * nv:(k + 1) * nv], dt)
+                    for k, cap in enumerate(self._caps)]
+        scale = float(np.max(np.abs(mass)))
+        new = self._advance_split(rho, az, am, dt)
+        for cap, m in zip(self._caps, remapped):
+            rows = cap.rows[:self.cap_rings]
+            split = new[rows] * cellA[rows, None]
+            new[rows] = polar_cap.fit_cap_mass(m, split, scale) / cellA[rows, None]
+        return new
 
 
 class FFSLCircle(_FFSLBase):

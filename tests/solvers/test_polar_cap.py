@@ -1,0 +1,167 @@
+"""The opt-in polar cap of the FFSL–PPM sphere transport (``FFSLSphere(polar="cap")``,
+:mod:`spherepde.solvers.eulerian.polar_cap`): Williamson 1 across the poles, mass, positivity,
+``polar="split"`` bit for bit the default, and bad options.
+
+Williamson 1, cosine bell, α = π/2, Courant 0.8, ``positive`` limiter, one period, through
+:func:`spherepde.experiments.transport.run_transport` (what ``spherepde validate transport``
+runs).  Measured on this branch (l2):
+
+    nlat        32       64       128
+    split      0.160    0.0629   0.0197     orders 1.35 (32→64), 1.68 (64→128)
+    cap K=4    0.196    0.0227   0.00470    orders 3.11 (32→64), 2.27 (64→128)
+
+The scheme is deterministic, so between machines only round-off differs (relative ~1e-12
+after a period).  Error model for the bounds: l2 ≈ C h^p with p the measured local order.
+The bounds are the issue targets: l2 ≤ 0.054 at 64, ≤ 0.0063 at 128, order ≥ 1.8. The measured
+values meet them by factors 2.4 and 1.3, and by +0.47 in order. Between 32 and 64 the cap's
+order (3.1) is pre-asymptotic: at nlat 32 the 4 cap rings cover a quarter of each hemisphere,
+and the cap is slightly worse than the split there. So the bound on the order there is "at
+least the split's + 1" (1.35 + 1 = 2.35, margin 0.76) and ≥ 2.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from spherepde.experiments.transport import TransportConfig, fixed_dt, run_transport
+from spherepde.grids import CircleGrid, GaussGrid
+from spherepde.solvers import make_stepper
+from spherepde.solvers.eulerian import polar_cap
+from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL
+from spherepde.solvers.eulerian.spde import SPDEFFSL
+from spherepde.solvers.eulerian.transport import FFSLSphere
+from spherepde.validation.transport_cases import initial_field, make_case
+
+HALF_PI = math.pi / 2
+
+
+def _run(nlat, polar, alpha=HALF_PI):
+    return run_transport(TransportConfig(case="williamson1", field="cosine-bell", nlat=nlat,
+                                         alpha=alpha, polar=polar), progress=False)
+
+
+def _order(coarse, fine):
+    return math.log(coarse["l2"] / fine["l2"]) / math.log(fine["nlat"] / coarse["nlat"])
+
+
+@pytest.fixture(scope="module")
+def runs():
+    return {(n, p): _run(n, p) for n in (32, 64) for p in ("split", "cap")}
+
+
+def test_williamson1_over_the_poles_meets_the_target_and_beats_the_split(runs):
+    cap32, cap64 = runs[32, "cap"], runs[64, "cap"]
+    split_order = _order(runs[32, "split"], runs[64, "split"])
+    cap_order = _order(cap32, cap64)
+    assert math.isfinite(cap64["l2"]) and cap64["l2"] <= 0.054
+    assert cap64["l2"] < 0.5 * runs[64, "split"]["l2"]
+    assert cap_order >= max(2.0, split_order + 1.0), (cap_order, split_order)
+    for r in (cap32, cap64):
+        assert r["polar"] == "cap" and r["cap_rings"] == 4
+        assert abs(r["mass_error"]) <= 1e-13
+        # the cap is ≥ 0 exactly (below); the split rings keep the split's own round-off
+        assert r["min_value"] >= -1e-14 * r["max_value"]
+
+
+def test_cap_rings_are_nonnegative_every_step_and_mass_is_exact():
+    g = GaussGrid(32)
+    case = make_case("williamson1", HALF_PI)
+    rho = g.cell_average(initial_field("cosine-bell"))
+    st = make_stepper("ffsl-ppm", g, case.velocity, polar="cap")
+    dt, n = fixed_dt(st, case.period, 0.8)
+    m0 = g.integrate(rho)
+    rows = np.r_[0:4, g.nlat - 4:g.nlat]
+    cap_min = np.inf
+    for k in range(n):
+        rho = st.step(rho, k * dt, dt)
+        cap_min = min(cap_min, float(rho[rows].min()))
+        assert abs(g.integrate(rho) - m0) <= 1e-13 * m0
+    assert cap_min >= 0.0 and np.all(np.isfinite(rho))
+
+
+def test_split_is_the_default_bit_for_bit():
+    g = GaussGrid(16)
+    case = make_case("williamson1", HALF_PI)
+    rho0 = g.cell_average(initial_field("cosine-bell"))
+    a = FFSLSphere(g, case.velocity)
+    b = FFSLSphere(g, case.velocity, polar="split", cap_rings=4)
+    ra, rb = rho0, rho0
+    dt = a.stable_dt(rho0, 0.0)
+    for k in range(5):
+        ra, rb = a.step(ra, k * dt, dt), b.step(rb, k * dt, dt)
+    assert np.array_equal(ra, rb)
+    assert a.options() == b.options() and "polar" not in a.options()
+    # ...and the cap changes only the cap rings' values after one step
+    c = FFSLSphere(g, case.velocity, polar="cap")
+    rc, rs = c.step(rho0, 0.0, dt), a.step(rho0, 0.0, dt)
+    assert np.array_equal(rc[4:-4], rs[4:-4])
+    assert c.options()["polar"] == "cap" and c.options()["cap_rings"] == 4
+
+
+def test_fit_cap_mass_clips_round_off_and_keeps_the_split_mass():
+    split = np.array([[1.0, 2.0], [0.5, 0.5]])
+    remap = np.array([[3.0, -1e-15], [1.0, 0.0]])
+    out = polar_cap.fit_cap_mass(remap, split, scale=3.0)
+    assert out.min() == 0.0 and out.sum() == pytest.approx(split.sum(), rel=1e-15)
+    # a real negative (below the round-off band) is not hidden
+    assert polar_cap.fit_cap_mass(np.array([[3.0, -1.0]]), np.array([[1.0, 1.0]]), 3.0).min() < 0
+    # an empty cap (Σ split ≤ 0) is set to zero
+    assert np.array_equal(polar_cap.fit_cap_mass(remap, np.array([[1e-30, -2e-30], [0, 0]]), 3.0),
+                          np.zeros((2, 2)))
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"polar": "bogus"}, r"polar must be one of \('split', 'cap'\)"),
+    ({"polar": "cap", "cap_rings": 1}, r"cap_rings must be an integer in \[2, nlat/4\] = \[2, 4\]"),
+    ({"polar": "cap", "cap_rings": 5}, r"cap_rings must be an integer in \[2, nlat/4\]"),
+    ({"polar": "cap", "cap_rings": 2.5}, "cap_rings must be an integer"),
+    ({"polar": "cap", "cap_rings": True}, "cap_rings must be an integer"),
+])
+def test_bad_options(kwargs, match):
+    g = GaussGrid(16)
+    with pytest.raises(ValueError, match=match):
+        FFSLSphere(g, make_case("williamson1").velocity, **kwargs)
+    with pytest.raises(ValueError, match=match):
+        TransportConfig(case="williamson1", field="cosine-bell", nlat=16,
+                        **{k: v for k, v in kwargs.items()})
+
+
+def test_cap_is_refused_where_the_transport_is_driven_by_face_velocities():
+    g = GaussGrid(16)
+    with pytest.raises(ValueError, match="polar='cap' is not available for the meanfield-ffsl"):
+        MeanFieldFFSL(g, lambda t, x, rho: 0.0 * x, polar="cap")
+    with pytest.raises(ValueError, match="polar='cap' is not available for the spde-ffsl"):
+        SPDEFFSL(g, None, polar="cap")
+    st = FFSLSphere(g, make_case("williamson1").velocity, polar="cap")
+    az, am, _ = st.face_velocities(st.velocity(0.0, st.points))
+    with pytest.raises(ValueError, match="not available for transport by face velocities"):
+        st.advance(np.ones((g.nlat, g.nlon)), az, am, 0.01)
+    with pytest.raises(ValueError, match="sphere .GaussGrid. only"):
+        make_stepper("ffsl-ppm", CircleGrid(16), lambda t, x: 0.0 * x, polar="cap")
+    with pytest.raises(ValueError, match="ffsl-ppm stepper only"):
+        TransportConfig(case="williamson1", field="cosine-bell", nlat=16, polar="cap",
+                        stepper="lagrangian-remap")
+
+
+def test_too_long_step_is_refused_not_taken_wrong():
+    g = GaussGrid(16)
+    case = make_case("williamson1", HALF_PI)
+    st = FFSLSphere(g, case.velocity, polar="cap")
+    rho = g.cell_average(initial_field("cosine-bell"))
+    with pytest.raises(polar_cap.CapDepartureError, match="reduce the time step"):
+        st.step(rho, 0.0, 8.0 * st.stable_dt(rho, 0.0))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("alpha, bound", [(HALF_PI, 0.0063), (HALF_PI - 0.05, 0.0063), (0.0, 0.0063)])
+def test_williamson1_nlat128(alpha, bound):
+    """Measured (cap, K = 4), l2 at 64 / 128 (order): α = π/2 0.0227 / 0.00470 (2.27),
+    π/2 − 0.05 0.0194 / 0.00346 (2.49), 0 0.0367 / 0.00434 (3.08, the same as the split: the
+    bell never reaches the caps).  Bounds: the issue targets l2 ≤ 0.0063 at 128 and order ≥ 1.8."""
+    coarse, fine = _run(64, "cap", alpha), _run(128, "cap", alpha)
+    assert math.isfinite(fine["l2"]) and fine["l2"] <= bound
+    assert _order(coarse, fine) >= 1.8
+    assert abs(fine["mass_error"]) <= 1e-13
+    assert fine["min_value"] >= -1e-14 * fine["max_value"]
