@@ -42,7 +42,7 @@ def _alpha(text: str) -> float:
 
 def _transport_parser(sub, name: str, help_: str, many: bool):
     from spherepde.solvers.eulerian.ppm import LIMITERS
-    from spherepde.solvers.eulerian.transport import POLAR
+    from spherepde.solvers.eulerian.polar_cap import POLAR
     from spherepde.validation.transport_cases import CASES, FIELDS
 
     p = sub.add_parser(name, help=help_)

@@ -47,6 +47,9 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+#: treatments of the polar rings in FFSLSphere: the split step everywhere, or the polar cap
+POLAR = ("split", "cap")
+
 #: most vertices a clipped polygon can have (4-gon clipped by ≤ 4 half-planes)
 MAXP = 12
 #: a departure cell whose chart area is below this fraction of its cell's is "folded"

@@ -39,6 +39,7 @@ import numpy as np
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.geometry import east_north_basis, lonlat_to_xyz
 from spherepde.solvers.eulerian import ffsl, ppm, polar_cap
+from spherepde.solvers.eulerian.polar_cap import POLAR
 from spherepde.solvers.registry import register_stepper
 from spherepde.checks import check_positive
 
@@ -53,8 +54,6 @@ RADIAL_SCALE = 1e-4
 #: the midpoint departure rule keeps departure points ordered while L(1 + L/2) < 1, i.e. for
 #: deformation numbers L < √3 − 1 ≈ 0.732; sub-stepping keeps L at most this
 MAX_LIPSCHITZ = 0.7
-#: treatments of the polar rings in FFSLSphere: the split step everywhere, or the polar cap
-POLAR = ("split", "cap")
 
 
 def _dot(a: np.ndarray, b: np.ndarray) -> np.ndarray:
