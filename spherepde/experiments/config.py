@@ -41,9 +41,10 @@ GRID_KINDS = ("sphere", "circle", "none")
 #: grid adapted to the mass (sphere only; spherepde.solvers.lagrangian.remap)
 SCHEMES = ("ffsl-ppm", "lagrangian-remap")
 #: the keys only one scheme uses (ignored, and kept at their defaults, with the other)
-SCHEME_KEYS = {"ffsl-ppm": ("limiter",),
+SCHEME_KEYS = {"ffsl-ppm": ("limiter", "polar"),
                "lagrangian-remap": ("remap_every", "cells_per_width", "remap_nlat")}
 LIMITERS = ("positive", "monotone", "none")
+POLAR = ("split", "cap")  # spherepde.solvers.eulerian.polar_cap.POLAR (checked by a test)
 INITIAL_KINDS = ("uniform", "cosine", "vmf", "low-mode", "netcdf")
 ATTENTION_KINDS = ("softmax", "usa")
 ATTENTION_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32")
@@ -243,7 +244,10 @@ class GridConfig(_Section):
     """The grid: ``kind = "sphere"`` (Gauss–Legendre, ``nlat`` even latitudes, 2·nlat
     longitudes; d = 3) or ``"circle"`` (``n`` uniform cells; d = 2), and the density ``scheme``:
 
-    * ``"ffsl-ppm"``: finite volumes on that grid, with its PPM ``limiter``;
+    * ``"ffsl-ppm"``: finite volumes on that grid, with its PPM ``limiter`` and, on the sphere,
+      its treatment of the ``polar`` rings: ``"split"`` (default) or ``"cap"`` (the positive
+      unsplit polar cap of :mod:`spherepde.solvers.eulerian.polar_cap`, 4 rings; attention
+      only, not yet with ``dynamics.noise``);
     * ``"lagrangian-remap"`` (sphere): weighted points moved by the particle ODE/SDE, remapped
       every ``remap_every`` steps onto a grid of ``remap_nlat`` (default ``nlat``) rings whose
       pole sits on the mass and whose polar cells are stretched so ``cells_per_width`` of them
@@ -258,7 +262,8 @@ class GridConfig(_Section):
     (:class:`~spherepde.solvers.lagrangian.sde.PointGaussianNoise`)."""
 
     PATH: ClassVar[str] = "grid"
-    KIND_KEYS: ClassVar[dict] = {"sphere": ("nlat", "scheme", "limiter", *SCHEME_KEYS["lagrangian-remap"]),
+    KIND_KEYS: ClassVar[dict] = {"sphere": ("nlat", "scheme", "limiter", "polar",
+                                            *SCHEME_KEYS["lagrangian-remap"]),
                                  "circle": ("n", "scheme", "limiter"),
                                  "none": ("dimension",)}
     KIND_REQUIRED: ClassVar[dict] = {"none": ("dimension",)}
@@ -268,6 +273,7 @@ class GridConfig(_Section):
     n: int = 128
     scheme: str = "ffsl-ppm"
     limiter: str = "positive"
+    polar: str = "split"
     remap_every: int = 25
     cells_per_width: float = 8.0
     remap_nlat: int | None = None
@@ -285,6 +291,7 @@ class GridConfig(_Section):
             raise ValueError(f"{p}.scheme: 'lagrangian-remap' needs {p}.kind = 'sphere', got "
                              f"{self.kind!r} (use 'ffsl-ppm')")
         check_choice(f"{p}.limiter", self.limiter, LIMITERS)
+        check_choice(f"{p}.polar", self.polar, POLAR)
         check_int(f"{p}.remap_every", self.remap_every, 1, 1_000_000)
         _set(self, "cells_per_width", check_float(f"{p}.cells_per_width", self.cells_per_width,
                                                   lo=0.5, hi=1000.0))

@@ -211,14 +211,18 @@ def build(config: RunConfig) -> Model:
             drift = None if att is None else DensityAttention(att, grid, method=a.method)
         except (ValueError, ImportError) as err:
             raise _named("dynamics.attention.method", err) from None
+        polar = {} if g.kind != "sphere" or g.polar == "split" else {"polar": g.polar}
+        if polar and noise is not None:
+            raise ValueError("grid.polar: 'cap' is not available with dynamics.noise yet (the cap "
+                             "needs the noise velocity at its vertices); use 'split'")
         try:
             if noise is None:
-                density = make_stepper("meanfield-ffsl", grid, drift, limiter=g.limiter)
+                density = make_stepper("meanfield-ffsl", grid, drift, limiter=g.limiter, **polar)
             else:
                 density = SPDEFFSL(grid, drift, noise=noise, path=path, scheme="stratonovich",
                                    limiter=g.limiter)
         except ValueError as err:
-            raise _named("grid.limiter", err) from None
+            raise _named("grid.polar" if "cap_rings" in str(err) else "grid.limiter", err) from None
         if noise is not None and DENSITY_CALCULUS[density.scheme] != n.calculus:
             raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the density stepper "
                              f"{density.name} integrates the {DENSITY_CALCULUS[density.scheme]} form")

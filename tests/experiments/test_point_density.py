@@ -37,7 +37,8 @@ def test_scheme_keys_round_trip_and_the_other_schemes_keys_are_ignored():
     assert g.limiter == "positive"  # ignored: kept at its default, so the round trip holds
     assert GridConfig.from_dict(g.to_dict()) == g
     f = GridConfig.from_dict({"remap_every": 7, "limiter": "monotone"})
-    assert f.to_dict() == {"kind": "sphere", "nlat": 24, "scheme": "ffsl-ppm", "limiter": "monotone"}
+    assert f.to_dict() == {"kind": "sphere", "nlat": 24, "scheme": "ffsl-ppm", "limiter": "monotone",
+                           "polar": "split"}
 
 
 @pytest.mark.parametrize("grid, words", [
@@ -129,3 +130,36 @@ def test_points_follow_the_cluster_that_the_fixed_grid_loses(tmp_path):
     assert np.all(np.isfinite(ref)) and ref[0] / ref[-1] > 100  # it did contract
     assert np.all(np.abs(energy["points"] / ref - 1.0) <= 0.10), energy["points"] / ref
     assert energy["grid"][-1] / ref[-1] > 1.3
+
+
+def test_polar_cap_key_runs_attention_and_is_refused_with_noise(tmp_path, capsys):
+    """grid.polar = "cap" (ffsl-ppm on the sphere): the mean-field density runs with the polar
+    cap (conservative, positive); with noise it is refused naming the key, before any file."""
+    from spherepde.experiments import config as config_module
+    from spherepde.solvers.eulerian.polar_cap import POLAR
+
+    assert config_module.POLAR == POLAR
+    eye = np.eye(3).tolist()
+    raw = {"grid": {"kind": "sphere", "nlat": 16, "polar": "cap"},
+           "initial": {"kind": "vmf", "centres": [[0.3, 0.1, 0.95]], "kappas": [4.0]},
+           "dynamics": {"attention": {"Q": eye, "K": eye, "V": eye, "beta": 4.0}},
+           "representations": {"density": True},
+           "stepping": {"t_end": 0.5, "courant": 0.8, "output_every": 0.25},
+           "outputs": {"diagnostics": ["mass", "min_density"]}}
+    s = run(RunConfig.from_dict(raw), tmp_path / "cap", progress=False)
+    ds = open_dataset(tmp_path / "cap" / "run.nc")
+    assert np.all(np.abs(ds["mass"].values - 1.0) <= 1e3 * np.finfo(float).eps * s["density"]["steps"])
+    assert float(ds["min_density"].values.min()) >= -1e-14 * float(ds["density"].values.max())
+    split = run(RunConfig.from_dict(_with(raw, polar="split")), tmp_path / "split", progress=False)
+    assert split["density"]["steps"] == s["density"]["steps"]
+    assert not np.array_equal(open_dataset(tmp_path / "split" / "run.nc")["density"].values,
+                              ds["density"].values)
+    noisy = {**raw, "dynamics": {**raw["dynamics"], "noise": dict(SYNC["dynamics"]["noise"])},
+             "stepping": {"t_end": 0.5, "dt": 0.025, "output_every": 0.25}}
+    cfg = tmp_path / "noisy.json"
+    cfg.write_text(json.dumps(noisy))
+    rc = main(["run", str(cfg), "--output", str(tmp_path / "never"), "--quiet"])
+    assert rc == 2 and "grid.polar" in capsys.readouterr().err and not (tmp_path / "never").exists()
+    cfg.write_text(json.dumps(_with(raw, polar="caps")))
+    rc = main(["run", str(cfg), "--output", str(tmp_path / "never"), "--quiet"])
+    assert rc == 2 and "grid.polar" in capsys.readouterr().err

@@ -128,16 +128,36 @@ def test_bad_options(kwargs, match):
                         **{k: v for k, v in kwargs.items()})
 
 
-def test_cap_is_refused_where_the_transport_is_driven_by_face_velocities():
+def test_cap_in_the_spde_is_refused_and_advance_needs_the_cap_velocities():
     g = GaussGrid(16)
-    with pytest.raises(ValueError, match="polar='cap' is not available for the meanfield-ffsl"):
-        MeanFieldFFSL(g, lambda t, x, rho: 0.0 * x, polar="cap")
     with pytest.raises(ValueError, match="polar='cap' is not available for the spde-ffsl"):
         SPDEFFSL(g, None, polar="cap")
     st = FFSLSphere(g, make_case("williamson1").velocity, polar="cap")
     az, am, _ = st.face_velocities(st.velocity(0.0, st.points))
-    with pytest.raises(ValueError, match="not available for transport by face velocities"):
+    with pytest.raises(ValueError, match="advance needs v_cap"):
         st.advance(np.ones((g.nlat, g.nlon)), az, am, 0.01)
+    assert FFSLSphere(g, make_case("williamson1").velocity).cap_points is None
+
+
+def test_meanfield_cap_is_the_transport_cap_for_a_prescribed_velocity():
+    """meanfield-ffsl with a velocity that does not depend on the density transports by it
+    directly: with polar="cap" it must take the transport's own cap step, bit for bit (the
+    same face and cap-vertex velocities at t + Δt/2)."""
+    g = GaussGrid(32)
+    case = make_case("williamson1", np.pi / 2)
+
+    def velocity(t, x, rho):
+        return case.velocity(t, x)
+
+    velocity.depends_on_density = False
+    rho = g.cell_average(initial_field("cosine-bell"))
+    mf = MeanFieldFFSL(g, velocity, polar="cap")
+    tr = FFSLSphere(g, case.velocity, polar="cap")
+    a, b = rho, rho
+    for k in range(5):
+        a, b = mf.step(a, 0.3 * k, 0.3), tr.step(b, 0.3 * k, 0.3)
+    assert np.array_equal(a, b)
+    assert not np.array_equal(a, MeanFieldFFSL(g, velocity).step(rho, 0.0, 0.3))
     with pytest.raises(ValueError, match="sphere .GaussGrid. only"):
         make_stepper("ffsl-ppm", CircleGrid(16), lambda t, x: 0.0 * x, polar="cap")
     with pytest.raises(ValueError, match="ffsl-ppm stepper only"):

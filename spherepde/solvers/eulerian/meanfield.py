@@ -9,7 +9,8 @@ where T(u, τ) transports by the velocity u frozen over τ.  Second order in tim
 conservative and positive (each T is).  The velocity is evaluated at the face points of the
 transport scheme (two evaluations per step).  A velocity that does not depend on the density
 (``velocity.depends_on_density`` false, e.g. attention at β = ∞) is transported directly
-(one evaluation per step).
+(one evaluation per step).  With ``polar="cap"`` (sphere) the velocity is also evaluated at
+the transport's polar-cap vertices, frozen with the face velocities over each T.
 
 Limiters.  ``limiter="none"`` is refused (``ValueError``, before any work) for a velocity that
 declares ``depends_on_density`` true — :class:`~spherepde.dynamics.attention.DensityAttention`
@@ -40,11 +41,6 @@ class MeanFieldFFSL:
     def __init__(self, grid, velocity, **options) -> None:
         if not callable(velocity):
             raise TypeError("velocity must be callable as velocity(t, x, rho)")
-        if options.get("polar", "split") == "cap":
-            raise ValueError(
-                f"polar='cap' is not available for the {self.name} stepper yet: it drives the "
-                f"transport by face velocities only, and the polar cap needs the velocity at its "
-                f"vertices; use polar='split' (the default)")
         self.velocity = velocity
         self.grid = grid
         self.transport = ffsl_ppm(grid, lambda t, x: velocity(t, x, None), **options)
@@ -59,6 +55,11 @@ class MeanFieldFFSL:
                 f"accepts_signed_density = True")
         self._sphere = isinstance(grid, GaussGrid)
         self._last = None  # (t, rho, face velocities) of the last evaluation
+        # the velocity is evaluated at the face points and, with polar="cap", the cap vertices
+        cap = getattr(self.transport, "cap_points", None)
+        self._n_faces = self.transport.points.shape[0]
+        self._points = self.transport.points if cap is None else np.concatenate(
+            [self.transport.points, cap])
 
     @property
     def substeps(self) -> int:
@@ -68,8 +69,9 @@ class MeanFieldFFSL:
         return {**self.transport.options(), "stepper": self.name}
 
     def _velocity_values(self, t: float, rho: np.ndarray | None) -> np.ndarray:
-        """The velocity (P, d) at the transport's face points for the density ``rho``."""
-        return self.velocity(t, self.transport.points, rho)
+        """The velocity (P, d) at the transport's face points (then its polar-cap vertices, with
+        ``polar="cap"``) for the density ``rho``."""
+        return self.velocity(t, self._points, rho)
 
     def _cache_key(self):
         """What else the velocity depends on besides (t, ρ) (None here; the noise increment in
@@ -84,15 +86,23 @@ class MeanFieldFFSL:
                 and (rho is None) == (self._last[1] is None)
                 and (rho is None or np.array_equal(self._last[1], rho))):
             return self._last[2]
-        out = self.transport.face_velocities(self._velocity_values(t, rho))
+        v = self._velocity_values(t, rho)
+        if self._points is self.transport.points:
+            out = self.transport.face_velocities(v)
+        else:  # (az, am, max |v|, v at the cap vertices)
+            v = np.asarray(v)
+            out = (*self.transport.face_velocities(v[:self._n_faces]), v[self._n_faces:])
         self._last = (t, None if rho is None else np.array(rho, copy=True), out, key)
         return out
 
     def _advance(self, rho, faces, dt):
-        return self.transport.advance(rho, *faces[:-1], dt)
+        if self._points is self.transport.points:
+            return self.transport.advance(rho, *faces[:-1], dt)
+        az, am, _, v_cap = faces
+        return self.transport.advance(rho, az, am, dt, v_cap)
 
     def stable_dt(self, rho: np.ndarray, t: float) -> float:
-        vmax = self._faces(t, rho)[-1]
+        vmax = self._faces(t, rho)[2 if self._points is not self.transport.points else -1]
         return np.inf if vmax == 0.0 else self.transport.courant * self.transport._dx / vmax
 
     def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:

@@ -92,13 +92,16 @@ class SPDEFFSL(MeanFieldFFSL):
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
         if scheme == "ito-euler" and (noise is None or drift is not None):
             raise ValueError("scheme='ito-euler' is a noise-only demonstration: give noise and no drift")
+        if options.get("polar", "split") == "cap":
+            raise ValueError(
+                "polar='cap' is not available for the spde-ffsl stepper yet: the cap needs the "
+                "noise velocity at its vertices over each step; use polar='split' (the default)")
         super().__init__(grid, _no_drift if drift is None else drift, **options)
         self.drift = drift
         self.noise = noise
         self.path = path
         self.scheme = scheme
         self.d = d
-        self._points = self.transport.points
         self._zero = np.zeros_like(self._points)
         self._noise_cache = None  # (t, dt, noise velocity at the face points)
         self._u, self._u_key = self._zero, None  # the current step's noise velocity and (t, dt)

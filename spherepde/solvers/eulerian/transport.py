@@ -243,13 +243,22 @@ class FFSLSphere(_FFSLBase):
             m = self._line.sweep(m, a, tau / nsub, self.limiter)
         return m.T / w[:, None]
 
-    def advance(self, rho: np.ndarray, az: np.ndarray, am: np.ndarray, dt: float) -> np.ndarray:
-        """Transport by frozen face velocities (from :meth:`face_velocities`) over dt (Strang)."""
-        if self._caps:
-            raise ValueError("polar='cap' is not available for transport by face velocities "
-                             "(advance) yet: the cap needs the velocity callable at its vertices; "
-                             "use step(), or polar='split'")
-        return self._advance_split(rho, az, am, dt)
+    @property
+    def cap_points(self) -> np.ndarray | None:
+        """The polar-cap vertices where the cap needs velocities, (P_cap, 3) (both poles), or
+        None with ``polar="split"``."""
+        return self._cap_points if self._caps else None
+
+    def advance(self, rho: np.ndarray, az: np.ndarray, am: np.ndarray, dt: float,
+                v_cap: np.ndarray | None = None) -> np.ndarray:
+        """Transport by frozen face velocities (from :meth:`face_velocities`) over dt (Strang);
+        with ``polar="cap"`` also by the frozen Cartesian velocities ``v_cap`` (P_cap, 3) at
+        :attr:`cap_points`."""
+        if not self._caps:
+            return self._advance_split(rho, az, am, dt)
+        if v_cap is None:
+            raise ValueError("polar='cap': advance needs v_cap, the velocities at cap_points")
+        return self._advance_cap(rho, az, am, v_cap, dt)
 
     def _advance_split(self, rho, az, am, dt):
         # both zonal half-steps have the same velocities and length: same departure points
@@ -266,9 +275,12 @@ class FFSLSphere(_FFSLBase):
         return self._step_cap(rho, t + 0.5 * dt, az, am, dt)
 
     def _step_cap(self, rho, tm, az, am, dt):
-        """Split step on the whole sphere, then each cap's rings from the remap of rho,
-        rescaled to the split's cap mass (:func:`polar_cap.fit_cap_mass`)."""
-        v = np.asarray(self.velocity(tm, self._cap_points), dtype=float)
+        return self._advance_cap(rho, az, am, self.velocity(tm, self._cap_points), dt)
+
+    def _advance_cap(self, rho, az, am, v, dt):
+        """Split step on the whole sphere, then each cap's rings from the remap of rho by the
+        vertex velocities v, rescaled to the split's cap mass (:func:`polar_cap.fit_cap_mass`)."""
+        v = np.asarray(v, dtype=float)
         if v.shape != self._cap_points.shape or not np.all(np.isfinite(v)):
             raise ValueError(f"velocity must return finite values of shape {self._cap_points.shape} "
                              f"at the polar-cap vertices, got shape {v.shape}")
