@@ -86,9 +86,10 @@ def _particle_counts(v: list) -> tuple:
 
 
 def _density_scheme(v: str) -> str:
-    schemes = ("lagrangian-remap", "ffsl-ppm")
-    if v not in schemes:
-        raise ValueError(f"--density-scheme must be one of {list(schemes)}, got {v!r}")
+    from spherepde.experiments.synchronization import DENSITY_SCHEMES
+
+    if v not in DENSITY_SCHEMES:
+        raise ValueError(f"--density-scheme must be one of {list(DENSITY_SCHEMES)}, got {v!r}")
     return v
 
 

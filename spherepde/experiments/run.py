@@ -51,6 +51,7 @@ from spherepde.solvers import make_stepper
 from spherepde.solvers.controller import Controller, StateSpace
 from spherepde.solvers.eulerian.spde import SPDEFFSL
 from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, ParticleSDE, retract
+from spherepde.solvers.lagrangian.particles import ParticleStepper
 from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, points_from_density
 from spherepde.solvers.lagrangian.transformer import GaussianLayer
 from spherepde.solvers.trackers import ProgressTracker, Tracker
@@ -64,23 +65,6 @@ PARTICLE_CALCULUS = {"heun": "stratonovich", "euler-maruyama": "ito"}
 
 
 # ---- the objects of a run -----------------------------------------------------------------
-class ParticleStepper:
-    """A :class:`ParticleODE`/:class:`ParticleSDE` as a controller stepper: state (N, d), fixed
-    steps only (``step`` is the particle system's own, retracted to the sphere)."""
-
-    name = "particles"
-
-    def __init__(self, system: ParticleODE, n: int) -> None:
-        self.system = system
-        self.grid = StateSpace(n, system.d)
-
-    def stable_dt(self, x, t):
-        raise ValueError("particles take the fixed step of stepping.dt / stepping.courant")
-
-    def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
-        return self.system.step(x, t, dt)
-
-
 class TransformerStepper:
     """A :class:`DiscreteTransformer` as a controller stepper: one layer per step of Δt = T/L,
     state (N_T, d).  Layer ℓ is drawn from the transformer's generator (width m) in order, or
@@ -190,14 +174,8 @@ def build(config: RunConfig) -> Model:
 
     def particle_system(weights=None):
         """The particle ODE/SDE of this model (the density points' and the particles' own)."""
-        if noise is None:
-            return ParticleODE(att, weights=weights)
-        method = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
-        system = ParticleSDE(att, noise=noise, path=path, method=method, d=config.d, weights=weights)
-        if PARTICLE_CALCULUS[system.method] != n.calculus:
-            raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the particle scheme "
-                             f"{system.method} integrates the {PARTICLE_CALCULUS[system.method]} form")
-        return system
+        return _particle_system(att, None if noise is None else n, config.d, weights,
+                                noise=noise, path=path)
 
     density = density0 = None
     if config.representations.density and g.scheme == "lagrangian-remap":
@@ -246,6 +224,20 @@ def build(config: RunConfig) -> Model:
                  density0=rho0 if density0 is None else density0)
 
 
+def _particle_system(att, n, d: int, weights=None, **noise_source):
+    """ParticleODE (``n`` None: no noise) or ParticleSDE with the scheme of ``n.calculus`` and
+    the noise given by ``noise_source`` (a NoiseField and path, or an exact point kernel and
+    its seed); ValueError naming dynamics.noise.calculus if the scheme integrates another form."""
+    if n is None:
+        return ParticleODE(att, weights=weights)
+    method = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
+    system = ParticleSDE(att, method=method, d=d, weights=weights, **noise_source)
+    if PARTICLE_CALCULUS[system.method] != n.calculus:
+        raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the particle scheme "
+                         f"{system.method} integrates the {PARTICLE_CALCULUS[system.method]} form")
+    return system
+
+
 def _attention(config: RunConfig) -> Attention | None:
     a = config.dynamics.attention
     if a is None:
@@ -287,12 +279,8 @@ def _build_gridless(config: RunConfig) -> Model:
     particles = x0 = None
     p = config.representations.particles
     if p is not None:
-        if kernel is None:
-            system = ParticleODE(att)
-        else:
-            method = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
-            system = ParticleSDE(att, kernel=kernel, seed=[n.seed, n.realisation], method=method,
-                                 d=d)
+        system = (_particle_system(att, None, d) if kernel is None else
+                  _particle_system(att, n, d, kernel=kernel, seed=[n.seed, n.realisation]))
         particles = ParticleStepper(system, p.n)
         x0 = sample_initial(config.initial, d, p.n, p.seed)
     transformer = z0 = None
@@ -365,11 +353,6 @@ def series_names(model: Model) -> list[str]:
     return out
 
 
-def model_field(rho: np.ndarray) -> np.ndarray:
-    """The field of a density state that is a field on the grid: the state itself."""
-    return rho
-
-
 class DensityOutput(Tracker):
     """Write ρ and its diagnostics at every output time; keeps the snapshots when ``keep``."""
 
@@ -381,9 +364,11 @@ class DensityOutput(Tracker):
         self.file, self.model, self.keep, self.start = file, model, keep, start
         grid, names, st = model.grid, model.config.outputs.diagnostics, model.density
         # a field on the grid, or weighted points (lagrangian-remap) with their field and measure
-        self.field = getattr(st, "field", model_field)
-        self.measure = getattr(st, "measure", lambda r: as_measure(grid, np.clip(r, 0.0, None)))
-        self.mass = getattr(st, "mass", lambda r: grid.integrate(r))
+        self.points = isinstance(st, RemapStepper)
+        self.field = st.field if self.points else (lambda r: r)
+        self.measure = st.measure if self.points else (
+            lambda r: as_measure(grid, np.clip(r, 0.0, None)))
+        self.mass = st.mass if self.points else grid.integrate
         self.scalars = {k: f for k, f in (("mass", self.mass),
                                           ("min_density", lambda r: np.min(self.field(r))),
                                           ("max_density", lambda r: np.max(self.field(r))))
@@ -404,13 +389,13 @@ class DensityOutput(Tracker):
             values.update({k: float(f(x, w)) for k, f in self.measures.items()})
         if self.fields:
             values["density"] = self.field(state)
-            if self.field is not model_field:
+            if self.points:
                 values["density_points"] = state  # the exact state behind the field
         self.file.write(self.i, **values)
         if self.keep:
             self.snapshots[self.i] = np.array(state, copy=True)
-        info = getattr(self.model.density, "restart_info", None)
-        self.file.save_state("density", self.i, state, None if info is None else info())
+        self.file.save_state("density", self.i, state,
+                             self.model.density.restart_info() if self.points else None)
         self.last = {k: v for k, v in values.items() if k not in ("density", "density_points")}
         self.i += 1
 
@@ -576,8 +561,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
             dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
             if first >= 2 and callable(getattr(model.density, "prime", None)):
                 model.density.prime()  # caches as the uninterrupted run's first steps left them
-            if first > 0 and callable(getattr(model.density, "resume", None)):
-                model.density.resume(resume.rng_state["density"])  # e.g. the steps to the next remap
+            if first > 0 and dens.points:
+                model.density.resume(resume.rng_state["density"])  # the steps to the next remap
             if first <= last:
                 res = go(model.density, [dens, ProgressTracker(disable=quiet, desc="density")],
                          model.dt, first, state)
@@ -586,7 +571,7 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
                                       "mass_error": float(dens.mass(res.state)) - 1.0,
                                       "min_density": float(np.min(dens.field(res.state))),
                                       "final": dens.last}
-                if hasattr(model.density, "restart_info"):
+                if dens.points:
                     summary["density"].update(points=int(np.count_nonzero(res.state[:, 3])),
                                               **model.density.restart_info())
             else:

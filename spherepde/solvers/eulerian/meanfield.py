@@ -57,6 +57,7 @@ class MeanFieldFFSL:
         self._last = None  # (t, rho, face velocities) of the last evaluation
         # the velocity is evaluated at the face points and, with polar="cap", the cap vertices
         cap = getattr(self.transport, "cap_points", None)
+        self._cap = cap is not None
         self._n_faces = self.transport.points.shape[0]
         self._points = self.transport.points if cap is None else np.concatenate(
             [self.transport.points, cap])
@@ -87,7 +88,7 @@ class MeanFieldFFSL:
                 and (rho is None or np.array_equal(self._last[1], rho))):
             return self._last[2]
         v = self._velocity_values(t, rho)
-        if self._points is self.transport.points:
+        if not self._cap:
             out = self.transport.face_velocities(v)
         else:  # (az, am, max |v|, v at the cap vertices)
             v = np.asarray(v)
@@ -96,13 +97,13 @@ class MeanFieldFFSL:
         return out
 
     def _advance(self, rho, faces, dt):
-        if self._points is self.transport.points:
+        if not self._cap:
             return self.transport.advance(rho, *faces[:-1], dt)
         az, am, _, v_cap = faces
         return self.transport.advance(rho, az, am, dt, v_cap)
 
     def stable_dt(self, rho: np.ndarray, t: float) -> float:
-        vmax = self._faces(t, rho)[2 if self._points is not self.transport.points else -1]
+        vmax = self._faces(t, rho)[2 if self._cap else -1]
         return np.inf if vmax == 0.0 else self.transport.courant * self.transport._dx / vmax
 
     def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:

@@ -134,6 +134,23 @@ def _poly_range(sx, sy, n, r, lam0, dl, nl, J):
 
 
 @nb.njit(cache=True)
+def _edge_separates(ax, ay, na, bx, by, nb_):
+    """Whether some edge of the CCW polygon (ax, ay)[:na] has every vertex of (bx, by)[:nb_]
+    strictly on its outer side (then the two do not overlap)."""
+    for k in range(na):
+        k1 = k + 1 if k + 1 < na else 0
+        ex = ax[k1] - ax[k]; ey = ay[k1] - ay[k]
+        allout = True
+        for m in range(nb_):
+            if ex * (by[m] - ay[k]) - ey * (bx[m] - ax[k]) > 0:
+                allout = False
+                break
+        if allout:
+            return True
+    return False
+
+
+@nb.njit(cache=True)
 def _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi, q, grad, cent, px, py, ox, oy):
     """∫ of the limited linear profile over the CCW polygon (sx, sy)[:n0] (exact clipping)."""
     tlox = sx[0]; thix = sx[0]; tloy = sy[0]; thiy = sy[0]
@@ -155,34 +172,10 @@ def _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi, q, grad, 
             # separating axes: a cell edge with every polygon vertex outside, or (convex
             # polygon) a polygon edge with every cell vertex outside
             nc = ncell[c]
-            sep = False
-            for k in range(nc):
-                k1 = k + 1 if k + 1 < nc else 0
-                ex = cells[c, k1, 0] - cells[c, k, 0]; ey = cells[c, k1, 1] - cells[c, k, 1]
-                allout = True
-                for m in range(n0):
-                    if ex * (sy[m] - cells[c, k, 1]) - ey * (sx[m] - cells[c, k, 0]) > 0:
-                        allout = False
-                        break
-                if allout:
-                    sep = True
-                    break
-            if sep:
+            if _edge_separates(cells[c, :, 0], cells[c, :, 1], nc, sx, sy, n0):
                 continue
-            if convex:
-                for k in range(n0):
-                    k1 = k + 1 if k + 1 < n0 else 0
-                    ex = sx[k1] - sx[k]; ey = sy[k1] - sy[k]
-                    allout = True
-                    for m in range(nc):
-                        if ex * (cells[c, m, 1] - sy[k]) - ey * (cells[c, m, 0] - sx[k]) > 0:
-                            allout = False
-                            break
-                    if allout:
-                        sep = True
-                        break
-                if sep:
-                    continue
+            if convex and _edge_separates(sx, sy, n0, cells[c, :, 0], cells[c, :, 1], nc):
+                continue
             for m in range(n0):
                 px[m] = sx[m]; py[m] = sy[m]
             n = n0

@@ -328,19 +328,10 @@ class ParticleODE:
         h = _check_time("dt", dt)
         if h <= 0:
             raise ValueError(f"dt must be > 0, got {h}")
-        system = self
-
-        class Stepper:  # this system as a stepper of the one run loop
-            name = f"particles ({system.method})"
-            grid = StateSpace(*x.shape)
-
-            @staticmethod
-            def step(state, t, tau):
-                return system.step(state, t, tau)
-
         snaps = MemoryTracker(name="positions")
-        trackers = [snaps] + ([ProgressTracker(disable=False, desc=Stepper.name)] if progress else [])
-        controller = Controller(Stepper(), trackers, dt=h)
+        desc = f"particles ({self.method})"
+        trackers = [snaps] + ([ProgressTracker(disable=False, desc=desc)] if progress else [])
+        controller = Controller(ParticleStepper(self, x.shape[0]), trackers, dt=h)
         self.result = None
 
         def result(res, interrupted: bool) -> ParticleResult:
@@ -365,4 +356,21 @@ class ParticleODE:
         return f"ParticleODE(d={a.d}, beta={a.beta}, kind={a.kind!r}, method={self.method!r})"
 
 
-__all__ = ["METHODS", "ParticleODE", "ParticleResult", "retract"]
+class ParticleStepper:
+    """A :class:`ParticleODE`/:class:`ParticleSDE` as a controller stepper: state (N, d), fixed
+    steps only (``step`` is the particle system's own, retracted to the sphere)."""
+
+    name = "particles"
+
+    def __init__(self, system: ParticleODE, n: int) -> None:
+        self.system = system
+        self.grid = StateSpace(n, system.d)
+
+    def stable_dt(self, x, t):
+        raise ValueError("particles take the fixed step of stepping.dt / stepping.courant")
+
+    def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
+        return self.system.step(x, t, dt)
+
+
+__all__ = ["METHODS", "ParticleODE", "ParticleResult", "ParticleStepper", "retract"]
