@@ -48,12 +48,12 @@ from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.sampling import sample_density
 from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
 from spherepde.solvers import make_stepper
-from spherepde.solvers.controller import Controller, StateSpace
+from spherepde.solvers.controller import Controller
 from spherepde.solvers.eulerian.spde import SPDEFFSL
 from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, ParticleSDE, retract
 from spherepde.solvers.lagrangian.particles import ParticleStepper
 from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, points_from_density
-from spherepde.solvers.lagrangian.transformer import GaussianLayer
+from spherepde.solvers.lagrangian.transformer import TransformerStepper
 from spherepde.solvers.trackers import ProgressTracker, Tracker
 from spherepde.validation.metrics import (as_measure, dist_to_subspace, interaction_energy,
                                           top_eigenspace, two_point_weight, w2_two_point,
@@ -65,36 +65,6 @@ PARTICLE_CALCULUS = {"heun": "stratonovich", "euler-maruyama": "ito"}
 
 
 # ---- the objects of a run -----------------------------------------------------------------
-class TransformerStepper:
-    """A :class:`DiscreteTransformer` as a controller stepper: one layer per step of Δt = T/L,
-    state (N_T, d).  Layer ℓ is drawn from the transformer's generator (width m) in order, or
-    for m = ∞ built from the Brownian path over the step (:meth:`GaussianLayer.from_path`), so
-    that its noise is the increment W(t + Δt) − W(t) the density and the particles see."""
-
-    name = "transformer"
-
-    def __init__(self, transformer: DiscreteTransformer, n: int, seed: int, noise=None,
-                 path=None) -> None:
-        self.transformer = transformer
-        self.grid = StateSpace(n, transformer.d)
-        self.rng = DiscreteTransformer.realisation_rngs(seed, 1)[0]
-        self.noise, self.path = noise, path
-
-    def stable_dt(self, x, t):
-        raise ValueError("the transformer takes one layer per step, Δt = t_end/depth")
-
-    def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
-        tr = self.transformer
-        if abs(dt - tr.dt) > 1e-9 * tr.dt:
-            raise RuntimeError(f"the transformer steps by Δt = T/L = {tr.dt}, asked for {dt}")
-        layer = None
-        if tr.is_gaussian:
-            layer = GaussianLayer.from_path(self.noise, self.path, t, t + dt)
-        elif tr.has_mlp:
-            layer = tr.draw_layer(self.rng)
-        return tr.step(x, layer)
-
-
 @dataclass
 class Model:
     """Everything :func:`run` needs, built and checked by :func:`build`.
@@ -216,12 +186,24 @@ def build(config: RunConfig) -> Model:
                                    "sigma_w": n.sigma_w}
         tr = DiscreteTransformer(d=config.d, depth=tc.depth, T=st.t_end, width=tc.width,
                                  attention=att, **kw)
-        transformer = TransformerStepper(tr, tc.n, tc.seed, noise, path)
+        transformer = _transformer_stepper(tr, tc, noise, path)
         z0 = retract(sample_density(grid, rho0, tc.n, seed=tc.seed))
     basis, basis_v, projection = _reference_sets(config, att, grid, rho0)
     return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
                  transformer, z0, basis, basis_v, projection,
                  density0=rho0 if density0 is None else density0)
+
+
+def _transformer_stepper(tr: DiscreteTransformer, tc, noise=None, path=None) -> TransformerStepper:
+    """The transformer on tokens (N_T, d), one layer per step of Δt = t_end/L: layer ℓ drawn from
+    the generator of ``tc.seed`` in order (width m), or for m = ∞ built from the Brownian path
+    over the step (its noise is the increment W(t + Δt) − W(t) the density and the particles
+    see)."""
+    if not tr.has_mlp:
+        return TransformerStepper(tr, tc.n)
+    if tr.is_gaussian:
+        return TransformerStepper(tr, tc.n, noise=noise, path=path)
+    return TransformerStepper(tr, tc.n, rngs=DiscreteTransformer.realisation_rngs(tc.seed, 1))
 
 
 def _particle_system(att, n, d: int, weights=None, **noise_source):
@@ -290,7 +272,7 @@ def _build_gridless(config: RunConfig) -> Model:
                                    "sigma_w": n.sigma_w}
         tr = DiscreteTransformer(d=d, depth=tc.depth, T=st.t_end, width=tc.width,
                                  attention=att, **kw)
-        transformer = TransformerStepper(tr, tc.n, tc.seed)
+        transformer = _transformer_stepper(tr, tc)
         z0 = sample_initial(config.initial, d, tc.n, tc.seed)
     basis, basis_v, projection = _reference_sets(config, att, None, None)
     return Model(config, None, None, times, float(st.dt), att, None, None, None, particles, x0,
@@ -596,7 +578,7 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
         if model.transformer is not None:
             ts = model.transformer
             tr = ts.transformer
-            rng = ts.rng if tr.has_mlp and not tr.is_gaussian else None
+            rng = None if ts.rngs is None else ts.rngs[0]
             first, state = begin("transformer", model.z0)
             if first > 0 and rng is not None:
                 rng.bit_generator.state = resume.rng_state["transformer"]

@@ -416,3 +416,76 @@ def test_bad_gaussian_arguments():
         GaussianLayer(np.eye(3), np.zeros((3, 3)))
     with pytest.raises(TypeError, match="width"):
         DiscreteTransformer(d=3, depth=3, T=1.0, width=math.nan)
+
+
+# ---- the run loop is the controller's: the same bits as the layer-by-layer loop ---------------
+def _reference_run(tr, x0, *, seed=None, realisations=None, layers=None, record="all"):
+    """The layer loop ``DiscreteTransformer.run`` had before it ran on the controller, written
+    out over the two halves of a layer: realisation r draws U, b_U, W, b_W from
+    ``realisation_rngs(seed, R)[r]`` layer after layer, or takes ``layers[r][ℓ]``."""
+    x = tr._check_x0(x0, realisations)
+    R, N, d = x.shape
+    rec = tr._record_layers(record)
+    given = None if layers is None else tr._check_layers(layers, R)
+    rngs = tr.realisation_rngs(seed, R) if given is None and tr.has_mlp else None
+    out = np.empty((R, len(rec), N, d))
+    k = 0
+    if rec[0] == 0:
+        out[:, 0], k = x, 1
+    for ell in range(tr.depth):
+        y = tr._attention_half(x)
+        if tr.is_gaussian:
+            x = tr._gaussian_half(y, [given[r][ell] for r in range(R)])
+        elif tr.has_mlp:
+            m = tr.width
+            U, b_U, W, b_W = np.empty((R, m, d)), np.empty((R, m)), np.empty((R, d, m)), np.empty((R, d))
+            for r in range(R):
+                if given is None:
+                    tr._draw_into(rngs[r], U[r], b_U[r], W[r], b_W[r])
+                else:
+                    lay = given[r][ell]
+                    U[r], b_U[r], W[r], b_W[r] = lay.U, lay.b_U, lay.W, lay.b_W
+            x = tr._mlp_half(y, U, b_U, W, b_W, tr.activation.f)
+        else:
+            x = y
+        if k < len(rec) and rec[k] == ell + 1:
+            out[:, k], k = x, k + 1
+    return rec, out
+
+
+@pytest.mark.parametrize("L, T", [(7, 1.4), (10, 1.0), (3, 0.3), (13, 0.7)])
+def test_run_equals_the_layer_loop_bit_for_bit(L, T):
+    """Seeded draws per realisation, given layers (shared or nested), Gaussian layers, no MLP,
+    no attention, every record mode: run gives exactly the reference loop's tokens, times and
+    layers."""
+    from spherepde.noise import BrownianPath
+
+    d, N = 4, 5
+    x0 = unit_points(N, d, 0)
+    x03 = np.stack([unit_points(N, d, s) for s in range(3)])
+    mlp = DiscreteTransformer(d=d, depth=L, T=T, width=6, sigma_u=0.2, sigma_w=0.1,
+                              attention=generic_attention(d), attention_scale=-1.0)
+    field = _field()
+    gauss = _gaussian_transformer(L, T=T)
+    paths = [BrownianPath(field.shape, seed=1, realisation=r, t0=0.0, t1=T) for r in range(2)]
+    cases = [(mlp, dict(x0=x0, seed=11, realisations=3, record=rec))
+             for rec in ("all", "final", 1, 3, 100)]
+    cases += [
+        (mlp, dict(x0=x03, seed=11)),
+        (mlp, dict(x0=x0, layers=mlp.draw_layers(np.random.default_rng(2)), realisations=2)),
+        (mlp, dict(x0=x0, layers=[mlp.draw_layers(g) for g in mlp.realisation_rngs(5, 2)],
+                   realisations=2, record=2)),
+        (DiscreteTransformer(d=d, depth=L, T=T, attention=generic_attention(d)), dict(x0=x0, record=2)),
+        (DiscreteTransformer(d=d, depth=L, T=T), dict(x0=x0)),
+        (DiscreteTransformer(d=d, depth=L, T=T, width=4, activation="tanh"),
+         dict(x0=x0, seed=3, realisations=2, record="final")),
+        (gauss, dict(x0=unit_points(N, 3, 1), layers=[gauss.gaussian_layers(field, p) for p in paths],
+                     realisations=2, record=3)),
+    ]
+    for tr, kw in cases:
+        res = tr.run(**kw)
+        rec, ref = _reference_run(tr, **kw)
+        np.testing.assert_array_equal(res.layers, rec)
+        np.testing.assert_array_equal(res.times, rec * tr.dt)
+        assert res.x.shape == ref.shape and res.x.flags.c_contiguous
+        np.testing.assert_array_equal(res.x, ref)  # bit for bit

@@ -69,7 +69,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -81,7 +80,9 @@ from spherepde.grids.geometry import cosine_minus_one
 from spherepde.noise.activations import Activation, get_activation
 from spherepde.noise.brownian import BrownianPath
 from spherepde.noise.field import NoiseField
+from spherepde.solvers.controller import Controller, StateSpace
 from spherepde.solvers.lagrangian.particles import SPHERE_TOL, retract
+from spherepde.solvers.trackers import ProgressTracker, Tracker
 
 #: values accepted by ``record`` besides a positive int stride
 RECORD_MODES = ("all", "final")
@@ -586,8 +587,12 @@ class DiscreteTransformer:
 
     # ---- the run --------------------------------------------------------------------------
     def run(self, x0, *, seed=None, realisations: int | None = None,
-            layers: Sequence | None = None, record="all") -> TransformerResult:
+            layers: Sequence | None = None, record="all", progress: bool = False) -> TransformerResult:
         """Push tokens through the L layers, for R realisations of the MLPs at once.
+
+        The loop is the package's one run loop (:class:`~spherepde.solvers.controller.Controller`)
+        with a :class:`TransformerStepper` on the state (R, N, d): one layer per step of
+        Δt = T/L, model time t = ℓ·Δt, the recorded layers its output times.
 
         Parameters
         ----------
@@ -607,6 +612,8 @@ class DiscreteTransformer:
             e.g. ``[self.gaussian_layers(field, path_r) for path_r in paths]``.
         record : "all", "final" or int
             Record every layer ℓ = 0..L, only ℓ = L, or every ``record``-th layer (and L).
+        progress : bool
+            Show a tqdm progress bar (over model time) on stderr.
 
         Returns
         -------
@@ -619,6 +626,8 @@ class DiscreteTransformer:
             Bad input, before any work.
         FloatingPointError
             The tokens became non-finite (e.g. an MLP step hit Y + √Δt G(Y) = 0).
+        KeyboardInterrupt
+            Re-raised by the controller (nothing is returned).
         """
         if realisations is not None:
             realisations = check_int("realisations", realisations, 1)
@@ -644,42 +653,153 @@ class DiscreteTransformer:
             if self.has_mlp:
                 rngs = [np.random.default_rng(c) for c in ss.spawn(R)]
 
-        if self.has_mlp and not self.is_gaussian:
-            m = self.width
-            U, b_U, W, b_W = np.empty((R, m, d)), np.empty((R, m)), np.empty((R, d, m)), np.empty((R, d))
-        wall0 = time.perf_counter()
-        out = np.empty((R, len(rec), N, d))
-        k = 0
-        if rec[0] == 0:
-            out[:, 0] = x
-            k = 1
-        for ell in range(self.depth):
-            y = self._attention_half(x)
-            if self.is_gaussian:
-                x = self._gaussian_half(y, [given[r][ell] for r in range(R)])
-            elif self.has_mlp:
-                for r in range(R):
-                    if given is None:
-                        self._draw_into(rngs[r], U[r], b_U[r], W[r], b_W[r])
-                    else:
-                        lay = given[r][ell]
-                        U[r], b_U[r], W[r], b_W[r] = lay.U, lay.b_U, lay.W, lay.b_W
-                x = self._mlp_half(y, U, b_U, W, b_W, self.activation.f)
-            else:
-                x = y
-            if not np.all(np.isfinite(x)):
-                raise FloatingPointError(f"the tokens became non-finite in layer {ell}")
-            if k < len(rec) and rec[k] == ell + 1:
-                out[:, k] = x
-                k += 1
-        return TransformerResult(times=rec * self.dt, layers=rec, x=out, config=cfg,
-                                 wall_time=time.perf_counter() - wall0)
+        rec_t = rec * self.dt
+        stepper = TransformerStepper(self, N, realisations=R, rngs=rngs or None, layers=given)
+        recorder = _LayerRecorder(np.empty((R, len(rec), N, d)))
+        trackers = [recorder] + ([ProgressTracker(disable=False, desc="transformer")] if progress else [])
+        # t = ℓ·Δt; the last output is t_end, so the L steps land on it (no extra short step)
+        res = Controller(stepper, trackers, dt=self.dt, max_steps=self.depth).run(
+            x, (0.0, float(rec_t[-1])), output_times=rec_t)
+        if res.n_steps != self.depth or recorder.k != len(rec):  # pragma: no cover - a guard
+            raise RuntimeError(f"the run took {res.n_steps} steps and recorded {recorder.k} layers, "
+                               f"expected L = {self.depth} and {len(rec)}")
+        return TransformerResult(times=rec_t, layers=rec, x=recorder.out, config=cfg,
+                                 wall_time=res.wall_time)
 
     def __repr__(self) -> str:
         att = "None" if self.attention is None else f"beta={self.attention.beta}"
         return (f"DiscreteTransformer(d={self.d}, depth={self.depth}, T={self.T}, width={self.width}, "
                 f"activation={self.activation.name!r}, attention={att}, "
                 f"attention_scale={self.attention_scale})")
+
+
+# ---- the transformer as a controller stepper ----------------------------------------------
+class TransformerStepper:
+    r"""A :class:`DiscreteTransformer` as a controller stepper: one layer per step of
+    Δt = T/L, at model time t = ℓ·Δt (layer ℓ maps X_ℓ to X_{ℓ+1}).
+
+    Parameters
+    ----------
+    transformer : DiscreteTransformer
+    n : int
+        Number of tokens N.
+    realisations : int or None
+        R: the state is (R, N, d), all realisations advanced at once (the loop of
+        :meth:`DiscreteTransformer.run`).  None: the state is (N, d) and a step is
+        :meth:`DiscreteTransformer.step` (which checks and renormalises its input), as in
+        ``spherepde run``.
+    rngs : sequence of numpy Generators, optional
+        One per realisation (one for ``realisations=None``): layer after layer, realisation r
+        draws its MLP from ``rngs[r]`` in the documented order (module docstring); only one layer
+        per realisation is held at a time.
+    layers : sequence, optional
+        R sequences (one for ``realisations=None``) of L layers (:class:`MLPLayer`, or
+        :class:`GaussianLayer` for width = ∞); the step at t uses layer ℓ = round(t/Δt).
+    noise, path : NoiseField, BrownianPath, optional
+        Width = ∞, one realisation: the layer of the step (t, t + Δt) is
+        ``GaussianLayer.from_path(noise, path, t, t + Δt)``, so its noise is the increment
+        W(t + Δt) − W(t) that the density and the particles see.
+
+    A transformer with an MLP needs exactly one of ``rngs``, ``layers``, (``noise``, ``path``)
+    (``rngs`` only for finite width); one without needs none.  Steps must be Δt (the controller
+    with ``dt=transformer.dt``; ``stable_dt`` refuses).  ``step`` raises FloatingPointError
+    naming the layer when the tokens become non-finite.
+    """
+
+    name = "transformer"
+
+    def __init__(self, transformer: DiscreteTransformer, n: int, *, realisations: int | None = None,
+                 rngs: Sequence[np.random.Generator] | None = None, layers: Sequence | None = None,
+                 noise: NoiseField | None = None, path: BrownianPath | None = None) -> None:
+        if not isinstance(transformer, DiscreteTransformer):
+            raise TypeError(f"transformer must be a DiscreteTransformer, got {type(transformer).__name__}")
+        tr = self.transformer = transformer
+        n = check_int("n", n, 1)
+        self.realisations = None if realisations is None else check_int("realisations", realisations, 1)
+        R = 1 if self.realisations is None else self.realisations
+        self.grid = StateSpace(n, tr.d) if self.realisations is None else StateSpace(R, n, tr.d)
+        given = [k for k, v in (("rngs", rngs), ("layers", layers), ("noise", noise), ("path", path))
+                 if v is not None]
+        if not tr.has_mlp:
+            if given:
+                raise ValueError(f"a transformer without MLP (width=None) takes no {' or '.join(given)}")
+        else:
+            options = [["layers"], ["noise", "path"]] if tr.is_gaussian else [["rngs"], ["layers"]]
+            if given not in options:
+                raise ValueError("the layers of this transformer come from exactly one of "
+                                 f"{' | '.join(' and '.join(o) for o in options)}, got {given or 'none'}")
+        self.rngs = None if rngs is None else list(rngs)
+        if self.rngs is not None and (len(self.rngs) != R or not all(
+                isinstance(g, np.random.Generator) for g in self.rngs)):
+            raise ValueError(f"rngs must be {R} numpy Generators (one per realisation)")
+        self.layers = None if layers is None else tr._check_layers(layers, R)
+        self.noise, self.path = noise, path
+        if noise is not None:
+            if R != 1:
+                raise ValueError("noise and path drive one realisation; pass layers for R > 1")
+            if not isinstance(path, BrownianPath):
+                raise TypeError(f"path must be a BrownianPath, got {type(path).__name__}")
+            tr._check_field(noise, "noise")
+        if tr.has_mlp and not tr.is_gaussian and self.realisations is not None:
+            m, d = tr.width, tr.d  # the layer buffers of all realisations (memory 2·R·m·d floats)
+            self._buffers = (np.empty((R, m, d)), np.empty((R, m)), np.empty((R, d, m)), np.empty((R, d)))
+
+    def stable_dt(self, x, t):
+        raise ValueError("the transformer takes one layer per step, Δt = T/depth")
+
+    def layer_index(self, t: float, dt: float) -> int:
+        """ℓ of the step from t = ℓ·Δt of size Δt (RuntimeError for any other step)."""
+        h = self.transformer.dt
+        if abs(dt - h) > 1e-9 * h:
+            raise RuntimeError(f"the transformer steps by Δt = T/L = {h}, asked for {dt}")
+        ell = round(t / h)
+        if abs(t / h - ell) > 1e-6 or not 0 <= ell < self.transformer.depth:
+            raise RuntimeError(f"t = {t} is not a layer time ℓ·Δt, 0 <= ℓ < L = {self.transformer.depth}")
+        return int(ell)
+
+    def _layer(self, r: int, ell: int, t: float, dt: float) -> MLPLayer | GaussianLayer:
+        if self.layers is not None:
+            return self.layers[r][ell]
+        if self.rngs is not None:
+            return self.transformer.draw_layer(self.rngs[r])
+        return GaussianLayer.from_path(self.noise, self.path, t, t + dt)
+
+    def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
+        tr = self.transformer
+        ell = self.layer_index(t, dt)
+        if self.realisations is None:
+            new = tr.step(x, self._layer(0, ell, t, dt) if tr.has_mlp else None)
+        else:
+            new = tr._attention_half(x)
+            R = x.shape[0]
+            if tr.is_gaussian:
+                new = tr._gaussian_half(new, [self._layer(r, ell, t, dt) for r in range(R)])
+            elif tr.has_mlp:
+                U, b_U, W, b_W = self._buffers
+                for r in range(R):
+                    if self.rngs is not None:
+                        tr._draw_into(self.rngs[r], U[r], b_U[r], W[r], b_W[r])
+                    else:
+                        lay = self.layers[r][ell]
+                        U[r], b_U[r], W[r], b_W[r] = lay.U, lay.b_U, lay.W, lay.b_W
+                new = tr._mlp_half(new, U, b_U, W, b_W, tr.activation.f)
+        if not np.all(np.isfinite(new)):
+            raise FloatingPointError(f"the tokens became non-finite in layer {ell}")
+        return new
+
+
+class _LayerRecorder(Tracker):
+    """Writes the state at the k-th output time into ``out[:, k]`` (out: (R, n_rec, N, d))."""
+
+    name = "layers"
+
+    def __init__(self, out: np.ndarray) -> None:
+        super().__init__()
+        self.out, self.k = out, 0
+
+    def handle(self, state, t) -> None:
+        self.out[:, self.k] = state
+        self.k += 1
 
 
 # ---- observables of the paper's figures ----------------------------------------------------
@@ -735,4 +855,5 @@ def token_interaction_energy(x, beta: float, *, form: str = "scaled") -> np.ndar
 
 
 __all__ = ["DiscreteTransformer", "ENERGY_FORMS", "GaussianLayer", "MLPLayer", "RECORD_MODES", "TransformerResult",
+           "TransformerStepper",
            "cosine_similarity", "token_interaction_energy"]
