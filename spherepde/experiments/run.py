@@ -23,7 +23,8 @@ The velocity and noise formulas are those of :mod:`spherepde.dynamics.attention`
 (:class:`DensityAttention`, :class:`Attention`) and :mod:`spherepde.noise`; the steppers are
 ``meanfield-ffsl`` / ``spde-ffsl`` (density), :class:`ParticleODE` (RK4) /
 :class:`ParticleSDE` (Heun: Stratonovich; Euler–Maruyama: Itô) for the particles, and
-:class:`DiscreteTransformer` (one layer per step of Δt = t_end/L) for the transformer.
+:class:`DiscreteTransformer` (:class:`TransformerStepper`, one layer per step of Δt = t_end/L, the
+stepper of ``DiscreteTransformer.run``) for the transformer.
 """
 from __future__ import annotations
 

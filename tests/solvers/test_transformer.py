@@ -489,3 +489,90 @@ def test_run_equals_the_layer_loop_bit_for_bit(L, T):
         np.testing.assert_array_equal(res.times, rec * tr.dt)
         assert res.x.shape == ref.shape and res.x.flags.c_contiguous
         np.testing.assert_array_equal(res.x, ref)  # bit for bit
+
+
+def test_non_finite_tokens_raise_floating_point_error_naming_the_layer():
+    """Y + √Δt G(Y) = 0 in layer 2 (G ≡ b_W = −Y/√Δt, exactly): FloatingPointError, as before."""
+    tr = DiscreteTransformer(d=3, depth=4, T=1.0, width=1)  # √Δt = 1/2
+    zero = MLPLayer(np.zeros((1, 3)), np.zeros(1), np.zeros((3, 1)), np.zeros(3))
+    bad = MLPLayer(np.zeros((1, 3)), np.zeros(1), np.zeros((3, 1)), np.array([-2.0, 0.0, 0.0]))
+    x0 = np.array([[1.0, 0.0, 0.0]])
+    with np.errstate(invalid="ignore"), pytest.raises(FloatingPointError, match="layer 2"):
+        tr.run(x0, layers=[zero, zero, bad, zero])
+
+
+@pytest.mark.parametrize("L, T", [(997, 0.7), (20011, 3.3), (3, 1e-7)])
+def test_the_controller_takes_exactly_one_step_per_layer(monkeypatch, L, T):
+    """t = ℓ·Δt in floating point: every record mode takes layers 0..L−1 once each, in order."""
+    from spherepde.solvers.lagrangian.transformer import TransformerStepper
+
+    seen = []
+    original = TransformerStepper.layer_index
+
+    def spy(self, t, dt):
+        seen.append(original(self, t, dt))
+        return seen[-1]
+
+    monkeypatch.setattr(TransformerStepper, "layer_index", spy)
+    tr = DiscreteTransformer(d=2, depth=L, T=T)  # the identity layer: cheap
+    x0 = unit_points(2, 2, 0)
+    for record in ("all", "final", 7):
+        seen.clear()
+        res = tr.run(x0, record=record)
+        assert seen == list(range(L))
+        assert res.layers[-1] == L and res.times[-1] == L * tr.dt
+
+
+def test_stepper_on_one_realisation_is_the_step_loop_and_refuses_bad_sources():
+    from spherepde.noise import BrownianPath
+    from spherepde.solvers.controller import Controller
+    from spherepde.solvers.lagrangian.transformer import TransformerStepper
+
+    d, N = 4, 5
+    tr = DiscreteTransformer(d=d, depth=6, T=0.9, width=8, sigma_u=0.2,
+                             attention=generic_attention(d))
+    x0 = unit_points(N, d, 3)
+    for source in ("rngs", "layers"):
+        layers = tr.draw_layers(np.random.default_rng(4))
+        kw = {"rngs": [np.random.default_rng(4)]} if source == "rngs" else {"layers": layers}
+        stepper = TransformerStepper(tr, N, **kw)
+        assert stepper.grid.shape == (N, d)
+        got = Controller(stepper, dt=tr.dt).run(x0, (0.0, tr.T)).state
+        x = x0
+        for lay in layers:
+            x = tr.step(x, lay)
+        np.testing.assert_array_equal(got, x)
+    # the state (R, N, d) of run
+    assert TransformerStepper(tr, N, realisations=3, rngs=tr.realisation_rngs(0, 3)).grid.shape == (3, N, d)
+    stepper = TransformerStepper(tr, N, rngs=[np.random.default_rng(0)])
+    with pytest.raises(ValueError, match="one layer per step"):
+        stepper.stable_dt(x0, 0.0)
+    with pytest.raises(RuntimeError, match="Δt"):
+        stepper.step(x0, 0.0, tr.dt / 2)
+    with pytest.raises(RuntimeError, match="layer time"):
+        stepper.step(x0, tr.dt / 3, tr.dt)
+    field = _field()
+    gauss = _gaussian_transformer(4)
+    path = BrownianPath(field.shape, seed=0)
+    for t, kw, exc, match in [
+        (tr, {}, ValueError, "exactly one of rngs | layers"),
+        (tr, dict(rngs=[np.random.default_rng(0)], layers=layers), ValueError, "exactly one"),
+        (tr, dict(noise=field, path=path), ValueError, "exactly one"),
+        (tr, dict(rngs=[np.random.default_rng(0)] * 2), ValueError, "rngs"),
+        (gauss, dict(rngs=[np.random.default_rng(0)]), ValueError, "layers | noise and path"),
+        (gauss, dict(noise=field, path=path, realisations=2), ValueError, "one realisation"),
+        (gauss, dict(noise=field, path=np.zeros(3)), TypeError, "BrownianPath"),
+        (DiscreteTransformer(d=d, depth=2, T=1.0), dict(rngs=[np.random.default_rng(0)]), ValueError,
+         "without MLP"),
+        (np.eye(3), {}, TypeError, "DiscreteTransformer"),
+    ]:
+        with pytest.raises(exc, match=match):
+            TransformerStepper(t, N, **kw)
+
+
+def test_progress_bar_does_not_change_the_run(capsys):
+    tr = DiscreteTransformer(d=3, depth=4, T=1.0, width=4, attention=generic_attention(3))
+    x0 = unit_points(4, 3, 0)
+    a = tr.run(x0, seed=2, realisations=2, progress=True)
+    assert "transformer" in capsys.readouterr().err
+    np.testing.assert_array_equal(a.x, tr.run(x0, seed=2, realisations=2).x)

@@ -765,6 +765,8 @@ class TransformerStepper:
         return GaussianLayer.from_path(self.noise, self.path, t, t + dt)
 
     def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
+        """Layer ℓ = t/Δt: X_ℓ -> X_{ℓ+1} for the state x ((R, N, d) or (N, d)); a new array
+        (the same one for a transformer with neither attention nor MLP)."""
         tr = self.transformer
         ell = self.layer_index(t, dt)
         if self.realisations is None:
