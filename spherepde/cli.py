@@ -56,10 +56,12 @@ def _transport_parser(sub, name: str, help_: str, many: bool):
     p.add_argument("--alpha", type=_alpha, default=0.0, help="williamson1 axis tilt in radians (e.g. pi/2-0.05)")
     p.add_argument("--courant", type=float, default=0.8, help="Δt·max|u|/Δλ, in (0, 4]")
     p.add_argument("--limiter", default="positive", choices=LIMITERS)
-    p.add_argument("--polar", default="split", choices=POLAR,
-                   help="polar rings: split (default, the split step everywhere) or cap (opt-in "
-                        "positive unsplit remap of the first --cap-rings rings around each pole)")
-    p.add_argument("--cap-rings", type=int, default=4, help="rings per pole for --polar cap, in [2, nlat/4]")
+    p.add_argument("--polar", default="auto", choices=POLAR,
+                   help="polar rings: cap (the positive unsplit remap of the first --cap-rings "
+                        "rings around each pole), split (the split step everywhere) or auto "
+                        "(default: cap from nlat 8 on, split below)")
+    p.add_argument("--cap-rings", type=int, default=None,
+                   help="rings per pole for the cap, in [2, nlat/4] (default min(4, nlat/4))")
     if not many:
         p.add_argument("--output", default=None, help="NetCDF file for the initial, intermediate and final fields")
     else:
@@ -238,9 +240,10 @@ def _cmd_validate(args) -> int:
     rows = [run_transport(c) for c in configs]
     h = [r["resolution_deg"] for r in rows]
     out = {"case": configs[0].case, "field": configs[0].field, "limiter": args.limiter,
-           "polar": args.polar, **({"cap_rings": args.cap_rings} if args.polar == "cap" else {}),
-           "rows": [{k: r[k] for k in ("nlat", "resolution_deg", "steps", "seconds", "l1", "l2",
-                                       "linf", "lmax", "lmin", "mass_error", "min_value")} for r in rows]}
+           "polar": args.polar,
+           "rows": [{k: r[k] for k in ("nlat", "resolution_deg", "polar", "cap_rings", "steps",
+                                       "seconds", "l1", "l2", "linf", "lmax", "lmin",
+                                       "mass_error", "min_value") if k in r} for r in rows]}
     for norm in ("l1", "l2", "linf"):
         order, se = fit_order(h, [r[norm] for r in rows])
         out[f"order_{norm}"] = order

@@ -71,12 +71,21 @@ def test_validate_transport_and_convergence_polar_cap(capsys):
     res = json.loads(out)
     assert rc == 0 and res["polar"] == "cap" and res["cap_rings"] == 4
     assert abs(res["mass_error"]) < 1e-13 and res["min_value"] >= -1e-14 * res["max_value"]
-    rc, out, _ = run_cli(["validate", "transport", "--case", "williamson1", "--nlat", "16", "--json"], capsys)
+    rc, out, _ = run_cli(["validate", "transport", "--case", "williamson1", "--nlat", "16",
+                          "--polar", "split", "--json"], capsys)
     assert rc == 0 and json.loads(out)["polar"] == "split" and "cap_rings" not in json.loads(out)
     rc, out, _ = run_cli(["validate", "convergence", "--case", "williamson1", "--nlat", "8", "12", "16",
                           "--polar", "cap", "--cap-rings", "2", "--json"], capsys)
     res = json.loads(out)
-    assert rc == 0 and res["polar"] == "cap" and res["cap_rings"] == 2 and len(res["rows"]) == 3
+    assert rc == 0 and res["polar"] == "cap" and len(res["rows"]) == 3
+    assert all(r["polar"] == "cap" and r["cap_rings"] == 2 for r in res["rows"])
+    # the default (auto): the cap with min(4, nlat/4) rings from nlat 8 on, the split below
+    rc, out, _ = run_cli(["validate", "convergence", "--case", "williamson1", "--nlat", "6", "8", "16",
+                          "--json"], capsys)
+    res = json.loads(out)
+    assert rc == 0 and res["polar"] == "auto"
+    assert [(r["polar"], r.get("cap_rings")) for r in res["rows"]] == [("split", None), ("cap", 2),
+                                                                      ("cap", 4)]
 
 
 @pytest.mark.parametrize("args, word", [

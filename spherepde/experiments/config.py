@@ -44,7 +44,7 @@ SCHEMES = ("ffsl-ppm", "lagrangian-remap")
 SCHEME_KEYS = {"ffsl-ppm": ("limiter", "polar"),
                "lagrangian-remap": ("remap_every", "cells_per_width", "remap_nlat")}
 LIMITERS = ("positive", "monotone", "none")
-POLAR = ("split", "cap")  # spherepde.solvers.eulerian.polar_cap.POLAR (checked by a test)
+POLAR = ("auto", "split", "cap")  # spherepde.solvers.eulerian.polar_cap.POLAR (checked by a test)
 INITIAL_KINDS = ("uniform", "cosine", "vmf", "low-mode", "netcdf")
 ATTENTION_KINDS = ("softmax", "usa")
 ATTENTION_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32")
@@ -245,9 +245,10 @@ class GridConfig(_Section):
     longitudes; d = 3) or ``"circle"`` (``n`` uniform cells; d = 2), and the density ``scheme``:
 
     * ``"ffsl-ppm"``: finite volumes on that grid, with its PPM ``limiter`` and, on the sphere,
-      its treatment of the ``polar`` rings: ``"split"`` (default) or ``"cap"`` (the positive
-      unsplit polar cap of :mod:`spherepde.solvers.eulerian.polar_cap`, 4 rings; attention
-      only, not yet with ``dynamics.noise``);
+      its treatment of the ``polar`` rings: ``"cap"`` (the positive unsplit polar cap of
+      :mod:`spherepde.solvers.eulerian.polar_cap`, min(4, nlat/4) rings, its buffer sized to
+      the noise increments with ``dynamics.noise``), ``"split"`` (the split step alone) or
+      ``"auto"`` (default: the cap from nlat 8 on, the split below);
     * ``"lagrangian-remap"`` (sphere): weighted points moved by the particle ODE/SDE, remapped
       every ``remap_every`` steps onto a grid of ``remap_nlat`` (default ``nlat``) rings whose
       pole sits on the mass and whose polar cells are stretched so ``cells_per_width`` of them
@@ -273,7 +274,7 @@ class GridConfig(_Section):
     n: int = 128
     scheme: str = "ffsl-ppm"
     limiter: str = "positive"
-    polar: str = "split"
+    polar: str = "auto"
     remap_every: int = 25
     cells_per_width: float = 8.0
     remap_nlat: int | None = None

@@ -226,7 +226,8 @@ def run_realisation(config: SPDEConfig, realisation: int) -> dict:
             inner, s = drift, float(config.attention_scale)
             drift = lambda t, x, rho: s * inner(t, x, rho)  # noqa: E731
     path = None if noise is None else config.make_path(noise, realisation)
-    stepper = SPDEFFSL(grid, drift, noise=noise, path=path, scheme=config.scheme)
+    stepper = SPDEFFSL(grid, drift, noise=noise, path=path, scheme=config.scheme,
+                       dt=config.dt)
     diag = _Diagnostics(config, grid)
     times = config.output_times()
     rho = initial_density(config, grid)

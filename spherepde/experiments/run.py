@@ -160,16 +160,13 @@ def build(config: RunConfig) -> Model:
             drift = None if att is None else DensityAttention(att, grid, method=a.method)
         except (ValueError, ImportError) as err:
             raise _named("dynamics.attention.method", err) from None
-        polar = {} if g.kind != "sphere" or g.polar == "split" else {"polar": g.polar}
-        if polar and noise is not None:
-            raise ValueError("grid.polar: 'cap' is not available with dynamics.noise yet (the cap "
-                             "needs the noise velocity at its vertices); use 'split'")
+        polar = {"polar": g.polar} if g.kind == "sphere" else {}
         try:
             if noise is None:
                 density = make_stepper("meanfield-ffsl", grid, drift, limiter=g.limiter, **polar)
             else:
                 density = SPDEFFSL(grid, drift, noise=noise, path=path, scheme="stratonovich",
-                                   limiter=g.limiter)
+                                   limiter=g.limiter, dt=dt, **polar)
         except ValueError as err:
             raise _named("grid.polar" if "cap_rings" in str(err) else "grid.limiter", err) from None
         if noise is not None and DENSITY_CALCULUS[density.scheme] != n.calculus:
@@ -557,6 +554,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
                 if dens.points:
                     summary["density"].update(points=int(np.count_nonzero(res.state[:, 3])),
                                               **model.density.restart_info())
+                elif getattr(model.density.transport, "polar", "split") == "cap":
+                    summary["density"]["cap_fallbacks"] = model.density.transport.cap_fallbacks
             else:
                 summary["density"] = {"steps": 0, "complete_before_restart": True}
         if model.particles is not None:

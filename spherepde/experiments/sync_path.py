@@ -44,6 +44,7 @@ class SyncPathConfig:
     scheme: str = "lagrangian-remap"
     beta: float = 1.0
     output_every: float = 0.25
+    polar: str = "auto"  # the polar rings of ffsl-ppm (ignored by lagrangian-remap)
 
     def __post_init__(self) -> None:
         if isinstance(self.nlat, bool) or not isinstance(self.nlat, (int, np.integer)) \
@@ -67,6 +68,9 @@ class SyncPathConfig:
                 raise ValueError(f"{name} must be an integer ≥ 0, got {v!r}")
         if self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
+        from spherepde.solvers.eulerian.polar_cap import POLAR
+        if self.polar not in POLAR:
+            raise ValueError(f"polar must be one of {POLAR}, got {self.polar!r}")
 
     def spde(self):
         """The noise-only :class:`~spherepde.experiments.ensemble.SPDEConfig` of this run."""
@@ -84,7 +88,8 @@ def _state_checks(scheme, state, grid, stepper) -> dict:
     number of points and of remaps)."""
     if scheme == "ffsl-ppm":
         return {"mass_error": float(grid.integrate(state) - 1.0), "min_density": float(state.min()),
-                "max_density": float(state.max())}
+                "max_density": float(state.max()), "substeps": stepper.substeps,
+                "cap_fallbacks": stepper.transport.cap_fallbacks}
     x, w = state
     return {"mass_error": float(w.sum() - 1.0), "min_density": float(w.min()),
             "max_density": float(w.max()), "points": int(w.size), "remaps": stepper.remaps,
@@ -115,7 +120,7 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     particles = ParticleSDE(noise=noise, path=path)
     # each scheme: its state, one step, and E_β of its state
     if config.scheme == "ffsl-ppm":
-        stepper = SPDEFFSL(g, None, noise=noise, path=path)
+        stepper = SPDEFFSL(g, None, noise=noise, path=path, polar=config.polar, dt=config.dt)
         state = rho
 
         def advance(state, t):

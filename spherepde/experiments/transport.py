@@ -35,10 +35,10 @@ class TransportConfig:
 
     ``courant`` is Δt·max|u|/Δλ with max|u| over the whole period (a fixed step, as in the
     published comparisons); ``alpha`` only matters for ``williamson1``; ``n_outputs``
-    snapshots (plus the initial state) are written evenly over the period.  ``polar="cap"``
-    (``ffsl-ppm`` only) treats the first ``cap_rings`` rings around each pole with the positive
-    unsplit polar cap of :mod:`spherepde.solvers.eulerian.polar_cap` (opt-in; default
-    ``"split"``).
+    snapshots (plus the initial state) are written evenly over the period.  ``polar``: the
+    treatment of the polar rings (``"auto"``, the default: the positive unsplit polar cap of
+    :mod:`spherepde.solvers.eulerian.polar_cap` on its first ``cap_rings`` rings around each
+    pole, default min(4, nlat/4), from nlat 8 on; ``"cap"``; ``"split"``: the split step alone).
     """
 
     case: str = "nl-case4"
@@ -49,8 +49,8 @@ class TransportConfig:
     limiter: str = "positive"
     stepper: str = "ffsl-ppm"
     n_outputs: int = 4
-    polar: str = "split"
-    cap_rings: int = 4
+    polar: str = "auto"
+    cap_rings: int | None = None
 
     def __post_init__(self) -> None:
         if self.case not in CASES:
@@ -69,8 +69,8 @@ class TransportConfig:
             raise ValueError(f"limiter must be one of {LIMITERS}, got {self.limiter!r}")
         if not isinstance(self.n_outputs, int) or self.n_outputs < 1:
             raise ValueError(f"n_outputs must be an integer >= 1, got {self.n_outputs!r}")
-        check_polar(self.polar, self.cap_rings, self.nlat)
-        if self.polar != "split" and self.stepper != "ffsl-ppm":
+        check_polar(self.polar, self.cap_rings, self.nlat, limiter=self.limiter)
+        if self.polar == "cap" and self.stepper != "ffsl-ppm":
             raise ValueError(f"polar={self.polar!r} applies to the ffsl-ppm stepper only, "
                              f"got stepper {self.stepper!r}")
 
@@ -112,9 +112,10 @@ def run_transport(config: TransportConfig, *, output: str | Path | None = None,
     grid = GaussGrid(config.nlat)
     case = make_case(config.case, config.alpha)
     rho0 = grid.cell_average(initial_field(config.field))
-    polar = {} if config.polar == "split" else {"polar": config.polar, "cap_rings": config.cap_rings}
+    polar = {"polar": config.polar, "cap_rings": config.cap_rings} if config.stepper == "ffsl-ppm" else {}
     stepper = make_stepper(config.stepper, grid, case.velocity, limiter=config.limiter,
                            courant=config.courant, **polar)
+    transport = getattr(stepper, "transport", stepper)
     dt, n = fixed_dt(stepper, case.period, config.courant)
     times = list(np.linspace(0.0, case.period, config.n_outputs + 1))
     trackers = [DiagnosticsTracker(), ProgressTracker(disable=None if progress else True)]
@@ -131,7 +132,9 @@ def run_transport(config: TransportConfig, *, output: str | Path | None = None,
         "case": config.case, "field": config.field, "nlat": config.nlat,
         "resolution_deg": grid.resolution_deg, "alpha": config.alpha,
         "limiter": config.limiter, "courant": config.courant, "stepper": config.stepper,
-        "polar": config.polar, **({"cap_rings": config.cap_rings} if config.polar == "cap" else {}),
+        "polar": transport.polar, **({"cap_rings": transport.cap_rings,
+                                      "cap_fallbacks": transport.cap_fallbacks}
+                                     if transport.polar == "cap" else {}),
         "steps": res.n_steps, "dt": dt, "substeps": stepper.substeps,
         "seconds": round(seconds, 3),
         **error_norms(grid, rho, rho0),

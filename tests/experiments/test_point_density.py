@@ -132,9 +132,10 @@ def test_points_follow_the_cluster_that_the_fixed_grid_loses(tmp_path):
     assert energy["grid"][-1] / ref[-1] > 1.3
 
 
-def test_polar_cap_key_runs_attention_and_is_refused_with_noise(tmp_path, capsys):
+def test_polar_cap_key_runs_attention_and_noise(tmp_path, capsys):
     """grid.polar = "cap" (ffsl-ppm on the sphere): the mean-field density runs with the polar
-    cap (conservative, positive); with noise it is refused naming the key, before any file."""
+    cap (conservative, positive), and so does the SPDE density with noise (its buffer sized to
+    the increments); a bad value is refused naming the key, before any file."""
     from spherepde.experiments import config as config_module
     from spherepde.solvers.eulerian.polar_cap import POLAR
 
@@ -146,20 +147,21 @@ def test_polar_cap_key_runs_attention_and_is_refused_with_noise(tmp_path, capsys
            "representations": {"density": True},
            "stepping": {"t_end": 0.5, "courant": 0.8, "output_every": 0.25},
            "outputs": {"diagnostics": ["mass", "min_density"]}}
-    s = run(RunConfig.from_dict(raw), tmp_path / "cap", progress=False)
-    ds = open_dataset(tmp_path / "cap" / "run.nc")
-    assert np.all(np.abs(ds["mass"].values - 1.0) <= 1e3 * np.finfo(float).eps * s["density"]["steps"])
-    assert float(ds["min_density"].values.min()) >= -1e-14 * float(ds["density"].values.max())
-    split = run(RunConfig.from_dict(_with(raw, polar="split")), tmp_path / "split", progress=False)
-    assert split["density"]["steps"] == s["density"]["steps"]
-    assert not np.array_equal(open_dataset(tmp_path / "split" / "run.nc")["density"].values,
-                              ds["density"].values)
     noisy = {**raw, "dynamics": {**raw["dynamics"], "noise": dict(SYNC["dynamics"]["noise"])},
              "stepping": {"t_end": 0.5, "dt": 0.025, "output_every": 0.25}}
-    cfg = tmp_path / "noisy.json"
-    cfg.write_text(json.dumps(noisy))
-    rc = main(["run", str(cfg), "--output", str(tmp_path / "never"), "--quiet"])
-    assert rc == 2 and "grid.polar" in capsys.readouterr().err and not (tmp_path / "never").exists()
+    for name, conf in (("cap", raw), ("noisy", noisy)):
+        s = run(RunConfig.from_dict(conf), tmp_path / name, progress=False)
+        ds = open_dataset(tmp_path / name / "run.nc")
+        steps = s["density"]["steps"]
+        assert np.all(np.abs(ds["mass"].values - 1.0) <= 1e3 * np.finfo(float).eps * steps)
+        assert float(ds["min_density"].values.min()) >= -1e-14 * float(ds["density"].values.max())
+        assert 0 <= s["density"]["cap_fallbacks"] <= 2 * steps
+        split = run(RunConfig.from_dict(_with(conf, polar="split")), tmp_path / f"{name}-split",
+                    progress=False)
+        assert split["density"]["steps"] == steps and "cap_fallbacks" not in split["density"]
+        assert not np.array_equal(open_dataset(tmp_path / f"{name}-split" / "run.nc")["density"].values,
+                                  ds["density"].values)
+    cfg = tmp_path / "bad.json"
     cfg.write_text(json.dumps(_with(raw, polar="caps")))
     rc = main(["run", str(cfg), "--output", str(tmp_path / "never"), "--quiet"])
     assert rc == 2 and "grid.polar" in capsys.readouterr().err

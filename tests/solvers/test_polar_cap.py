@@ -81,23 +81,28 @@ def test_cap_rings_are_nonnegative_every_step_and_mass_is_exact():
     assert cap_min >= 0.0 and np.all(np.isfinite(rho))
 
 
-def test_split_is_the_default_bit_for_bit():
-    g = GaussGrid(16)
+def test_the_cap_is_the_default_from_nlat_8_and_split_is_the_split_step():
+    """polar="auto" (the default) is the cap with min(4, nlat/4) rings from nlat 8 on and the
+    split step below; the cap changes only the cap rings' values after one step."""
     case = make_case("williamson1", HALF_PI)
+    for nlat, rings in ((8, 2), (12, 3), (16, 4), (64, 4)):
+        st = FFSLSphere(GaussGrid(nlat), case.velocity)
+        assert st.polar == "cap" and st.cap_rings == rings and st.options()["cap_rings"] == rings
+    assert FFSLSphere(GaussGrid(6), case.velocity).polar == "split"
+    assert "cap_rings" not in FFSLSphere(GaussGrid(6), case.velocity).options()
+    g = GaussGrid(16)
     rho0 = g.cell_average(initial_field("cosine-bell"))
     a = FFSLSphere(g, case.velocity)
-    b = FFSLSphere(g, case.velocity, polar="split", cap_rings=4)
+    b = FFSLSphere(g, case.velocity, polar="cap", cap_rings=4)
+    s = FFSLSphere(g, case.velocity, polar="split")
     ra, rb = rho0, rho0
     dt = a.stable_dt(rho0, 0.0)
     for k in range(5):
         ra, rb = a.step(ra, k * dt, dt), b.step(rb, k * dt, dt)
-    assert np.array_equal(ra, rb)
-    assert a.options() == b.options() and "polar" not in a.options()
-    # ...and the cap changes only the cap rings' values after one step
-    c = FFSLSphere(g, case.velocity, polar="cap")
-    rc, rs = c.step(rho0, 0.0, dt), a.step(rho0, 0.0, dt)
+    assert np.array_equal(ra, rb) and a.options() == b.options()
+    rc, rs = a.step(rho0, 0.0, dt), s.step(rho0, 0.0, dt)
     assert np.array_equal(rc[4:-4], rs[4:-4])
-    assert c.options()["polar"] == "cap" and c.options()["cap_rings"] == 4
+    assert s.options()["polar"] == "split" and "cap_rings" not in s.options()
 
 
 def test_fit_cap_mass_clips_round_off_and_keeps_the_split_mass():
@@ -113,11 +118,11 @@ def test_fit_cap_mass_clips_round_off_and_keeps_the_split_mass():
 
 
 @pytest.mark.parametrize("kwargs, match", [
-    ({"polar": "bogus"}, r"polar must be one of \('split', 'cap'\)"),
+    ({"polar": "bogus"}, r"polar must be one of \('auto', 'split', 'cap'\)"),
     ({"polar": "cap", "cap_rings": 1}, r"cap_rings must be an integer in \[2, nlat/4\] = \[2, 4\]"),
     ({"polar": "cap", "cap_rings": 5}, r"cap_rings must be an integer in \[2, nlat/4\]"),
-    ({"polar": "cap", "cap_rings": 2.5}, "cap_rings must be an integer"),
-    ({"polar": "cap", "cap_rings": True}, "cap_rings must be an integer"),
+    ({"polar": "cap", "cap_rings": 2.5}, "cap_rings must be None or an integer"),
+    ({"polar": "cap", "cap_rings": True}, "cap_rings must be None or an integer"),
 ])
 def test_bad_options(kwargs, match):
     g = GaussGrid(16)
@@ -128,15 +133,62 @@ def test_bad_options(kwargs, match):
                         **{k: v for k, v in kwargs.items()})
 
 
-def test_cap_in_the_spde_is_refused_and_advance_needs_the_cap_velocities():
+@pytest.mark.parametrize("buffer", [0, 13, 2.0, True])
+def test_bad_cap_buffer(buffer):
+    with pytest.raises(ValueError, match=r"cap_buffer must be None or an integer in \[1, nlat − "
+                                         r"cap_rings\] = \[1, 12\]"):
+        FFSLSphere(GaussGrid(16), make_case("williamson1").velocity, polar="cap", cap_buffer=buffer)
+
+
+def test_advance_needs_the_cap_velocities():
     g = GaussGrid(16)
-    with pytest.raises(ValueError, match="polar='cap' is not available for the spde-ffsl"):
-        SPDEFFSL(g, None, polar="cap")
     st = FFSLSphere(g, make_case("williamson1").velocity, polar="cap")
     az, am, _ = st.face_velocities(st.velocity(0.0, st.points))
     with pytest.raises(ValueError, match="advance needs v_cap"):
         st.advance(np.ones((g.nlat, g.nlon)), az, am, 0.01)
-    assert FFSLSphere(g, make_case("williamson1").velocity).cap_points is None
+    assert FFSLSphere(g, make_case("williamson1").velocity, polar="split").cap_points is None
+
+
+def _noise_path(nlat, t_end):
+    from spherepde.experiments.sync_path import SyncPathConfig
+
+    spde = SyncPathConfig(nlat=nlat, t_end=t_end, output_every=t_end).spde()
+    noise = spde.make_noise()
+    return spde.make_grid(), noise, spde.make_path(noise, 0)
+
+
+def test_cap_under_noise_is_positive_conservative_and_falls_back_when_the_buffer_is_left():
+    """spde-ffsl with the cap: the noise is evaluated at the cap vertices too.  A sync-path step
+    (ReLU noise, n_max 4, Δt = 0.01, nlat 24): with the buffer of cap_buffer_for no departure
+    point leaves it; with a one-ring buffer some do, and that cap keeps the split step's values
+    (counted) — either way mass to round-off, ≥ 0, and the same bits on a rerun."""
+    from spherepde.solvers.eulerian.spde import cap_buffer_for
+
+    g, noise, path = _noise_path(24, 1.0)
+    rho0 = np.exp(8.0 * g.xyz[..., 2])  # a cluster on the north pole, where the cap acts
+    rho0 /= g.integrate(rho0)
+    out = {}
+    for name, buffer in (("sized", cap_buffer_for(g, noise, 0.01)), ("thin", 1)):
+        runs = []
+        for _ in range(2):  # a fresh field each time (its evaluation cache changes last bits)
+            g, noise, path = _noise_path(24, 1.0)
+            st = SPDEFFSL(g, None, noise=noise, path=path, polar="cap", cap_buffer=buffer)
+            rho = rho0
+            for k in range(40):
+                rho = st.step(rho, 0.01 * k, 0.01)
+            runs.append(rho)
+        assert np.array_equal(runs[0], runs[1])
+        assert abs(g.integrate(rho) - 1.0) <= 40 * 1e3 * np.finfo(float).eps
+        assert rho.min() >= 0.0
+        out[name] = (rho, st.transport.cap_fallbacks)
+    assert out["sized"][1] == 0 and out["thin"][1] > 0
+    g, noise, path = _noise_path(24, 1.0)
+    split = SPDEFFSL(g, None, noise=noise, path=path)
+    rho = rho0
+    for k in range(40):
+        rho = split.step(rho, 0.01 * k, 0.01)
+    assert split.transport.cap_fallbacks == 0
+    assert not np.array_equal(rho, out["sized"][0])
 
 
 def test_meanfield_cap_is_the_transport_cap_for_a_prescribed_velocity():
@@ -165,13 +217,22 @@ def test_meanfield_cap_is_the_transport_cap_for_a_prescribed_velocity():
                         stepper="lagrangian-remap")
 
 
-def test_too_long_step_is_refused_not_taken_wrong():
+def test_too_long_step_is_not_taken_wrong_by_the_cap():
+    """A step 8× the Courant step: the cap's departure points leave its buffer, so the remap
+    refuses (CapDepartureError, "reduce the time step") and the transport keeps the split
+    step's values in both caps for that step (counted): mass and positivity as the split's."""
     g = GaussGrid(16)
     case = make_case("williamson1", HALF_PI)
     st = FFSLSphere(g, case.velocity, polar="cap")
+    split = FFSLSphere(g, case.velocity, polar="split")
     rho = g.cell_average(initial_field("cosine-bell"))
+    dt = 8.0 * st.stable_dt(rho, 0.0)
+    cap = st._caps[0]
+    mass = rho * (g.weights * g.dlon)[:, None]
     with pytest.raises(polar_cap.CapDepartureError, match="reduce the time step"):
-        st.step(rho, 0.0, 8.0 * st.stable_dt(rho, 0.0))
+        cap.remap(mass[cap.rows], case.velocity(0.5 * dt, cap.vertices_xyz), dt)
+    assert np.array_equal(st.step(rho, 0.0, dt), split.step(rho, 0.0, dt))
+    assert st.cap_fallbacks == 2
 
 
 @pytest.mark.slow

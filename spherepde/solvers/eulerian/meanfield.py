@@ -91,7 +91,10 @@ class MeanFieldFFSL:
         if not self._cap:
             out = self.transport.face_velocities(v)
         else:  # (az, am, max |v|, v at the cap vertices)
-            v = np.asarray(v)
+            v = np.asarray(v, dtype=float)
+            if v.shape != self._points.shape:
+                raise ValueError(f"velocity must return an array of shape {self._points.shape} "
+                                 f"(the face points, then the polar-cap vertices), got {v.shape}")
             out = (*self.transport.face_velocities(v[:self._n_faces]), v[self._n_faces:])
         self._last = (t, None if rho is None else np.array(rho, copy=True), out, key)
         return out

@@ -40,11 +40,30 @@ import numpy as np
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.geometry import east_north_basis
 from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL
+from spherepde.solvers.eulerian.transport import check_polar, resolve_polar
 from spherepde.solvers.registry import register_stepper
 
 SCHEMES = ("stratonovich", "ito-euler")
 #: refuse steps whose rms noise displacement sqrt((d − 1) κ(1) Δt) exceeds this (radians)
 MAX_NOISE_DISPLACEMENT = 0.5
+#: the polar cap's buffer reaches this many rms noise displacements past the cap (cap_buffer_for)
+CAP_REACH_SIGMAS = 4.0
+
+
+def cap_buffer_for(grid, noise, dt: float, cap_rings: int = 4, courant: float = 0.8) -> int:
+    """Buffer rings for ``polar="cap"`` under noise with steps of ``dt``: enough rings past the
+    cap's K = ``cap_rings`` rings that a departure point CAP_REACH_SIGMAS rms noise displacements
+    sqrt((d − 1) κ(1) Δt) away from the cap stays inside, plus the Courant-number buffer
+    ceil(courant) + 2 the transport takes without noise (so at least that; at most nlat − K).
+    Departure points that still leave the buffer make that cap fall back to the split step's
+    values for the step (``transport.cap_fallbacks``)."""
+    base = int(math.ceil(courant)) + 2
+    if noise is None:
+        return min(base, grid.nlat - cap_rings)
+    reach = CAP_REACH_SIGMAS * math.sqrt(2.0 * noise.variance * dt)
+    colat = np.pi / 2 - np.asarray(grid.lat_faces)  # faces from the north pole
+    need = int(np.searchsorted(colat - colat[cap_rings], reach)) - cap_rings
+    return int(min(max(base, need + 1), grid.nlat - cap_rings))
 
 
 def _no_drift(t, x, rho):
@@ -68,13 +87,18 @@ class SPDEFFSL(MeanFieldFFSL):
     path : BrownianPath or None
         Needed with ``noise``; its shape must be ``noise.shape``.
     scheme : "stratonovich" (default) or "ito-euler" (demonstration only, see module docstring)
-    **options : FFSL–PPM options (``limiter``, ``courant``, ``max_lipschitz``).
+    dt : float, optional
+        The fixed step the run will take: with noise and the polar cap (``polar``, default
+        "auto") it sizes the cap's buffer to the noise increments (:func:`cap_buffer_for`)
+        unless ``cap_buffer`` is given.
+    **options : FFSL–PPM options (``limiter``, ``courant``, ``max_lipschitz``, ``polar``,
+        ``cap_rings``, ``cap_buffer``).
     """
 
     name = "spde-ffsl"
 
     def __init__(self, grid, drift=None, *, noise=None, path=None, scheme: str = "stratonovich",
-                 **options) -> None:
+                 dt: float | None = None, **options) -> None:
         if not isinstance(grid, (GaussGrid, CircleGrid)):
             raise TypeError(f"grid must be a GaussGrid or CircleGrid, got {type(grid).__name__}")
         d = 3 if isinstance(grid, GaussGrid) else 2
@@ -92,10 +116,16 @@ class SPDEFFSL(MeanFieldFFSL):
             raise ValueError(f"scheme must be one of {SCHEMES}, got {scheme!r}")
         if scheme == "ito-euler" and (noise is None or drift is not None):
             raise ValueError("scheme='ito-euler' is a noise-only demonstration: give noise and no drift")
-        if options.get("polar", "split") == "cap":
-            raise ValueError(
-                "polar='cap' is not available for the spde-ffsl stepper yet: the cap needs the "
-                "noise velocity at its vertices over each step; use polar='split' (the default)")
+        if dt is not None and not (isinstance(dt, (int, float)) and math.isfinite(dt) and dt > 0):
+            raise ValueError(f"dt must be None or a positive finite number, got {dt!r}")
+        if (noise is not None and dt is not None and isinstance(grid, GaussGrid)
+                and options.get("cap_buffer") is None):
+            args = (options.get("polar", "auto"), options.get("cap_rings"), grid.nlat)
+            check_polar(*args, limiter=options.get("limiter", "positive"))
+            polar, rings = resolve_polar(*args, limiter=options.get("limiter", "positive"))
+            if polar == "cap":
+                options["cap_buffer"] = cap_buffer_for(grid, noise, dt, rings,
+                                                       options.get("courant", 0.8))
         super().__init__(grid, _no_drift if drift is None else drift, **options)
         self.drift = drift
         self.noise = noise

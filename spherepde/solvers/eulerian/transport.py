@@ -21,12 +21,15 @@ or ``"monotone"`` limiter.  A sweep whose deformation number Δt·max|∂a/∂x|
 
 The Courant number is  Δt · max|u| / Δλ  (the grid spacing at the equator, Δλ = π/nlat).
 
-Polar cap (opt-in, ``FFSLSphere(..., polar="cap", cap_rings=K)``): after the split step the
+Polar cap (the default from nlat 8 on, ``FFSLSphere(..., polar="auto")``): after the split step the
 first K rings around each pole are overwritten by an unsplit, positive departure-cell remap
-rescaled to the cap mass the split step produced (:mod:`.polar_cap`).  It needs the velocity
-callable at the cap vertices, so it is available through :meth:`FFSLSphere.step` only, not
-through :meth:`FFSLSphere.advance` (face velocities).  The default ``polar="split"`` is the
-scheme above, unchanged.
+rescaled to the cap mass the split step produced (:mod:`.polar_cap`): flow across the poles at
+second order (Williamson 1 at α = π/2; the split step alone is first-to-second order there and
+does not converge for a hill parked on the pole).  It needs the velocity at the cap vertices
+(:attr:`FFSLSphere.cap_points`; :meth:`FFSLSphere.advance` takes them as ``v_cap``).  A cap
+whose departure points leave its ``cap_buffer`` rings, or whose departure cells fold, keeps
+the split step's values for that step (counted in ``cap_fallbacks``): positive and
+conservative either way.  ``polar="split"`` is the scheme above alone.
 
 On :class:`~spherepde.grids.CircleGrid` the same 1-D sweep advances the density on S¹.
 """
@@ -127,29 +130,65 @@ def ffsl_ppm(grid, velocity: Velocity, **options):
     raise TypeError(f"grid must be a GaussGrid or CircleGrid, got {type(grid).__name__}")
 
 
-def check_polar(polar, cap_rings, nlat: int) -> None:
-    """ValueError unless ``polar`` is in POLAR and (for "cap") 2 ≤ cap_rings ≤ nlat/4."""
+#: polar="auto" takes the cap from this many latitudes on (2 cap rings per pole), the split below
+AUTO_CAP_NLAT = 8
+#: rings per pole of the cap when cap_rings is not given (at most nlat/4)
+DEFAULT_CAP_RINGS = 4
+
+
+def resolve_polar(polar, nlat: int, cap_rings=None, limiter: str = "positive") -> tuple[str, int]:
+    """``(polar, cap_rings)`` with the defaults filled in: ``"auto"`` is ``"cap"`` on grids of
+    at least AUTO_CAP_NLAT latitudes with the default limiter ``"positive"``, and ``"split"``
+    below or with the other limiters (the cap is positive but not monotone, and its profiles
+    are limited to be ≥ 0, so it cannot carry the signed fields of ``"none"``);
+    ``cap_rings`` None is min(DEFAULT_CAP_RINGS, nlat // 4)."""
+    if polar == "auto":
+        polar = "cap" if nlat >= AUTO_CAP_NLAT and limiter == "positive" else "split"
+    if cap_rings is None:
+        cap_rings = min(DEFAULT_CAP_RINGS, nlat // 4)
+    return polar, cap_rings
+
+
+def check_polar(polar, cap_rings, nlat: int, cap_buffer=None, limiter: str = "positive") -> None:
+    """ValueError unless ``polar`` is in POLAR, ``cap_rings`` is None or (for "cap") an integer
+    in [2, nlat/4], ``cap_buffer`` is None or an integer in [1, nlat − cap_rings], and "cap"
+    comes with a positive limiter."""
     if polar not in POLAR:
         raise ValueError(f"polar must be one of {POLAR}, got {polar!r}")
-    if isinstance(cap_rings, bool) or not isinstance(cap_rings, (int, np.integer)):
-        raise ValueError(f"cap_rings must be an integer, got {cap_rings!r}")
-    if polar == "cap" and not 2 <= cap_rings <= nlat // 4:
+    if cap_rings is not None and (isinstance(cap_rings, bool)
+                                  or not isinstance(cap_rings, (int, np.integer))):
+        raise ValueError(f"cap_rings must be None or an integer, got {cap_rings!r}")
+    polar, rings = resolve_polar(polar, nlat, cap_rings, limiter)
+    if polar == "cap" and limiter == "none":
+        raise ValueError("polar='cap' needs a positive limiter ('positive' or 'monotone'): its "
+                         "profiles are limited to be ≥ 0, and limiter='none' transports signed "
+                         "fields; use polar='split' or 'auto' with limiter='none'")
+    if polar == "cap" and not 2 <= rings <= nlat // 4:
         raise ValueError(f"cap_rings must be an integer in [2, nlat/4] = [2, {nlat // 4}] for "
-                         f"polar='cap' at nlat {nlat}, got {cap_rings!r}")
+                         f"polar='cap' at nlat {nlat}, got {rings!r}"
+                         + (" (polar='cap' needs nlat ≥ 8; use 'split' or 'auto')" if nlat < 8 else ""))
+    if cap_buffer is not None and (
+            isinstance(cap_buffer, bool) or not isinstance(cap_buffer, (int, np.integer))
+            or not 1 <= cap_buffer <= nlat - rings):
+        raise ValueError(f"cap_buffer must be None or an integer in [1, nlat − cap_rings] = "
+                         f"[1, {nlat - rings}], got {cap_buffer!r}")
 
 
 class FFSLSphere(_FFSLBase):
     """FFSL–PPM transport on a :class:`GaussGrid`; see the module docstring.
 
-    ``polar``: ``"split"`` (default: the split step everywhere) or ``"cap"`` (the first
-    ``cap_rings`` rings around each pole by the positive unsplit remap of :mod:`.polar_cap`,
-    with ``ceil(courant) + 2`` buffer rings; :meth:`step` only).
+    ``polar``: ``"cap"`` (the first ``cap_rings`` rings around each pole, default
+    min(4, nlat/4), by the positive unsplit remap of :mod:`.polar_cap`, with ``cap_buffer``
+    rings (default ``ceil(courant) + 2``) that its departure points may reach), ``"split"`` (the
+    split step everywhere) or ``"auto"`` (the default: the cap from nlat 8 on, the split on the
+    smaller grids, :func:`resolve_polar`); :attr:`polar` is the resolved value.
     """
 
-    def __init__(self, grid: GaussGrid, velocity: Velocity, *, polar: str = "split",
-                 cap_rings: int = 4, **options):
-        check_polar(polar, cap_rings, grid.nlat)
+    def __init__(self, grid: GaussGrid, velocity: Velocity, *, polar: str = "auto",
+                 cap_rings: int | None = None, cap_buffer: int | None = None, **options):
         super().__init__(grid, velocity, **options)
+        check_polar(polar, cap_rings, grid.nlat, cap_buffer, self.limiter)
+        polar, cap_rings = resolve_polar(polar, grid.nlat, cap_rings, self.limiter)
         self.polar = polar
         self.cap_rings = int(cap_rings)
         g = grid
@@ -171,15 +210,17 @@ class FFSLSphere(_FFSLBase):
         self._line = ffsl.BoundedLine(np.pi / 2 - g.lat_faces)
         self._cache: tuple | None = None
         self._caps = ()
+        self.cap_fallbacks = 0  # cap remaps replaced by the split step's values (diagnostic)
         if polar == "cap":
-            buffer = min(int(np.ceil(self.courant)) + 2, g.nlat - self.cap_rings)
+            buffer = min(int(np.ceil(self.courant)) + 2, g.nlat - self.cap_rings) \
+                if cap_buffer is None else int(cap_buffer)
             self._caps = tuple(polar_cap.PolarCap(g, self.cap_rings, buffer, s) for s in (1, -1))
             self._cap_points = np.concatenate([c.vertices_xyz for c in self._caps])
 
     def options(self) -> dict:
-        out = super().options()
-        if self.polar == "cap":  # the split default reports what it always did
-            out.update(polar=self.polar, cap_rings=self.cap_rings)
+        out = {**super().options(), "polar": self.polar}
+        if self.polar == "cap":
+            out.update(cap_rings=self.cap_rings, cap_buffer=self._caps[0].B)
         return out
 
     @property
@@ -277,6 +318,16 @@ class FFSLSphere(_FFSLBase):
     def _step_cap(self, rho, tm, az, am, dt):
         return self._advance_cap(rho, az, am, self.velocity(tm, self._cap_points), dt)
 
+    def _remap_cap(self, cap, mass, v, dt):
+        """The cap's remapped masses, or None (counted in :attr:`cap_fallbacks`) where a departure
+        point leaves the buffer rings or a departure cell folds: a velocity too rough for the
+        cap over dt (a noise increment), for which the split step's own cap values are kept."""
+        try:
+            return cap.remap(mass, v, dt)
+        except polar_cap.CapDepartureError:
+            self.cap_fallbacks += 1
+            return None
+
     def _advance_cap(self, rho, az, am, v, dt):
         """Split step on the whole sphere, then each cap's rings from the remap of rho by the
         vertex velocities v, rescaled to the split's cap mass (:func:`polar_cap.fit_cap_mass`)."""
@@ -287,11 +338,13 @@ class FFSLSphere(_FFSLBase):
         cellA = self.grid.weights * self.grid.dlon
         mass = rho * cellA[:, None]
         nv = self._caps[0].vertices_xyz.shape[0]
-        remapped = [cap.remap(mass[cap.rows], v[k * nv:(k + 1) * nv], dt)
+        remapped = [self._remap_cap(cap, mass[cap.rows], v[k * nv:(k + 1) * nv], dt)
                     for k, cap in enumerate(self._caps)]
         scale = float(np.max(np.abs(mass)))
         new = self._advance_split(rho, az, am, dt)
         for cap, m in zip(self._caps, remapped):
+            if m is None:  # the cap could not be remapped this step: keep the split's values
+                continue
             rows = cap.rows[:self.cap_rings]
             split = new[rows] * cellA[rows, None]
             new[rows] = polar_cap.fit_cap_mass(m, split, scale) / cellA[rows, None]
