@@ -89,7 +89,10 @@ def test_validate_transport_and_convergence_polar_cap(capsys):
 
 
 @pytest.mark.parametrize("args, word", [
-    (["validate", "transport", "--case", "williamson1", "--nlat", "8", "--polar", "cap"], "--cap-rings"),
+    (["validate", "transport", "--case", "williamson1", "--nlat", "8", "--polar", "cap", "--cap-rings",
+      "4"], "--cap-rings"),
+    (["validate", "transport", "--case", "williamson1", "--nlat", "16", "--polar", "cap", "--limiter",
+      "none"], "positive limiter"),
     (["validate", "convergence", "--case", "williamson1", "--nlat", "8", "12", "16", "--polar", "cap",
       "--cap-rings", "3"], "--cap-rings"),
     (["validate", "transport", "--case", "nl-case4", "--nlat", "15"], "nlat"),

@@ -38,7 +38,7 @@ def test_scheme_keys_round_trip_and_the_other_schemes_keys_are_ignored():
     assert GridConfig.from_dict(g.to_dict()) == g
     f = GridConfig.from_dict({"remap_every": 7, "limiter": "monotone"})
     assert f.to_dict() == {"kind": "sphere", "nlat": 24, "scheme": "ffsl-ppm", "limiter": "monotone",
-                           "polar": "split"}
+                           "polar": "auto"}
 
 
 @pytest.mark.parametrize("grid, words", [

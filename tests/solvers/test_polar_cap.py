@@ -133,6 +133,13 @@ def test_bad_options(kwargs, match):
                         **{k: v for k, v in kwargs.items()})
 
 
+@pytest.mark.parametrize("dt", [0.0, -1.0, float("nan"), "0.1"])
+def test_bad_spde_dt(dt):
+    g, noise, path = _noise_path(16, 1.0)
+    with pytest.raises(ValueError, match="dt must be None or a positive finite number"):
+        SPDEFFSL(g, None, noise=noise, path=path, dt=dt)
+
+
 @pytest.mark.parametrize("buffer", [0, 13, 2.0, True])
 def test_bad_cap_buffer(buffer):
     with pytest.raises(ValueError, match=r"cap_buffer must be None or an integer in \[1, nlat − "
@@ -168,11 +175,15 @@ def test_cap_under_noise_is_positive_conservative_and_falls_back_when_the_buffer
     rho0 = np.exp(8.0 * g.xyz[..., 2])  # a cluster on the north pole, where the cap acts
     rho0 /= g.integrate(rho0)
     out = {}
-    for name, buffer in (("sized", cap_buffer_for(g, noise, 0.01)), ("thin", 1)):
+    sized = cap_buffer_for(g, noise, 0.01)
+    assert sized > cap_buffer_for(g, None, 0.01) == 3  # the Courant-number buffer
+    for name, buffer in (("sized", {"dt": 0.01}), ("thin", {"cap_buffer": 1})):
         runs = []
         for _ in range(2):  # a fresh field each time (its evaluation cache changes last bits)
             g, noise, path = _noise_path(24, 1.0)
-            st = SPDEFFSL(g, None, noise=noise, path=path, polar="cap", cap_buffer=buffer)
+            st = SPDEFFSL(g, None, noise=noise, path=path, **buffer)
+            assert st.transport.polar == "cap"
+            assert st.options()["cap_buffer"] == (sized if name == "sized" else 1)
             rho = rho0
             for k in range(40):
                 rho = st.step(rho, 0.01 * k, 0.01)
@@ -183,7 +194,7 @@ def test_cap_under_noise_is_positive_conservative_and_falls_back_when_the_buffer
         out[name] = (rho, st.transport.cap_fallbacks)
     assert out["sized"][1] == 0 and out["thin"][1] > 0
     g, noise, path = _noise_path(24, 1.0)
-    split = SPDEFFSL(g, None, noise=noise, path=path)
+    split = SPDEFFSL(g, None, noise=noise, path=path, polar="split")
     rho = rho0
     for k in range(40):
         rho = split.step(rho, 0.01 * k, 0.01)

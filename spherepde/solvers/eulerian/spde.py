@@ -120,9 +120,10 @@ class SPDEFFSL(MeanFieldFFSL):
             raise ValueError(f"dt must be None or a positive finite number, got {dt!r}")
         if (noise is not None and dt is not None and isinstance(grid, GaussGrid)
                 and options.get("cap_buffer") is None):
-            args = (options.get("polar", "auto"), options.get("cap_rings"), grid.nlat)
-            check_polar(*args, limiter=options.get("limiter", "positive"))
-            polar, rings = resolve_polar(*args, limiter=options.get("limiter", "positive"))
+            polar, rings, limiter = (options.get("polar", "auto"), options.get("cap_rings"),
+                                     options.get("limiter", "positive"))
+            check_polar(polar, rings, grid.nlat, limiter=limiter)
+            polar, rings = resolve_polar(polar, grid.nlat, rings, limiter)
             if polar == "cap":
                 options["cap_buffer"] = cap_buffer_for(grid, noise, dt, rings,
                                                        options.get("courant", 0.8))
