@@ -2,10 +2,11 @@
 two-phase picture as densities on S².
 
 W₂(ρ^β_t, Π_#ρ_0) against t for several β, the minimum over t and the exit time from the
-metastable state against β, fitted against sqrt(log β / β) and log β.  The set-up and
-:func:`sphere_runs` (one density run per β with its W₂ and eigenspace distances) are shared
-with :mod:`~spherepde.experiments.terminal_phase` and
-:mod:`~spherepde.experiments.particles_vs_density`.
+metastable state against β, fitted against sqrt(log β / β) and log β.  The set-up is a ``spherepde run``
+configuration (:func:`setup_run_config`), shared with
+:mod:`~spherepde.experiments.terminal_phase` and
+:mod:`~spherepde.experiments.particles_vs_density`; :func:`sphere_runs` runs it as one
+``spherepde sweep`` over β and reads back W₂ and the eigenspace distances from ``sweep.nc``.
 
 Set-up (and why).  Q = I, K = B = diag(1/10, 1, 1), V = diag(1, 1/2, 1/10), so
 A = VBᵀ = diag(1/10, 1/2, 1/100): symmetric (Assumption 1), top eigenvector e = e_y with

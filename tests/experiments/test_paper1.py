@@ -85,6 +85,8 @@ def test_cli_refuses_bad_overrides(name, capsys, tmp_path):
     assert "nlat" in capsys.readouterr().err
     assert main(["experiment", name, "--betas", "0", "--output", str(tmp_path)]) == 2
     assert "betas" in capsys.readouterr().err
+    assert main(["experiment", name, "--betas", "5", "5", "--output", str(tmp_path / "o")]) == 2
+    assert "--betas must be distinct" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("counts", [["100"], ["1", "100"], ["500", "500"]])
@@ -221,3 +223,27 @@ def test_experiments_refuse_bad_lists_before_work(tmp_path):
     with pytest.raises(ValueError, match="representations.particles.n"):
         particles_vs_density.run_particles_vs_density(cfg, tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_the_examples_are_the_experiments_configurations():
+    """examples/metastability.toml and examples/particles_vs_density.toml are the runs of the
+    experiments at their sizes (only the diagnostics differ)."""
+    from pathlib import Path
+
+    from spherepde.experiments.config import load
+    from spherepde.experiments.sweep import expand
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+
+    def same(a: RunConfig, b: RunConfig) -> bool:
+        return a.replace(outputs=b.outputs) == b
+
+    cfg = dataclasses.replace(metastability.MetastabilityConfig(), nlat=24, t_end=24.0, n_outputs=48)
+    assert same(RunConfig.from_dict(metastability.setup_run_config(cfg, 30.0)),
+                load(examples / "metastability.toml"))
+    pvd = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig(), nlat=24, betas=(10.0,),
+                              n_outputs=8, particle_counts=(2000, 4000), seeds=(0,))
+    member = expand(particles_vs_density.sweep_config(pvd)).members[0]
+    assert member.values == {particles_vs_density.N: 2000, particles_vs_density.BETA: 10.0,
+                             particles_vs_density.SEED: 0}
+    assert same(member.config, load(examples / "particles_vs_density.toml"))
