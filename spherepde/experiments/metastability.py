@@ -145,7 +145,9 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]
     raw = setup_run_config(config, config.betas[0], diagnostics=diagnostics)
     raw["sweep"] = {BETA: [float(b) for b in config.betas]}
-    res = run_sweep(raw, outdir / prefix, workers=config.workers, progress=progress)
+    # one β (the resolution check): no cluster to start, the run goes in this process
+    workers = config.workers if len(config.betas) > 1 else 0
+    res = run_sweep(raw, outdir / prefix, workers=workers, progress=progress)
     ds = open_dataset(res["file"])
     files = {m[BETA]: path for m, path in member_runs(res["file"])}
     times = ds["time"].values

@@ -64,6 +64,12 @@ def _workers(v: int) -> int:
     return v
 
 
+def _run_workers(v: int) -> int:
+    if v < 0:
+        raise ValueError(f"--workers must be an integer >= 0, got {v}")
+    return v
+
+
 def _betas(v: list) -> tuple:
     if any(not b > 0 for b in v):
         raise ValueError(f"--betas must all be > 0 (inf allowed), got {v}")
@@ -117,7 +123,8 @@ OPTION_ORDER = ("--nlat", "--t-end", "--workers", "--betas", "--check-nlat", "--
                 "--density-scheme")
 
 #: Paper 1's S² experiments: their runs are one ``spherepde sweep`` of run configurations
-RUN_WORKERS = WORKERS.with_(help="dask worker processes for the runs of the sweep (default: 2)")
+RUN_WORKERS = WORKERS.with_(help="dask worker processes for the runs of the sweep (default: 2; 0: "
+                                 "one after the other in this process)", check=_run_workers)
 NLAT_S2 = NLAT.with_(help="override the S² grid size")
 PAPER1_QUICK = "small sizes (about a minute)"
 PAPER2_QUICK = "small sizes (under a minute)"

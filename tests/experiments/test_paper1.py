@@ -211,6 +211,12 @@ def test_particles_vs_density_is_a_sweep_of_run_configurations(tmp_path):
 
 
 def test_experiments_refuse_bad_lists_before_work(tmp_path):
+    from spherepde.experiments.registry import EXPERIMENTS
+
+    for name in ("metastability", "terminal-phase", "particles-vs-density"):
+        assert EXPERIMENTS[name].configure({"workers": 0}).workers == 0  # in this process
+        with pytest.raises(ValueError, match="--workers"):
+            EXPERIMENTS[name].configure({"workers": -1})
     with pytest.raises(ValueError, match="seeds"):
         dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), seeds=(0, 0))
     with pytest.raises(ValueError, match="betas"):
