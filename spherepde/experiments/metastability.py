@@ -2,10 +2,11 @@
 two-phase picture as densities on S².
 
 W₂(ρ^β_t, Π_#ρ_0) against t for several β, the minimum over t and the exit time from the
-metastable state against β, fitted against sqrt(log β / β) and log β.  The set-up and
-:func:`sphere_runs` (one density run per β with its W₂ and eigenspace distances) are shared
-with :mod:`~spherepde.experiments.terminal_phase` and
-:mod:`~spherepde.experiments.particles_vs_density`.
+metastable state against β, fitted against sqrt(log β / β) and log β.  The set-up is a ``spherepde run``
+configuration (:func:`setup_run_config`), shared with
+:mod:`~spherepde.experiments.terminal_phase` and
+:mod:`~spherepde.experiments.particles_vs_density`; :func:`sphere_runs` runs it as one
+``spherepde sweep`` over β and reads back W₂ and the eigenspace distances from ``sweep.nc``.
 
 Set-up (and why).  Q = I, K = B = diag(1/10, 1, 1), V = diag(1, 1/2, 1/10), so
 A = VBᵀ = diag(1/10, 1/2, 1/100): symmetric (Assumption 1), top eigenvector e = e_y with
@@ -20,6 +21,7 @@ under y → −y, so Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} has unequal weights
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import time
 import warnings
@@ -29,21 +31,10 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
-from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import GaussGrid
-from spherepde.io.netcdf import NetCDFTracker
 from spherepde.io.summary import summary_on_interrupt, write_summary
-from spherepde.solvers import make_stepper
-from spherepde.solvers.controller import Controller
-from spherepde.solvers.trackers import MemoryTracker, ProgressTracker
 from spherepde.validation.fits import exit_time, fit_order, fit_vs_log_beta
-from spherepde.validation.metrics import (
-    as_measure,
-    dist_to_subspace,
-    top_eigenspace,
-    two_point_weight,
-    w2_two_point,
-)
+from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight
 
 
 @dataclass(frozen=True)
@@ -64,8 +55,15 @@ class MetastabilityConfig:
     #: ``resolution_check`` reports the change of min W₂; None: the even nlat nearest ¾·nlat;
     #: 0: no check
     check_nlat: int | None = None
+    #: dask worker processes for the runs (one ``spherepde run`` per β); 0: in this process
+    workers: int = 2
 
     def __post_init__(self) -> None:
+        b = self.betas
+        if not isinstance(b, (tuple, list)) or not b or len(set(b)) != len(b):
+            raise ValueError(f"betas must be a non-empty list of distinct values, got {b!r}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
+            raise ValueError(f"workers must be an integer >= 0, got {self.workers!r}")
         c = self.check_nlat
         if c is not None and c != 0 and (isinstance(c, bool) or not isinstance(c, int) or c < 4
                                          or c % 2 or c >= self.nlat):
@@ -112,13 +110,24 @@ def beta_key(beta: float) -> str:
     return "inf" if math.isinf(beta) else f"{beta:g}"
 
 
+#: the swept key path of the runs (one per β)
+BETA = "dynamics.attention.beta"
+
+
 def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     """Run the mean-field density on S² for every β of ``config``; yield per-β results.
 
-    Shared by the metastability and terminal-phase experiments: one NetCDF per β
-    (``{prefix}_beta{β}.nc``) plus W₂ to Π_#ρ_0 and dist_E to the top eigenspaces of VBᵀ and
-    of V at every output time.
+    Shared by the metastability and terminal-phase experiments.  The runs are one
+    ``spherepde sweep`` over β of :func:`setup_run_config` into ``outdir/prefix/``
+    (``sweep.nc``, and ``members/*/run.nc``, one per β, on ``config.workers`` dask
+    processes), with the diagnostics W₂ to Π_#ρ_0 and dist_E to the top eigenspaces of VBᵀ
+    and of V at every output time; yields (info, row, snapshots (T, nlat, nlon)) per β in
+    the order of ``config.betas``, read from those files.  A diagnostic whose matrix is not
+    symmetric is not run (a warning; NaN in the row).
     """
+    from spherepde.experiments.sweep import member_runs, run_sweep, select
+    from spherepde.io.netcdf import open_dataset
+
     grid = GaussGrid(config.nlat)
     Q, K, V = (np.asarray(m, float) for m in (config.Q, config.K, config.V))
     rho0 = initial_density(grid, config.init_a)
@@ -131,29 +140,48 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     two_point = EA is not None and EA.dim == 1
     e = EA.basis[:, 0] if two_point else None
     a = two_point_weight(x, w0, e) if two_point else math.nan
-    times = np.linspace(0.0, config.t_end, config.n_outputs + 1)
-    static = {n: (m, ("dim", "dim2"), {"long_name": f"attention matrix {n}", "units": "1"})
-              for n, m in (("Q", Q), ("K", K), ("V", V))}
-    dt = config.courant * grid.dlon / float(np.linalg.norm(V, 2))
-    info = {"grid": grid, "e": e, "a": a, "EA": EA, "EV": EV, "times": times, "x": x}
+    wanted = {"w2": ("w2_projection", two_point), "dist_E_VBt": ("dist_eigenspace", EA is not None),
+              "dist_E_V": ("dist_eigenspace_V", EV is not None)}
+    diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]
+    raw = setup_run_config(config, config.betas[0], diagnostics=diagnostics)
+    raw["sweep"] = {BETA: [float(b) for b in config.betas]}
+    # one β (the resolution check): no cluster to start, the run goes in this process
+    workers = config.workers if len(config.betas) > 1 else 0
+    res = run_sweep(raw, outdir / prefix, workers=workers, progress=progress)
+    ds = open_dataset(res["file"])
+    files = {m[BETA]: path for m, path in member_runs(res["file"])}
+    times = ds["time"].values
+    info = {"grid": grid, "e": e, "a": a, "EA": EA, "EV": EV, "times": times, "x": x,
+            "sweep_file": res["file"]}
     for beta in config.betas:
-        stepper = make_stepper("meanfield-ffsl", grid, DensityAttention(Attention(Q, K, V, beta), grid),
-                               courant=config.courant)
-        tag = beta_key(beta)
-        nc = outdir / f"{prefix}_beta{tag}.nc"
-        mem = MemoryTracker()
-        trackers = [mem, NetCDFTracker(nc, grid, config={**config.to_dict(), "beta": beta}, static=static),
-                    ProgressTracker(disable=not progress, desc=f"beta={tag}")]
-        res = Controller(stepper, trackers, dt=dt).run(rho0, (0.0, config.t_end), output_times=times)
-        snaps = mem.result["state"]
-        ws = [as_measure(grid, s)[1] for s in snaps]
-        row = {"beta": beta, "steps": res.n_steps, "file": str(nc),
-               "w2": [w2_two_point(x, w, e, a) if two_point else math.nan for w in ws],
-               "dist_E_VBt": [dist_to_subspace(x, w, EA.basis) if EA else math.nan for w in ws],
-               "dist_E_V": [dist_to_subspace(x, w, EV.basis) if EV else math.nan for w in ws],
-               "mass_error": float(grid.integrate(res.state) - 1.0),
-               "min_density": float(res.state.min())}
-        yield info, row, snaps
+        at = {BETA: float(beta)}
+        nan = [math.nan] * times.size
+        summary = json.loads((files[beta].parent / "summary.json").read_text())
+        row = {"beta": beta, "steps": summary["density"]["steps"], "file": str(files[beta]),
+               **{key: select(ds, name, at).tolist() if on else nan
+                  for key, (name, on) in wanted.items()},
+               "mass_error": float(select(ds, "mass", at)[-1] - 1.0),
+               "min_density": float(select(ds, "min_density", at)[-1])}
+        yield info, row, select(ds, "density", at)
+
+
+def setup_run_config(config, beta: float, *, diagnostics=("mass", "min_density")) -> dict:
+    """The ``spherepde run`` configuration (a raw dict for :class:`RunConfig`) of the
+    metastability set-up of ``config`` at ``beta``: the density on ``GaussGrid(config.nlat)``
+    from ρ_0 ∝ 1 + ½⟨x, â⟩ (``initial.kind = "cosine"``), attention Q, K, V, stepped at
+    ``config.courant`` to ``config.t_end`` with ``config.n_outputs`` output intervals."""
+    def rows(m):
+        return [[float(a) for a in r] for r in m]
+
+    return {"grid": {"kind": "sphere", "nlat": config.nlat},
+            "initial": {"kind": "cosine", "direction": [float(a) for a in config.init_a],
+                        "amplitude": 0.5},
+            "dynamics": {"attention": {"Q": rows(config.Q), "K": rows(config.K), "V": rows(config.V),
+                                       "beta": float(beta)}},
+            "representations": {"density": True},
+            "stepping": {"t_end": float(config.t_end), "courant": float(config.courant),
+                         "output_every": config.t_end / config.n_outputs},
+            "outputs": {"fields": True, "positions": True, "diagnostics": list(diagnostics)}}
 
 
 def _w2_minimum(row: dict, times: np.ndarray, band: float) -> dict:
@@ -259,4 +287,4 @@ def plot_metastability(summary: dict, path: Path) -> Path:
 
 
 __all__ = ["MetastabilityConfig", "RESOLVED_CHANGE", "beta_key", "initial_density", "plot_metastability",
-           "resolution_check", "run_metastability", "sphere_runs"]
+           "resolution_check", "run_metastability", "setup_run_config", "sphere_runs"]

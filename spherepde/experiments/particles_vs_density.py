@@ -1,5 +1,11 @@
 """Paper 1, ``spherepde experiment particles-vs-density``: N-particle runs against the density
 run of the metastability set-up, harmonic-moment and W₂ errors against N with fitted rates.
+
+The runs are ``spherepde run`` configurations (:func:`sweep_config`): the density and N
+particles side by side on the same matrices, one sweep (:func:`~spherepde.experiments.sweep.run_sweep`,
+members on dask) over β × ``representations.particles.n`` × ``representations.particles.seed``
+into ``DIR/runs/sweep.nc`` (the density once per β) and ``DIR/runs/members/*/run.nc`` (the
+positions); the errors are computed from those files.
 """
 from __future__ import annotations
 
@@ -11,11 +17,13 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
-from spherepde.dynamics.attention import Attention
-from spherepde.experiments.metastability import MetastabilityConfig, beta_key, sphere_runs
+from spherepde.experiments.metastability import MetastabilityConfig, setup_run_config
 from spherepde.io.summary import summary_on_interrupt, write_summary
 from spherepde.validation.fits import fit_order
 from spherepde.validation.metrics import as_measure
+
+#: the swept key paths of the runs, and their dimension names in sweep.nc
+BETA, N, SEED = "dynamics.attention.beta", "representations.particles.n", "representations.particles.seed"
 
 
 @dataclass(frozen=True)
@@ -24,13 +32,19 @@ class ParticlesVsDensityConfig(MetastabilityConfig):
     density (the reference, on ``nlat``) and as N particles sampled from the same initial
     density (``seeds`` independent draws per N), all to ``t_end``.
 
+    Each (β, N, seed) is one ``spherepde run`` with the density and the particles side by side
+    (:func:`sweep_config`); they take the same steps, dt = min(``particle_dt``,
+    ``courant``·Δx/‖V‖₂), split evenly over the ``n_outputs`` output intervals.  The members
+    run on ``workers`` dask processes (0: in this process).
+
     Errors at t_end, averaged over seeds: the harmonic-moment error
     (Σ_{l ≤ lmax_moments} Σ_m |μ̂^N_lm − ρ̂_lm|²)^{1/2}, with ρ̂ the moments of the density, and
     the W₂ distance (chordal cost) between the particles and the density's cell masses: exact
     EMD up to 10⁸ cost entries, above that :func:`~spherepde.validation.metrics.w2_with_bound`
     (the bound is reported as ``w2_error_bound``).  Rates are fitted in log N.  The particles
     use :class:`~spherepde.solvers.lagrangian.ParticleODE`'s "auto" attention, which runs on a GPU
-    when one is present (``--particle-counts`` can then go to 10⁵ and beyond).  Particles resolve the attention kernel only while the
+    when one is present (``--particle-counts`` can then go to the configuration tree's limit,
+    10⁵).  Particles resolve the attention kernel only while the
     mean spacing sqrt(4π/N) is below its width β^{−1/2}; the ratio is reported for every (N, β).
     """
 
@@ -42,6 +56,18 @@ class ParticlesVsDensityConfig(MetastabilityConfig):
     lmax_moments: int = 4
     particle_dt: float = 0.05
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("particle_counts", "seeds"):
+            v = getattr(self, name)
+            if not isinstance(v, (tuple, list)) or not v or len(set(v)) != len(v):
+                raise ValueError(f"{name} must be a non-empty list of distinct values, got {v!r}")
+        if any(isinstance(s, bool) or not isinstance(s, int) or s < 0 for s in self.seeds):
+            raise ValueError(f"seeds must be integers >= 0, got {self.seeds!r}")
+        if not (isinstance(self.particle_dt, (int, float)) and 0 < self.particle_dt <= self.t_end):
+            raise ValueError(f"particle_dt must be a number in (0, t_end = {self.t_end:g}], "
+                             f"got {self.particle_dt!r}")
+
     @classmethod
     def quick(cls) -> "ParticlesVsDensityConfig":
         return cls(nlat=16, betas=(10.0,), t_end=2.0, particle_counts=(100, 300, 1000), seeds=(0, 1))
@@ -49,59 +75,82 @@ class ParticlesVsDensityConfig(MetastabilityConfig):
     def to_dict(self) -> dict:
         return {**super().to_dict(), "experiment": "particles-vs-density"}
 
+    @property
+    def dt(self) -> float:
+        """The step of the runs: min(particle_dt, courant·Δx/‖V‖₂), Δx = π/nlat."""
+        vnorm = float(np.linalg.norm(np.asarray(self.V, float), 2))
+        courant_dt = self.courant * math.pi / self.nlat / vnorm if vnorm > 0 else math.inf
+        return float(min(self.particle_dt, courant_dt))
+
+
+def sweep_config(config: ParticlesVsDensityConfig) -> dict:
+    """The ``spherepde sweep`` configuration of the experiment: the metastability set-up
+    (:func:`~spherepde.experiments.metastability.setup_run_config`) with particles beside the
+    density, at the step :attr:`ParticlesVsDensityConfig.dt`, swept over β, N and the seed."""
+    raw = setup_run_config(config, config.betas[0], diagnostics=("mass", "min_density"))
+    raw["representations"]["particles"] = {"n": int(config.particle_counts[0]),
+                                           "seed": int(config.seeds[0])}
+    raw["stepping"] = {"t_end": float(config.t_end), "dt": config.dt,
+                       "output_every": config.t_end / config.n_outputs}
+    raw["sweep"] = {BETA: [float(b) for b in config.betas],
+                    N: [int(n) for n in config.particle_counts],
+                    SEED: [int(s) for s in config.seeds]}
+    return raw
+
 
 def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Path, *,
                              progress: bool = False) -> dict:
-    from spherepde.grids.sampling import sample_density
-    from spherepde.io.particles import write_particles_netcdf
-    from spherepde.solvers.lagrangian import ParticleODE
-    from spherepde.validation.metrics import harmonic_moments, w2_with_bound
+    from spherepde.experiments.sweep import expand, member_runs, run_sweep, select
+    from spherepde.grids import GaussGrid
+    from spherepde.io.netcdf import open_dataset
+    from spherepde.validation import metrics
 
+    raw = sweep_config(config)
+    expand(raw)  # every member validated before anything is created
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    Q, K, V = (np.asarray(m, float) for m in (config.Q, config.K, config.V))
     rows = []
     partial = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
-        for info, row, snaps in sphere_runs(config, outdir, "density", progress):
-            grid, x = info["grid"], info["x"]
-            beta = row["beta"]
-            w_end = as_measure(grid, snaps[-1])[1]
-            ref = harmonic_moments(x, w_end, config.lmax_moments)
-            att = Attention(Q, K, V, beta)
-            rho0 = snaps[0]
+        res = run_sweep(raw, outdir / "runs", workers=config.workers, progress=progress)
+        ds = open_dataset(res["file"])
+        members = {(m[BETA], m[N], m[SEED]): path for m, path in member_runs(res["file"])}
+        grid = GaussGrid(config.nlat)
+        for beta in config.betas:
+            x, w_end = as_measure(grid, select(ds, "density", {BETA: beta})[-1])
+            ref = metrics.harmonic_moments(x, w_end, config.lmax_moments)
             per_n = []
             for n in config.particle_counts:
-                errs, dists, bounds = [], [], []
+                errs, dists, bounds, files = [], [], [], []
                 for seed in config.seeds:
-                    x0 = sample_density(grid, rho0, n, seed=seed)
-                    res = ParticleODE(att).run(x0, (0.0, config.t_end), dt=config.particle_dt)
-                    xe = res.positions[-1]
-                    errs.append(float(np.linalg.norm(harmonic_moments(xe, np.full(n, 1.0 / n), config.lmax_moments) - ref)))
-                    est = w2_with_bound(xe, np.full(n, 1.0 / n), x, w_end)
+                    path = members[(beta, n, seed)]
+                    xe = open_dataset(path)["position"].values[-1]
+                    wn = np.full(n, 1.0 / n)
+                    errs.append(float(np.linalg.norm(metrics.harmonic_moments(xe, wn, config.lmax_moments) - ref)))
+                    est = metrics.w2_with_bound(xe, wn, x, w_end)
                     dists.append(est.value)
                     bounds.append(est.error_bound)
-                    if seed == config.seeds[0]:
-                        tag = beta_key(beta)
-                        write_particles_netcdf(outdir / f"particles_beta{tag}_N{n}.nc", res,
-                                               config={**config.to_dict(), "beta": beta, "N": n}, seed=seed)
+                    files.append(str(path))
                 spacing = math.sqrt(4 * math.pi / n)
                 per_n.append({"N": n, "moment_error": float(np.mean(errs)), "moment_error_std": float(np.std(errs)),
                               "w2": float(np.mean(dists)), "w2_std": float(np.std(dists)),
                               "w2_error_bound": float(max(bounds)),
-                              "spacing_over_kernel_width": spacing * math.sqrt(beta) if math.isfinite(beta) else math.inf})
+                              "spacing_over_kernel_width": spacing * math.sqrt(beta) if math.isfinite(beta) else math.inf,
+                              "files": files})
             ns = [p["N"] for p in per_n]
             rate_m, se_m = fit_order(ns, [p["moment_error"] for p in per_n])
             rate_w, se_w = fit_order(ns, [p["w2"] for p in per_n])
-            rows.append({"beta": beta, "density_file": row["file"], "density_mass_error": row["mass_error"],
+            mass = select(ds, "mass", {BETA: beta})
+            rows.append({"beta": beta, "density_file": str(members[(beta, config.particle_counts[0], config.seeds[0])]),
+                         "density_mass_error": float(mass[-1] - 1.0),
                          "particles": per_n,
                          "rate_moment_error": {"exponent": rate_m, "stderr": se_m, "theory": -0.5},
                          "rate_w2": {"exponent": rate_w, "stderr": se_w,
                                      "note": "W2 of N samples of a smooth density on S² decays like N^(-1/2)·log-factors"}})
         summary = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__,
-                   "grid_spacing_rad": float(info["grid"].dlon), "runs": rows,
-                   "seconds": round(time.perf_counter() - t_start, 1)}
+                   "grid_spacing_rad": float(grid.dlon), "sweep_file": res["file"], "dt": config.dt,
+                   "runs": rows, "seconds": round(time.perf_counter() - t_start, 1)}
         summary["plot"] = str(plot_particles_vs_density(summary, outdir / "particles_vs_density.png"))
         summary["interrupted"] = False
         write_summary(outdir, summary)
@@ -135,4 +184,4 @@ def plot_particles_vs_density(summary: dict, path: Path) -> Path:
 
 
 
-__all__ = ["ParticlesVsDensityConfig", "plot_particles_vs_density", "run_particles_vs_density"]
+__all__ = ["ParticlesVsDensityConfig", "plot_particles_vs_density", "run_particles_vs_density", "sweep_config"]

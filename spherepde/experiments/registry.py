@@ -64,9 +64,17 @@ def _workers(v: int) -> int:
     return v
 
 
+def _run_workers(v: int) -> int:
+    if v < 0:
+        raise ValueError(f"--workers must be an integer >= 0, got {v}")
+    return v
+
+
 def _betas(v: list) -> tuple:
     if any(not b > 0 for b in v):
         raise ValueError(f"--betas must all be > 0 (inf allowed), got {v}")
+    if len(set(v)) != len(v):
+        raise ValueError(f"--betas must be distinct (one run each), got {v}")
     return tuple(v)
 
 
@@ -114,6 +122,9 @@ DENSITY_SCHEME = Option("--density-scheme", "scheme of the S² density paths: la
 OPTION_ORDER = ("--nlat", "--t-end", "--workers", "--betas", "--check-nlat", "--particle-counts",
                 "--density-scheme")
 
+#: Paper 1's S² experiments: their runs are one ``spherepde sweep`` of run configurations
+RUN_WORKERS = WORKERS.with_(help="dask worker processes for the runs of the sweep (default: 2; 0: "
+                                 "one after the other in this process)", check=_run_workers)
 NLAT_S2 = NLAT.with_(help="override the S² grid size")
 PAPER1_QUICK = "small sizes (about a minute)"
 PAPER2_QUICK = "small sizes (under a minute)"
@@ -172,13 +183,13 @@ def _entry(name, help_, module, config, runner, options, quick_help) -> tuple[st
 EXPERIMENTS: dict[str, Experiment] = dict([
     _entry("metastability", "Paper 1: W2 to the projected initial measure vs t for several β (S²)",
            "metastability", "MetastabilityConfig", "run_metastability",
-           (NLAT, T_END, BETAS, CHECK_NLAT), PAPER1_QUICK),
+           (NLAT, T_END, BETAS, CHECK_NLAT, RUN_WORKERS), PAPER1_QUICK),
     _entry("terminal-phase", "Paper 1: mass leaving the VBᵀ eigenspace for V's (S²), switch time vs β",
            "terminal_phase", "TerminalPhaseConfig", "run_terminal_phase",
-           (NLAT, T_END, BETAS), PAPER1_QUICK),
+           (NLAT, T_END, BETAS, RUN_WORKERS), PAPER1_QUICK),
     _entry("particles-vs-density", "Paper 1: N-particle runs against the density run, errors vs N",
            "particles_vs_density", "ParticlesVsDensityConfig", "run_particles_vs_density",
-           (NLAT, T_END, BETAS, PARTICLE_COUNTS), PAPER1_QUICK),
+           (NLAT, T_END, BETAS, PARTICLE_COUNTS, RUN_WORKERS), PAPER1_QUICK),
     _entry("circle-clusters", "Paper 1: number and positions of clusters vs β and t (S¹, Q=K=V=I)",
            "circle_clusters", "CircleClustersConfig", "run_circle_clusters",
            (T_END, BETAS.with_(check=_betas_circle)), PAPER1_QUICK),

@@ -199,6 +199,37 @@ def collect(sweep: Sweep, outdir: Path, config: dict) -> Path:
     return path
 
 
+def select(ds, name: str, values: dict):
+    """The variable ``name`` of a sweep.nc dataset at the swept ``values`` ({key path: value}), as
+    a numpy array: each swept dimension the variable has is indexed at its value, one it does
+    not have (it does not depend on that key, :func:`collect`) is skipped.  KeyError naming the
+    value when it is not on the dimension."""
+    import numpy as np
+
+    var = ds[name]
+    for path, value in values.items():
+        dim = _dim_name(path)
+        if dim in var.dims:
+            hit = np.flatnonzero(ds[dim].values == value)
+            if not hit.size:
+                raise KeyError(f"{path} = {value!r} is not a member of the sweep "
+                               f"(values: {ds[dim].values.tolist()})")
+            var = var.isel({dim: int(hit[0])})
+    return var.values
+
+
+def member_runs(sweep_file: str | os.PathLike) -> list:
+    """The members of the sweep written to ``sweep_file`` as ({key path: value}, run.nc path),
+    in member order (the run.nc of each sits in ``members/NAME/`` beside sweep.nc)."""
+    import netCDF4
+
+    sweep_file = Path(sweep_file)
+    with netCDF4.Dataset(sweep_file) as ds:
+        members = json.loads(ds.getncattr("members_json"))
+    return [({k: v for k, v in m.items() if k != "name"},
+             sweep_file.parent / "members" / m["name"] / "run.nc") for m in members]
+
+
 def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, scheduler: str | None = None,
               seed: int | None = None, progress: bool = True) -> dict:
     """Expand, run the members not yet finished on dask, collect ``sweep.nc``; return the summary.
@@ -286,4 +317,4 @@ def _sweep_toml(config: dict) -> str:
     return body + "\n".join(lines) + "\n"
 
 
-__all__ = ["Member", "Sweep", "collect", "expand", "run_sweep"]
+__all__ = ["Member", "Sweep", "collect", "expand", "member_runs", "run_sweep", "select"]

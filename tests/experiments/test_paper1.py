@@ -8,6 +8,7 @@ import math
 import pytest
 
 from spherepde.cli import main
+from spherepde.experiments.config import RunConfig
 from spherepde.io.netcdf import open_dataset, read_config
 from spherepde.experiments import circle_clusters, metastability, particles_vs_density, terminal_phase
 from spherepde.validation import clusters
@@ -36,7 +37,12 @@ def test_metastability_concentrates_then_leaves(tmp_path):
                                  and not any(check["at_end"]))
     ds = open_dataset(runs[5.0]["file"])
     assert ds.sizes["time"] == 17 and {"Q", "K", "V"} <= set(ds.data_vars)
-    assert read_config(runs[5.0]["file"])["beta"] == 5.0
+    # each β is a `spherepde run` of the set-up's configuration, one member of a sweep over β
+    stored = read_config(runs[5.0]["file"])
+    assert stored["dynamics"]["attention"]["beta"] == 5.0
+    assert RunConfig.from_dict(stored) == RunConfig.from_dict(
+        {**metastability.setup_run_config(cfg, 5.0), "outputs": stored["outputs"]})
+    assert (tmp_path / "metastability" / "sweep.nc").is_file()
     assert json.loads((tmp_path / "summary.json").read_text())["experiment"] == "metastability"
     assert (tmp_path / "metastability.png").stat().st_size > 10_000
 
@@ -79,6 +85,8 @@ def test_cli_refuses_bad_overrides(name, capsys, tmp_path):
     assert "nlat" in capsys.readouterr().err
     assert main(["experiment", name, "--betas", "0", "--output", str(tmp_path)]) == 2
     assert "betas" in capsys.readouterr().err
+    assert main(["experiment", name, "--betas", "5", "5", "--output", str(tmp_path / "o")]) == 2
+    assert "--betas must be distinct" in capsys.readouterr().err and not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("counts", [["100"], ["1", "100"], ["500", "500"]])
@@ -161,3 +169,87 @@ def test_interrupted_experiment_still_writes_its_summary(tmp_path, monkeypatch):
     assert summary["interrupted"] is True and summary["experiment"] == "circle-clusters"
     assert [r["beta"] for r in summary["runs"]] == [3.0]
     assert open_dataset(summary["runs"][0]["file"]).attrs["status"] == "complete"
+
+
+def test_particles_vs_density_is_a_sweep_of_run_configurations(tmp_path):
+    """The runs are `spherepde run` configurations, density and particles side by side, one
+    member per (β, N, seed); the particles are those of the direct ParticleODE run from the same
+    draw with the same steps, and the W₂ of the summary is the one of the stored end states."""
+    import numpy as np
+
+    from spherepde.dynamics.attention import Attention
+    from spherepde.experiments.sweep import expand
+    from spherepde.grids import GaussGrid
+    from spherepde.grids.sampling import sample_density
+    from spherepde.solvers.lagrangian import ParticleODE
+    from spherepde.validation.metrics import as_measure, w2
+
+    cfg = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), nlat=8, t_end=0.5,
+                              n_outputs=1, betas=(10.0, math.inf), particle_counts=(16, 32), seeds=(0, 1),
+                              workers=0)
+    assert cfg.dt == 0.05  # particle_dt, below the density's Courant step 0.8·π/8
+    members = expand(particles_vs_density.sweep_config(cfg)).members
+    assert len(members) == 2 * 2 * 2
+    assert all(m.config.representations.density and m.config.representations.particles is not None
+               for m in members)
+    s = particles_vs_density.run_particles_vs_density(cfg, tmp_path)
+    assert (tmp_path / "runs" / "sweep.nc").is_file() and s["sweep_file"].endswith("sweep.nc")
+    grid = GaussGrid(8)
+    r = s["runs"][0]
+    p = r["particles"][0]
+    assert r["beta"] == 10.0 and p["N"] == 16 and len(p["files"]) == 2
+    run = open_dataset(p["files"][0])
+    assert read_config(p["files"][0])["representations"]["particles"] == {"n": 16, "seed": 0}
+    att = Attention(*(np.asarray(m, float) for m in (cfg.Q, cfg.K, cfg.V)), 10.0)
+    x0 = sample_density(grid, metastability.initial_density(grid, cfg.init_a), 16, seed=0)
+    direct = ParticleODE(att).run(x0, (0.0, 0.5), dt=0.05).positions[-1]
+    assert np.allclose(run["position"].values[-1], direct, rtol=0, atol=1e-12)
+    x, w_end = as_measure(grid, run["density"].values[-1])
+    dists = [w2(open_dataset(f)["position"].values[-1], np.full(16, 1 / 16), x, w_end) for f in p["files"]]
+    assert p["w2"] == pytest.approx(np.mean(dists), rel=1e-12)
+    assert math.isinf(s["runs"][1]["beta"]) and abs(s["runs"][1]["density_mass_error"]) < 1e-13
+
+
+def test_experiments_refuse_bad_lists_before_work(tmp_path):
+    from spherepde.experiments.registry import EXPERIMENTS
+
+    for name in ("metastability", "terminal-phase", "particles-vs-density"):
+        assert EXPERIMENTS[name].configure({"workers": 0}).workers == 0  # in this process
+        with pytest.raises(ValueError, match="--workers"):
+            EXPERIMENTS[name].configure({"workers": -1})
+    with pytest.raises(ValueError, match="seeds"):
+        dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), seeds=(0, 0))
+    with pytest.raises(ValueError, match="betas"):
+        dataclasses.replace(metastability.MetastabilityConfig.quick(), betas=(5.0, 5.0))
+    with pytest.raises(ValueError, match="workers"):
+        dataclasses.replace(terminal_phase.TerminalPhaseConfig.quick(), workers=-1)
+    # above the configuration tree's particle limit: refused, naming the key, before any file
+    cfg = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(),
+                              particle_counts=(100, 200_000))
+    with pytest.raises(ValueError, match="representations.particles.n"):
+        particles_vs_density.run_particles_vs_density(cfg, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_the_examples_are_the_experiments_configurations():
+    """examples/metastability.toml and examples/particles_vs_density.toml are the runs of the
+    experiments at their sizes (only the diagnostics differ)."""
+    from pathlib import Path
+
+    from spherepde.experiments.config import load
+    from spherepde.experiments.sweep import expand
+
+    examples = Path(__file__).resolve().parents[2] / "examples"
+
+    def same(a: RunConfig, b: RunConfig) -> bool:
+        return a.replace(outputs=b.outputs) == b
+
+    cfg = dataclasses.replace(metastability.MetastabilityConfig(), nlat=24, t_end=24.0, n_outputs=48)
+    assert same(RunConfig.from_dict(metastability.setup_run_config(cfg, 30.0)),
+                load(examples / "metastability.toml"))
+    pvd = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig(), nlat=24, betas=(10.0,),
+                              n_outputs=8, particle_counts=(2000, 4000), seeds=(0,))
+    member = expand(particles_vs_density.sweep_config(pvd)).members[0]
+    assert member.values == {particles_vs_density.N: 2000, particles_vs_density.BETA: 10.0,
+                             particles_vs_density.SEED: 0}
+    assert same(member.config, load(examples / "particles_vs_density.toml"))
