@@ -198,18 +198,155 @@ def _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi, q, grad, 
     return acc
 
 
+#: scratch size of the sliced polygons (a departure quad cut by ≤ 2 lines per piece stays far below)
+NSCR = 32
+
+
 @nb.njit(cache=True)
-def departure_remap(Vd, K, J, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, cent):
+def _cut(px, py, f, n, lx, ly, ux, uy):
+    """Split polygon (px, py)[:n] by the sign of the linear function with vertex values f[:n]:
+    the part f ≤ 0 into (lx, ly), the part f ≥ 0 into (ux, uy); returns their sizes."""
+    nlo = 0; nup = 0
+    for k in range(n):
+        k1 = k + 1 if k + 1 < n else 0
+        f0 = f[k]; f1 = f[k1]
+        if f0 <= 0:
+            lx[nlo] = px[k]; ly[nlo] = py[k]; nlo += 1
+        if f0 >= 0:
+            ux[nup] = px[k]; uy[nup] = py[k]; nup += 1
+        if (f0 < 0 and f1 > 0) or (f0 > 0 and f1 < 0):
+            t = f0 / (f0 - f1)
+            x = px[k] + t * (px[k1] - px[k]); y = py[k] + t * (py[k1] - py[k])
+            lx[nlo] = x; ly[nlo] = y; nlo += 1
+            ux[nup] = x; uy[nup] = y; nup += 1
+    return nlo, nup
+
+
+@nb.njit(cache=True)
+def _profile_integral(px, py, n, c, q, grad, cent):
+    """∫ of cell c's linear profile over the polygon (px, py)[:n] (area and first moments)."""
+    A = 0.0; Mx = 0.0; My = 0.0
+    for m in range(n):
+        m1 = m + 1 if m + 1 < n else 0
+        cr = px[m] * py[m1] - px[m1] * py[m]
+        A += cr; Mx += (px[m] + px[m1]) * cr; My += (py[m] + py[m1]) * cr
+    A *= 0.5; Mx /= 6.0; My /= 6.0
+    return A * q[c] + grad[c, 0] * (Mx - A * cent[c, 0]) + grad[c, 1] * (My - A * cent[c, 1])
+
+
+@nb.njit(cache=True)
+def _integrate_sliced(sx, sy, n0, ilo, ihi, nl, J, ray, bis, chord, q, grad, cent, w):
+    """∫ of the limited linear profile over the polygon (sx, sy)[:n0], which lies in the
+    longitude wedges ilo..ihi (unwrapped indices, ihi − ilo < nl/2) and not around the pole.
+
+    The cells of wedge i are the wedge ∩ {chord_j ≤ X·bis_i < chord_{j+1}} (the chord
+    polygons), so the polygon is cut into exact pieces by lines, never clipped cell by cell:
+    one cut by the ray λ_{i+1} per wedge, then one cut by a chord line per ring boundary the
+    piece crosses.  ray (nl, 2) unit vectors of the faces λ_i, bis (nl, 2) of the wedge
+    bisectors, chord (J+1,) the chord distances r_j cos(Δλ/2); w (9, NSCR) scratch.
+    """
+    rx = w[0]; ry = w[1]; px = w[2]; py = w[3]; ux = w[4]; uy = w[5]; f = w[6]; cx = w[7]; cy = w[8]
+    nr = n0
+    for k in range(n0):
+        rx[k] = sx[k]; ry[k] = sy[k]
+    acc = 0.0
+    for iu in range(ilo, ihi + 1):
+        i = iu % nl
+        if iu < ihi:  # cut off the part right of the ray λ_{i+1}: the piece in wedge i
+            i1 = i + 1 if i + 1 < nl else 0
+            ca = ray[i1, 0]; sa = ray[i1, 1]
+            for k in range(nr):
+                f[k] = ca * ry[k] - sa * rx[k]
+            npc, nup = _cut(rx, ry, f, nr, px, py, ux, uy)
+            for k in range(nup):
+                rx[k] = ux[k]; ry[k] = uy[k]
+            nr = nup
+        else:
+            npc = nr
+            for k in range(nr):
+                px[k] = rx[k]; py[k] = ry[k]
+        if npc < 3:
+            if nr < 3:
+                break
+            continue
+        bx = bis[i, 0]; by = bis[i, 1]
+        smin = 1e300; smax = -1e300
+        for k in range(npc):
+            s = px[k] * bx + py[k] * by
+            f[k] = s
+            smin = min(smin, s); smax = max(smax, s)
+        j = 0
+        while j < J - 1 and chord[j + 1] <= smin:
+            j += 1
+        while j < J and npc >= 3:
+            c = j * nl + i
+            if smax > chord[j + 1]:  # the piece crosses chord j+1: cut off the part inside
+                cj = chord[j + 1]
+                for k in range(npc):
+                    f[k] -= cj
+                nlo, nup = _cut(px, py, f, npc, cx, cy, ux, uy)
+                if nlo >= 3:
+                    acc += _profile_integral(cx, cy, nlo, c, q, grad, cent)
+                # the outer part goes on; s − chord_{j+1} ≥ 0 there (recomputed from the cut)
+                for k in range(nup):
+                    px[k] = ux[k]; py[k] = uy[k]
+                    f[k] = px[k] * bx + py[k] * by
+                npc = nup
+            else:
+                acc += _profile_integral(px, py, npc, c, q, grad, cent)
+                break
+            j += 1
+        if nr < 3 and iu < ihi:
+            break
+    return acc
+
+
+@nb.njit(cache=True)
+def _wedge_range(sx, sy, n, lam0, dl):
+    """(around, ilo, ihi): whether the polygon (sx, sy)[:n] contains the pole or spans ≥ π in
+    longitude; else its wedges ilo..ihi (unwrapped face indices, floor((λ − λ0)/Δλ))."""
+    rmx = 0.0; kmax = 0
+    inside = False  # origin inside (crossing number)
+    for k in range(n):
+        rk = np.hypot(sx[k], sy[k])
+        if rk > rmx:
+            rmx = rk; kmax = k
+        k1 = k + 1 if k + 1 < n else 0
+        x0, y0, x1, y1 = sx[k], sy[k], sx[k1], sy[k1]
+        if (y0 > 0) != (y1 > 0):
+            if x0 + (0.0 - y0) * (x1 - x0) / (y1 - y0) > 0:
+                inside = not inside
+    if inside:
+        return True, 0, 0
+    tiny = 1e-13 * rmx
+    a0 = np.arctan2(sy[kmax], sx[kmax])
+    lo = 0.0; hi = 0.0
+    for k in range(n):
+        if np.hypot(sx[k], sy[k]) > tiny:
+            rel = np.arctan2(sy[k], sx[k]) - a0
+            rel = (rel + np.pi) % (2 * np.pi) - np.pi
+            lo = min(lo, rel); hi = max(hi, rel)
+    if hi - lo > np.pi - 1e-9:
+        return True, 0, 0
+    return False, int(np.floor((a0 + lo - lam0) / dl)), int(np.floor((a0 + hi - lam0) / dl))
+
+
+@nb.njit(cache=True)
+def departure_remap(Vd, K, J, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, cent, ray, bis, chord):
     """New cap masses (K·nl,): ∫ of the profile over each departure cell.
 
     Vd (K+1, nl, 2): departure points of the cap vertices (chart); cells (J·nl, 4, 2) with
     ncell (J·nl,) vertices (3 in ring 0), blo/bhi (J·nl, 2) bounding boxes, q (J·nl,)
-    densities, grad (J·nl, 2) limited gradients, cent (J·nl, 2) centroids.
+    densities, grad (J·nl, 2) limited gradients, cent (J·nl, 2) centroids; ray, bis, chord
+    the wedge geometry of :func:`_integrate_sliced`.  A departure cell around the pole (or
+    spanning ≥ π in longitude) is clipped cell by cell (:func:`_integrate`), every other one
+    sliced by the wedge and chord lines.
     """
     newm = np.zeros(K * nl)
     sx = np.empty(MAXP); sy = np.empty(MAXP)
     nb_ = 4 * MAXP
     px = np.empty(nb_); py = np.empty(nb_); ox = np.empty(nb_); oy = np.empty(nb_)
+    w = np.empty((9, NSCR))
     for j in range(K):
         for i in range(nl):
             i1 = (i + 1) % nl
@@ -220,9 +357,14 @@ def departure_remap(Vd, K, J, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, 
             if j > 0:
                 sx[3] = Vd[j, i1, 0]; sy[3] = Vd[j, i1, 1]
                 n0 = 4
-            j0, j1, i0, ni = _poly_range(sx, sy, n0, r, lam0, dl, nl, J)
-            newm[j * nl + i] = _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi,
-                                          q, grad, cent, px, py, ox, oy)
+            around, ilo, ihi = _wedge_range(sx, sy, n0, lam0, dl)
+            if around:
+                j0, j1, i0, ni = _poly_range(sx, sy, n0, r, lam0, dl, nl, J)
+                newm[j * nl + i] = _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi,
+                                              q, grad, cent, px, py, ox, oy)
+            else:
+                newm[j * nl + i] = _integrate_sliced(sx, sy, n0, ilo, ihi, nl, J, ray, bis, chord,
+                                                     q, grad, cent, w)
     return newm
 
 
@@ -361,6 +503,12 @@ class PolarCap:
         self.cent = np.ascontiguousarray(np.stack([((P[..., 0] + Q[..., 0]) * cr).sum(1),
                                                    ((P[..., 1] + Q[..., 1]) * cr).sum(1)], 1)
                                          / (6.0 * self.area[:, None]))
+        # wedge geometry of the sliced integration: face rays, wedge bisectors, chord distances
+        u = np.stack([np.cos(lamf[:nl]), np.sin(lamf[:nl])], -1)
+        b = u + u[ip]
+        self.ray = np.ascontiguousarray(u)
+        self.bis = np.ascontiguousarray(b / np.linalg.norm(b, axis=1)[:, None])
+        self.chord = np.ascontiguousarray(r * np.cos(0.5 * self.dl))
         self.blo = np.ascontiguousarray(self.cells.min(1))
         self.bhi = np.ascontiguousarray(self.cells.max(1))
         # least-squares gradient stencil: 2 ring neighbours, 3 inside (across the pole in
@@ -407,7 +555,7 @@ class PolarCap:
                 f"polar cap: a departure cell folded (area ratio {amin:.3g} < {FOLD_RATIO}); "
                 "reduce the time step (courant)")
         newm = departure_remap(Vd, K, J, self.r, self.lam0, self.dl, nl, self.cells, self.ncell,
-                               self.blo, self.bhi, q, grad, self.cent)
+                               self.blo, self.bhi, q, grad, self.cent, self.ray, self.bis, self.chord)
         nK = K * nl
         newm += q[:nK] * (self.true_area[:nK] - self.area[:nK])
         return newm.reshape(K, nl)
