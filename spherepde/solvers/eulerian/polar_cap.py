@@ -302,15 +302,15 @@ def _integrate_sliced(sx, sy, n0, ilo, ihi, nl, J, ray, bis, chord, q, grad, cen
 
 
 @nb.njit(cache=True)
-def _wedge_range(sx, sy, n, lam0, dl):
-    """(around, ilo, ihi): whether the polygon (sx, sy)[:n] contains the pole or spans ≥ π in
-    longitude; else its wedges ilo..ihi (unwrapped face indices, floor((λ − λ0)/Δλ))."""
+def _wedge_range(sx, sy, sa, sr, n, lam0, dl):
+    """(around, ilo, ihi): whether the polygon (sx, sy)[:n] (vertex longitudes sa, radii sr)
+    contains the pole or spans ≥ π in longitude; else its wedges ilo..ihi (unwrapped face
+    indices, floor((λ − λ0)/Δλ))."""
     rmx = 0.0; kmax = 0
     inside = False  # origin inside (crossing number)
     for k in range(n):
-        rk = np.hypot(sx[k], sy[k])
-        if rk > rmx:
-            rmx = rk; kmax = k
+        if sr[k] > rmx:
+            rmx = sr[k]; kmax = k
         k1 = k + 1 if k + 1 < n else 0
         x0, y0, x1, y1 = sx[k], sy[k], sx[k1], sy[k1]
         if (y0 > 0) != (y1 > 0):
@@ -319,12 +319,15 @@ def _wedge_range(sx, sy, n, lam0, dl):
     if inside:
         return True, 0, 0
     tiny = 1e-13 * rmx
-    a0 = np.arctan2(sy[kmax], sx[kmax])
+    a0 = sa[kmax]
     lo = 0.0; hi = 0.0
     for k in range(n):
-        if np.hypot(sx[k], sy[k]) > tiny:
-            rel = np.arctan2(sy[k], sx[k]) - a0
-            rel = (rel + np.pi) % (2 * np.pi) - np.pi
+        if sr[k] > tiny:
+            rel = sa[k] - a0
+            if rel > np.pi:
+                rel -= 2 * np.pi
+            elif rel < -np.pi:
+                rel += 2 * np.pi
             lo = min(lo, rel); hi = max(hi, rel)
     if hi - lo > np.pi - 1e-9:
         return True, 0, 0
@@ -347,17 +350,23 @@ def departure_remap(Vd, K, J, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, 
     nb_ = 4 * MAXP
     px = np.empty(nb_); py = np.empty(nb_); ox = np.empty(nb_); oy = np.empty(nb_)
     w = np.empty((9, NSCR))
+    sa = np.empty(4); sr = np.empty(4)
+    ang = np.empty((K + 1, nl)); rad = np.empty((K + 1, nl))
+    for j in range(K + 1):
+        for i in range(nl):
+            ang[j, i] = np.arctan2(Vd[j, i, 1], Vd[j, i, 0])
+            rad[j, i] = np.hypot(Vd[j, i, 0], Vd[j, i, 1])
     for j in range(K):
         for i in range(nl):
             i1 = (i + 1) % nl
-            sx[0] = Vd[j, i, 0]; sy[0] = Vd[j, i, 1]
-            sx[1] = Vd[j + 1, i, 0]; sy[1] = Vd[j + 1, i, 1]
-            sx[2] = Vd[j + 1, i1, 0]; sy[2] = Vd[j + 1, i1, 1]
+            sx[0] = Vd[j, i, 0]; sy[0] = Vd[j, i, 1]; sa[0] = ang[j, i]; sr[0] = rad[j, i]
+            sx[1] = Vd[j + 1, i, 0]; sy[1] = Vd[j + 1, i, 1]; sa[1] = ang[j + 1, i]; sr[1] = rad[j + 1, i]
+            sx[2] = Vd[j + 1, i1, 0]; sy[2] = Vd[j + 1, i1, 1]; sa[2] = ang[j + 1, i1]; sr[2] = rad[j + 1, i1]
             n0 = 3
             if j > 0:
-                sx[3] = Vd[j, i1, 0]; sy[3] = Vd[j, i1, 1]
+                sx[3] = Vd[j, i1, 0]; sy[3] = Vd[j, i1, 1]; sa[3] = ang[j, i1]; sr[3] = rad[j, i1]
                 n0 = 4
-            around, ilo, ihi = _wedge_range(sx, sy, n0, lam0, dl)
+            around, ilo, ihi = _wedge_range(sx, sy, sa, sr, n0, lam0, dl)
             if around:
                 j0, j1, i0, ni = _poly_range(sx, sy, n0, r, lam0, dl, nl, J)
                 newm[j * nl + i] = _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi,
@@ -370,7 +379,7 @@ def departure_remap(Vd, K, J, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, 
 
 @nb.njit(cache=True)
 def _interp(x, y, z, sign, r, lam0, dl, nl, J, Vv):
-    """Velocity (3,) at the unit vector (x, y, z), bilinear in (r, λ) from Vv (J+1, nl, 3)."""
+    """Velocity (3 floats) at the unit vector (x, y, z), bilinear in (r, λ) from Vv (J+1, nl, 3)."""
     s = np.sqrt(2.0 / (1.0 + sign * z))
     X = x * s; Y = y * s
     rr = np.hypot(X, Y)
@@ -385,12 +394,10 @@ def _interp(x, y, z, sign, r, lam0, dl, nl, J, Vv):
     b = u - i
     i = i % nl
     i1 = (i + 1) % nl
-    out = np.empty(3)
-    for k in range(3):
-        lo = (1 - b) * Vv[j, i, k] + b * Vv[j, i1, k]
-        hi = (1 - b) * Vv[j + 1, i, k] + b * Vv[j + 1, i1, k]
-        out[k] = (1 - a) * lo + a * hi
-    return out
+    vx = (1 - a) * ((1 - b) * Vv[j, i, 0] + b * Vv[j, i1, 0]) + a * ((1 - b) * Vv[j + 1, i, 0] + b * Vv[j + 1, i1, 0])
+    vy = (1 - a) * ((1 - b) * Vv[j, i, 1] + b * Vv[j, i1, 1]) + a * ((1 - b) * Vv[j + 1, i, 1] + b * Vv[j + 1, i1, 1])
+    vz = (1 - a) * ((1 - b) * Vv[j, i, 2] + b * Vv[j, i1, 2]) + a * ((1 - b) * Vv[j + 1, i, 2] + b * Vv[j + 1, i1, 2])
+    return vx, vy, vz
 
 
 @nb.njit(cache=True)
@@ -406,8 +413,8 @@ def trace(Vxyz, Vv, dt, sign, r, lam0, dl, nl, J, nvert):
         mx = x - 0.5 * dt * Vv[jv, iv, 0]; my = y - 0.5 * dt * Vv[jv, iv, 1]; mz = z - 0.5 * dt * Vv[jv, iv, 2]
         n = np.sqrt(mx * mx + my * my + mz * mz)
         mx /= n; my /= n; mz /= n
-        vm = _interp(mx, my, mz, sign, r, lam0, dl, nl, J, Vv)
-        dx, dy, dz = x - dt * vm[0], y - dt * vm[1], z - dt * vm[2]
+        vx, vy, vz = _interp(mx, my, mz, sign, r, lam0, dl, nl, J, Vv)
+        dx, dy, dz = x - dt * vx, y - dt * vy, z - dt * vz
         n = np.sqrt(dx * dx + dy * dy + dz * dz)
         dx /= n; dy /= n; dz /= n
         s = np.sqrt(2.0 / (1.0 + sign * dz))
@@ -456,6 +463,25 @@ def fold_check(Vd, area, K, nl):
             s = 0.5 * ((ax * dy - ay * dx) + (dx * cy - dy * cx) + (cx * by - cy * bx) + (bx * ay - by * ax))
             amin = min(amin, s / area[j * nl + i])
     return rmax, amin
+
+
+@nb.njit(cache=True)
+def remap_kernel(mass, vel, dt, sign, K, J, nl, r, lam0, dl, true_area, area, pinv, stencil,
+                 cells, ncell, cent, blo, bhi, ray, bis, chord, Vxyz):
+    """One cap's remap in one call: (new cap masses (K·nl,), max departure radius, min
+    departure-area ratio).  mass (J·nl,) of rings 0..J−1, vel ((J+1)·nl, 3) at Vxyz.  If a
+    departure point leaves the buffer or a departure cell folds (or NaN), the masses are not
+    computed (zeros) and the caller raises from the two numbers."""
+    q = mass / true_area
+    grad = reconstruct(q, pinv, stencil, cells, ncell, cent)
+    Vd = trace(Vxyz, vel.reshape(J + 1, nl, 3), dt, sign, r, lam0, dl, nl, J, (K + 1) * nl).reshape(K + 1, nl, 2)
+    rmax, amin = fold_check(Vd, area, K, nl)
+    if not (rmax <= r[J] and amin >= FOLD_RATIO):
+        return np.zeros(K * nl), rmax, amin
+    newm = departure_remap(Vd, K, J, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, cent, ray, bis, chord)
+    for c in range(K * nl):
+        newm[c] += q[c] * (true_area[c] - area[c])
+    return newm, rmax, amin
 
 
 # ---- geometry and the remap of one cap -----------------------------------------------------------
@@ -540,12 +566,11 @@ class PolarCap:
         point leaves the buffer or a departure cell folds.
         """
         K, nl, J = self.K, self.nl, self.J
-        q = np.ascontiguousarray(mass.reshape(-1)) / self.true_area
-        grad = reconstruct(q, self.pinv, self.stencil, self.cells, self.ncell, self.cent)
-        Vv = np.ascontiguousarray(vel.reshape(J + 1, nl, 3))
-        Vd = trace(self.vertices_xyz, Vv, float(dt), self.sign, self.r, self.lam0, self.dl,
-                   nl, J, (K + 1) * nl).reshape(K + 1, nl, 2)
-        rmax, amin = fold_check(Vd, self.area, K, nl)
+        newm, rmax, amin = remap_kernel(
+            np.ascontiguousarray(mass, dtype=float).reshape(-1), np.ascontiguousarray(vel, dtype=float),
+            float(dt), self.sign, K, J, nl, self.r, self.lam0, self.dl, self.true_area, self.area,
+            self.pinv, self.stencil, self.cells, self.ncell, self.cent, self.blo, self.bhi,
+            self.ray, self.bis, self.chord, self.vertices_xyz)
         if not rmax <= self.r[J]:  # also catches NaN
             raise CapDepartureError(
                 f"polar cap: a departure point left the {self.B} buffer rings (radius {rmax:.3g} > "
@@ -554,10 +579,6 @@ class PolarCap:
             raise CapDepartureError(
                 f"polar cap: a departure cell folded (area ratio {amin:.3g} < {FOLD_RATIO}); "
                 "reduce the time step (courant)")
-        newm = departure_remap(Vd, K, J, self.r, self.lam0, self.dl, nl, self.cells, self.ncell,
-                               self.blo, self.bhi, q, grad, self.cent, self.ray, self.bis, self.chord)
-        nK = K * nl
-        newm += q[:nK] * (self.true_area[:nK] - self.area[:nK])
         return newm.reshape(K, nl)
 
 
