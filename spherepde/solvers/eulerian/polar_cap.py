@@ -64,316 +64,126 @@ class CapDepartureError(RuntimeError):
 
 # ---- kernels -------------------------------------------------------------------------------------
 @nb.njit(cache=True)
-def _clip_edge(px, py, n, e0x, e0y, e1x, e1y, ox, oy):
-    """Clip polygon (px, py)[:n] by the half-plane left of e0 → e1 into (ox, oy); returns its size."""
-    dx, dy = e1x - e0x, e1y - e0y
-    m = 0
-    for k in range(n):
-        k1 = k + 1 if k + 1 < n else 0
-        s0 = dx * (py[k] - e0y) - dy * (px[k] - e0x)
-        s1 = dx * (py[k1] - e0y) - dy * (px[k1] - e0x)
-        if s0 >= 0:
-            ox[m] = px[k]; oy[m] = py[k]; m += 1
-        if (s0 >= 0) != (s1 >= 0):
-            t = s0 / (s0 - s1)
-            ox[m] = px[k] + t * (px[k1] - px[k]); oy[m] = py[k] + t * (py[k1] - py[k]); m += 1
-    return m
+def _tri_moments(v1x, v1y, v2x, v2y):
+    """(area, ∫x, ∫y) of the triangle (origin, v1, v2) (signed)."""
+    cr = v1x * v2y - v1y * v2x
+    return 0.5 * cr, cr * (v1x + v2x) / 6.0, cr * (v1y + v2y) / 6.0
 
 
 @nb.njit(cache=True)
-def _poly_range(sx, sy, n, r, lam0, dl, nl, J):
-    """Candidate rings j0..j1 and longitude indices i0 .. i0+ni−1 (mod nl) of polygon (sx, sy)[:n]."""
-    rmx = 0.0; kmax = 0
-    for k in range(n):
-        rk = np.hypot(sx[k], sy[k])
-        if rk > rmx:
-            rmx = rk; kmax = k
-    inside = False  # origin inside (crossing number)
-    rmn = 1e300  # distance from the origin to the boundary
-    for k in range(n):
-        k1 = k + 1 if k + 1 < n else 0
-        x0, y0, x1, y1 = sx[k], sy[k], sx[k1], sy[k1]
-        if (y0 > 0) != (y1 > 0):
-            xc = x0 + (0.0 - y0) * (x1 - x0) / (y1 - y0)
-            if xc > 0:
-                inside = not inside
-        dx, dy = x1 - x0, y1 - y0
-        L2 = dx * dx + dy * dy
-        tt = 0.0
-        if L2 > 0:
-            tt = min(1.0, max(0.0, -(x0 * dx + y0 * dy) / L2))
-        d = np.hypot(x0 + tt * dx, y0 + tt * dy)
-        if d < rmn:
-            rmn = d
-    if inside:
-        rmn = 0.0
-    j0 = np.searchsorted(r, rmn, side="right") - 1
-    j1 = np.searchsorted(r, rmx / np.cos(0.5 * dl), side="right") - 1
-    if j0 < 0:
-        j0 = 0
-    if j1 > J - 1:
-        j1 = J - 1
-    full = inside
-    i0 = 0; ni = nl
-    if not full:
-        tiny = 1e-13 * rmx
-        a0 = np.arctan2(sy[kmax], sx[kmax])
-        lo = 0.0; hi = 0.0
-        for k in range(n):
-            if np.hypot(sx[k], sy[k]) > tiny:
-                rel = np.arctan2(sy[k], sx[k]) - a0
-                rel = (rel + np.pi) % (2 * np.pi) - np.pi
-                lo = min(lo, rel); hi = max(hi, rel)
-        if hi - lo > np.pi - 1e-9:
-            full = True
-        else:
-            i0 = int(np.floor((a0 + lo - lam0) / dl)) - 1
-            i1 = int(np.floor((a0 + hi - lam0) / dl)) + 1
-            ni = min(i1 - i0 + 1, nl)
-    return j0, j1, i0, ni
+def _below(px, py, qx, qy, a, b, c):
+    """(area, ∫x, ∫y) of the CCW triangle (origin, p, q) ∩ {s ≤ c}, s linear with s(origin) = 0,
+    s(p) = a, s(q) = b, 0 < c < max(a, b)."""
+    if c <= a and c <= b:  # a smaller triangle on the same rays
+        return _tri_moments(px * (c / a), py * (c / a), qx * (c / b), qy * (c / b))
+    t = (c - a) / (b - a)  # the point of p → q with s = c
+    rx = px + t * (qx - px); ry = py + t * (qy - py)
+    if a < c:  # origin, p, r, q·c/b
+        ux = qx * (c / b); uy = qy * (c / b)
+        A1, X1, Y1 = _tri_moments(px, py, rx, ry)
+        A2, X2, Y2 = _tri_moments(rx, ry, ux, uy)
+    else:  # origin, p·c/a, r, q
+        ux = px * (c / a); uy = py * (c / a)
+        A1, X1, Y1 = _tri_moments(ux, uy, rx, ry)
+        A2, X2, Y2 = _tri_moments(rx, ry, qx, qy)
+    return A1 + A2, X1 + X2, Y1 + Y2
 
 
 @nb.njit(cache=True)
-def _edge_separates(ax, ay, na, bx, by, nb_):
-    """Whether some edge of the CCW polygon (ax, ay)[:na] has every vertex of (bx, by)[:nb_]
-    strictly on its outer side (then the two do not overlap)."""
-    for k in range(na):
-        k1 = k + 1 if k + 1 < na else 0
-        ex = ax[k1] - ax[k]; ey = ay[k1] - ay[k]
-        allout = True
-        for m in range(nb_):
-            if ex * (by[m] - ay[k]) - ey * (bx[m] - ax[k]) > 0:
-                allout = False
-                break
-        if allout:
-            return True
-    return False
+def _fan(ax, ay, aang, bx, by, bang, lam0, dl, nl, J, ray, bis, chord, q, grad, cent):
+    """Signed ∫ of the limited linear profile over the triangle (origin, a, b): + if it is
+    counter-clockwise.  Summed over the edges of a polygon this is the ∫ over the polygon.
 
-
-@nb.njit(cache=True)
-def _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi, q, grad, cent, px, py, ox, oy):
-    """∫ of the limited linear profile over the CCW polygon (sx, sy)[:n0] (exact clipping)."""
-    tlox = sx[0]; thix = sx[0]; tloy = sy[0]; thiy = sy[0]
-    for k in range(1, n0):
-        tlox = min(tlox, sx[k]); thix = max(thix, sx[k]); tloy = min(tloy, sy[k]); thiy = max(thiy, sy[k])
-    convex = True
-    for k in range(n0):
-        k1 = k + 1 if k + 1 < n0 else 0
-        k2 = k1 + 1 if k1 + 1 < n0 else 0
-        if (sx[k1] - sx[k]) * (sy[k2] - sy[k1]) - (sy[k1] - sy[k]) * (sx[k2] - sx[k1]) < 0:
-            convex = False
-    acc = 0.0
-    for j in range(j0, j1 + 1):
-        for ii in range(ni):
-            i = (i0 + ii) % nl
-            c = j * nl + i
-            if tlox > bhi[c, 0] or thix < blo[c, 0] or tloy > bhi[c, 1] or thiy < blo[c, 1]:
-                continue
-            # separating axes: a cell edge with every polygon vertex outside, or (convex
-            # polygon) a polygon edge with every cell vertex outside
-            nc = ncell[c]
-            if _edge_separates(cells[c, :, 0], cells[c, :, 1], nc, sx, sy, n0):
-                continue
-            if convex and _edge_separates(sx, sy, n0, cells[c, :, 0], cells[c, :, 1], nc):
-                continue
-            for m in range(n0):
-                px[m] = sx[m]; py[m] = sy[m]
-            n = n0
-            for k in range(nc):
-                k1 = k + 1 if k + 1 < nc else 0
-                n = _clip_edge(px, py, n, cells[c, k, 0], cells[c, k, 1], cells[c, k1, 0], cells[c, k1, 1], ox, oy)
-                for m in range(n):
-                    px[m] = ox[m]; py[m] = oy[m]
-                if n < 3:
-                    break
-            if n < 3:
-                continue
-            A = 0.0; Mx = 0.0; My = 0.0
-            for m in range(n):
-                m1 = m + 1 if m + 1 < n else 0
-                cr = px[m] * py[m1] - px[m1] * py[m]
-                A += cr; Mx += (px[m] + px[m1]) * cr; My += (py[m] + py[m1]) * cr
-            A *= 0.5; Mx /= 6.0; My /= 6.0
-            acc += A * q[c] + grad[c, 0] * (Mx - A * cent[c, 0]) + grad[c, 1] * (My - A * cent[c, 1])
-    return acc
-
-
-#: scratch size of the sliced polygons (a departure quad cut by ≤ 2 lines per piece stays far below)
-NSCR = 32
-
-
-@nb.njit(cache=True)
-def _cut(px, py, f, n, lx, ly, ux, uy):
-    """Split polygon (px, py)[:n] by the sign of the linear function with vertex values f[:n]:
-    the part f ≤ 0 into (lx, ly), the part f ≥ 0 into (ux, uy); returns their sizes."""
-    nlo = 0; nup = 0
-    for k in range(n):
-        k1 = k + 1 if k + 1 < n else 0
-        f0 = f[k]; f1 = f[k1]
-        if f0 <= 0:
-            lx[nlo] = px[k]; ly[nlo] = py[k]; nlo += 1
-        if f0 >= 0:
-            ux[nup] = px[k]; uy[nup] = py[k]; nup += 1
-        if (f0 < 0 and f1 > 0) or (f0 > 0 and f1 < 0):
-            t = f0 / (f0 - f1)
-            x = px[k] + t * (px[k1] - px[k]); y = py[k] + t * (py[k1] - py[k])
-            lx[nlo] = x; ly[nlo] = y; nlo += 1
-            ux[nup] = x; uy[nup] = y; nup += 1
-    return nlo, nup
-
-
-@nb.njit(cache=True)
-def _profile_integral(px, py, n, c, q, grad, cent):
-    """∫ of cell c's linear profile over the polygon (px, py)[:n] (area and first moments)."""
-    A = 0.0; Mx = 0.0; My = 0.0
-    for m in range(n):
-        m1 = m + 1 if m + 1 < n else 0
-        cr = px[m] * py[m1] - px[m1] * py[m]
-        A += cr; Mx += (px[m] + px[m1]) * cr; My += (py[m] + py[m1]) * cr
-    A *= 0.5; Mx /= 6.0; My /= 6.0
-    return A * q[c] + grad[c, 0] * (Mx - A * cent[c, 0]) + grad[c, 1] * (My - A * cent[c, 1])
-
-
-@nb.njit(cache=True)
-def _integrate_sliced(sx, sy, n0, ilo, ihi, nl, J, ray, bis, chord, q, grad, cent, w):
-    """∫ of the limited linear profile over the polygon (sx, sy)[:n0], which lies in the
-    longitude wedges ilo..ihi (unwrapped indices, ihi − ilo < nl/2) and not around the pole.
-
-    The cells of wedge i are the wedge ∩ {chord_j ≤ X·bis_i < chord_{j+1}} (the chord
-    polygons), so the polygon is cut into exact pieces by lines, never clipped cell by cell:
-    one cut by the ray λ_{i+1} per wedge, then one cut by a chord line per ring boundary the
-    piece crosses.  ray (nl, 2) unit vectors of the faces λ_i, bis (nl, 2) of the wedge
-    bisectors, chord (J+1,) the chord distances r_j cos(Δλ/2); w (9, NSCR) scratch.
+    The triangle is cut by the face rays into one triangle (origin, p, p') per longitude wedge
+    it spans (p, p' on the segment a → b), and each of those by the chord lines
+    X·bis_i = chord_j into the pieces in rings 0, 1, ...: piece j has the moments of
+    {s ≤ chord_{j+1}} minus those of {s ≤ chord_j}.  Beyond chord_J (outside ring J−1)
+    nothing is counted.  aang, bang: the longitudes of a and b.
     """
-    rx = w[0]; ry = w[1]; px = w[2]; py = w[3]; ux = w[4]; uy = w[5]; f = w[6]; cx = w[7]; cy = w[8]
-    nr = n0
-    for k in range(n0):
-        rx[k] = sx[k]; ry[k] = sy[k]
+    cr = ax * by - ay * bx
+    if cr == 0.0:
+        return 0.0
+    sig = 1.0
+    if cr < 0.0:  # integrate (origin, b, a) and change the sign
+        sig = -1.0
+        ax, ay, aang, bx, by, bang = bx, by, bang, ax, ay, aang
+    span = bang - aang
+    if span < 0.0:
+        span += 2.0 * np.pi
+    if span > np.pi:
+        span = np.pi
+    klo = int(np.floor((aang - lam0) / dl))
+    khi = int(np.floor((aang + span - lam0) / dl))
+    px = ax; py = ay
     acc = 0.0
-    for iu in range(ilo, ihi + 1):
-        i = iu % nl
-        if iu < ihi:  # cut off the part right of the ray λ_{i+1}: the piece in wedge i
+    for k in range(klo, khi + 1):
+        i = k % nl
+        if k < khi:  # where a → b crosses the ray λ_{i+1}
             i1 = i + 1 if i + 1 < nl else 0
-            ca = ray[i1, 0]; sa = ray[i1, 1]
-            for k in range(nr):
-                f[k] = ca * ry[k] - sa * rx[k]
-            npc, nup = _cut(rx, ry, f, nr, px, py, ux, uy)
-            for k in range(nup):
-                rx[k] = ux[k]; ry[k] = uy[k]
-            nr = nup
+            ux = ray[i1, 0]; uy = ray[i1, 1]
+            wa = ux * ay - uy * ax; wb = ux * by - uy * bx
+            t = wa / (wa - wb) if wa != wb else 0.0
+            t = min(1.0, max(0.0, t))
+            qx = ax + t * (bx - ax); qy = ay + t * (by - ay)
         else:
-            npc = nr
-            for k in range(nr):
-                px[k] = rx[k]; py[k] = ry[k]
-        if npc < 3:
-            if nr < 3:
-                break
-            continue
-        bx = bis[i, 0]; by = bis[i, 1]
-        smin = 1e300; smax = -1e300
-        for k in range(npc):
-            s = px[k] * bx + py[k] * by
-            f[k] = s
-            smin = min(smin, s); smax = max(smax, s)
-        j = 0
-        while j < J - 1 and chord[j + 1] <= smin:
-            j += 1
-        while j < J and npc >= 3:
-            c = j * nl + i
-            if smax > chord[j + 1]:  # the piece crosses chord j+1: cut off the part inside
-                cj = chord[j + 1]
-                for k in range(npc):
-                    f[k] -= cj
-                nlo, nup = _cut(px, py, f, npc, cx, cy, ux, uy)
-                if nlo >= 3:
-                    acc += _profile_integral(cx, cy, nlo, c, q, grad, cent)
-                # the outer part goes on; s − chord_{j+1} ≥ 0 there (recomputed from the cut)
-                for k in range(nup):
-                    px[k] = ux[k]; py[k] = uy[k]
-                    f[k] = px[k] * bx + py[k] * by
-                npc = nup
+            qx = bx; qy = by
+        nx = bis[i, 0]; ny = bis[i, 1]
+        sa = px * nx + py * ny; sb = qx * nx + qy * ny
+        smax = max(sa, sb)
+        pA = 0.0; pX = 0.0; pY = 0.0
+        for j in range(J):
+            c = chord[j + 1]
+            last = c >= smax
+            if last:
+                A, X, Y = _tri_moments(px, py, qx, qy)
             else:
-                acc += _profile_integral(px, py, npc, c, q, grad, cent)
+                A, X, Y = _below(px, py, qx, qy, sa, sb, c)
+            cell = j * nl + i
+            dA = A - pA
+            acc += q[cell] * dA + grad[cell, 0] * ((X - pX) - dA * cent[cell, 0]) \
+                + grad[cell, 1] * ((Y - pY) - dA * cent[cell, 1])
+            if last:
                 break
-            j += 1
-        if nr < 3 and iu < ihi:
-            break
-    return acc
+            pA = A; pX = X; pY = Y
+        px = qx; py = qy
+    return sig * acc
 
 
 @nb.njit(cache=True)
-def _wedge_range(sx, sy, sa, sr, n, lam0, dl):
-    """(around, ilo, ihi): whether the polygon (sx, sy)[:n] (vertex longitudes sa, radii sr)
-    contains the pole or spans ≥ π in longitude; else its wedges ilo..ihi (unwrapped face
-    indices, floor((λ − λ0)/Δλ))."""
-    rmx = 0.0; kmax = 0
-    inside = False  # origin inside (crossing number)
-    for k in range(n):
-        if sr[k] > rmx:
-            rmx = sr[k]; kmax = k
-        k1 = k + 1 if k + 1 < n else 0
-        x0, y0, x1, y1 = sx[k], sy[k], sx[k1], sy[k1]
-        if (y0 > 0) != (y1 > 0):
-            if x0 + (0.0 - y0) * (x1 - x0) / (y1 - y0) > 0:
-                inside = not inside
-    if inside:
-        return True, 0, 0
-    tiny = 1e-13 * rmx
-    a0 = sa[kmax]
-    lo = 0.0; hi = 0.0
-    for k in range(n):
-        if sr[k] > tiny:
-            rel = sa[k] - a0
-            if rel > np.pi:
-                rel -= 2 * np.pi
-            elif rel < -np.pi:
-                rel += 2 * np.pi
-            lo = min(lo, rel); hi = max(hi, rel)
-    if hi - lo > np.pi - 1e-9:
-        return True, 0, 0
-    return False, int(np.floor((a0 + lo - lam0) / dl)), int(np.floor((a0 + hi - lam0) / dl))
-
-
-@nb.njit(cache=True)
-def departure_remap(Vd, K, J, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, cent, ray, bis, chord):
+def departure_remap(Vd, K, J, lam0, dl, nl, q, grad, cent, ray, bis, chord):
     """New cap masses (K·nl,): ∫ of the profile over each departure cell.
 
-    Vd (K+1, nl, 2): departure points of the cap vertices (chart); cells (J·nl, 4, 2) with
-    ncell (J·nl,) vertices (3 in ring 0), blo/bhi (J·nl, 2) bounding boxes, q (J·nl,)
-    densities, grad (J·nl, 2) limited gradients, cent (J·nl, 2) centroids; ray, bis, chord
-    the wedge geometry of :func:`_integrate_sliced`.  A departure cell around the pole (or
-    spanning ≥ π in longitude) is clipped cell by cell (:func:`_integrate`), every other one
-    sliced by the wedge and chord lines.
+    Vd (K+1, nl, 2): departure points of the cap vertices (chart); q (J·nl,) densities, grad
+    (J·nl, 2) limited gradients, cent (J·nl, 2) centroids of the chord polygons; ray (nl, 2)
+    the unit vectors of the face longitudes, bis (nl, 2) of the wedge bisectors, chord (J+1,)
+    the chord distances r_j cos(Δλ/2) (the cells of wedge i are {chord_j ≤ X·bis_i < chord_j+1}).
+
+    A polygon's integral is the sum over its edges of the signed integrals over the triangles
+    (origin, edge) (:func:`_fan`).  Each departure edge is shared by two departure cells, so it
+    is integrated once: with R[j, i] the edge Vd[j, i] → Vd[j+1, i] and Z[j, i] the edge
+    Vd[j, i] → Vd[j, i+1] (Z[0] = 0: ring 0's inner vertices are the one traced pole),
+    cell (j, i) = R[j, i] + Z[j+1, i] − R[j, i+1] − Z[j, i].
     """
-    newm = np.zeros(K * nl)
-    sx = np.empty(MAXP); sy = np.empty(MAXP)
-    nb_ = 4 * MAXP
-    px = np.empty(nb_); py = np.empty(nb_); ox = np.empty(nb_); oy = np.empty(nb_)
-    w = np.empty((9, NSCR))
-    sa = np.empty(4); sr = np.empty(4)
-    ang = np.empty((K + 1, nl)); rad = np.empty((K + 1, nl))
+    ang = np.empty((K + 1, nl))
     for j in range(K + 1):
         for i in range(nl):
             ang[j, i] = np.arctan2(Vd[j, i, 1], Vd[j, i, 0])
-            rad[j, i] = np.hypot(Vd[j, i, 0], Vd[j, i, 1])
+    R = np.empty((K, nl))
+    Z = np.zeros((K + 1, nl))
+    for j in range(K + 1):
+        for i in range(nl):
+            if j < K:
+                R[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j + 1, i, 0], Vd[j + 1, i, 1],
+                               ang[j + 1, i], lam0, dl, nl, J, ray, bis, chord, q, grad, cent)
+            if j > 0:
+                i1 = i + 1 if i + 1 < nl else 0
+                Z[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j, i1, 0], Vd[j, i1, 1],
+                               ang[j, i1], lam0, dl, nl, J, ray, bis, chord, q, grad, cent)
+    newm = np.empty(K * nl)
     for j in range(K):
         for i in range(nl):
-            i1 = (i + 1) % nl
-            sx[0] = Vd[j, i, 0]; sy[0] = Vd[j, i, 1]; sa[0] = ang[j, i]; sr[0] = rad[j, i]
-            sx[1] = Vd[j + 1, i, 0]; sy[1] = Vd[j + 1, i, 1]; sa[1] = ang[j + 1, i]; sr[1] = rad[j + 1, i]
-            sx[2] = Vd[j + 1, i1, 0]; sy[2] = Vd[j + 1, i1, 1]; sa[2] = ang[j + 1, i1]; sr[2] = rad[j + 1, i1]
-            n0 = 3
-            if j > 0:
-                sx[3] = Vd[j, i1, 0]; sy[3] = Vd[j, i1, 1]; sa[3] = ang[j, i1]; sr[3] = rad[j, i1]
-                n0 = 4
-            around, ilo, ihi = _wedge_range(sx, sy, sa, sr, n0, lam0, dl)
-            if around:
-                j0, j1, i0, ni = _poly_range(sx, sy, n0, r, lam0, dl, nl, J)
-                newm[j * nl + i] = _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi,
-                                              q, grad, cent, px, py, ox, oy)
-            else:
-                newm[j * nl + i] = _integrate_sliced(sx, sy, n0, ilo, ihi, nl, J, ray, bis, chord,
-                                                     q, grad, cent, w)
+            i1 = i + 1 if i + 1 < nl else 0
+            newm[j * nl + i] = R[j, i] + Z[j + 1, i] - R[j, i1] - Z[j, i]
     return newm
 
 
@@ -382,12 +192,10 @@ def _interp(x, y, z, sign, r, lam0, dl, nl, J, Vv):
     """Velocity (3 floats) at the unit vector (x, y, z), bilinear in (r, λ) from Vv (J+1, nl, 3)."""
     s = np.sqrt(2.0 / (1.0 + sign * z))
     X = x * s; Y = y * s
-    rr = np.hypot(X, Y)
-    j = np.searchsorted(r, rr, side="right") - 1
-    if j > J - 1:
-        j = J - 1
-    if j < 0:
-        j = 0
+    rr = np.sqrt(X * X + Y * Y)
+    j = 0  # the ring: the largest j ≤ J − 1 with r[j] ≤ rr
+    while j < J - 1 and r[j + 1] <= rr:
+        j += 1
     a = (rr - r[j]) / (r[j + 1] - r[j])
     u = (np.arctan2(Y, X) - lam0) / dl
     i = int(np.floor(u))
@@ -478,7 +286,7 @@ def remap_kernel(mass, vel, dt, sign, K, J, nl, r, lam0, dl, true_area, area, pi
     rmax, amin = fold_check(Vd, area, K, nl)
     if not (rmax <= r[J] and amin >= FOLD_RATIO):
         return np.zeros(K * nl), rmax, amin
-    newm = departure_remap(Vd, K, J, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, cent, ray, bis, chord)
+    newm = departure_remap(Vd, K, J, lam0, dl, nl, q, grad, cent, ray, bis, chord)
     for c in range(K * nl):
         newm[c] += q[c] * (true_area[c] - area[c])
     return newm, rmax, amin
