@@ -50,8 +50,8 @@ import numpy as np
 #: treatments of the polar rings in FFSLSphere: the split step everywhere, or the polar cap
 POLAR = ("split", "cap")
 
-#: most vertices a clipped polygon can have (4-gon clipped by ≤ 4 half-planes)
-MAXP = 12
+#: a departure cell's signed-triangle sum in [−ROUND_BAND·Σ|terms|, 0) is round-off (set to 0)
+ROUND_BAND = 1e-12
 #: a departure cell whose chart area is below this fraction of its cell's is "folded"
 FOLD_RATIO = 0.05
 #: remapped cap masses in [−ZERO_CLIP·max, 0) are round-off and set to 0 (mass put back by the rescale)
@@ -102,7 +102,7 @@ def _fan(ax, ay, aang, bx, by, bang, lam0, dl, nl, J, ray, bis, chord, q, grad, 
     """
     cr = ax * by - ay * bx
     if cr == 0.0:
-        return 0.0
+        return 0.0, 0.0
     sig = 1.0
     if cr < 0.0:  # integrate (origin, b, a) and change the sign
         sig = -1.0
@@ -115,7 +115,7 @@ def _fan(ax, ay, aang, bx, by, bang, lam0, dl, nl, J, ray, bis, chord, q, grad, 
     klo = int(np.floor((aang - lam0) / dl))
     khi = int(np.floor((aang + span - lam0) / dl))
     px = ax; py = ay
-    acc = 0.0
+    acc = 0.0; mag = 0.0
     for k in range(klo, khi + 1):
         i = k % nl
         if k < khi:  # where a → b crosses the ray λ_{i+1}
@@ -142,11 +142,14 @@ def _fan(ax, ay, aang, bx, by, bang, lam0, dl, nl, J, ray, bis, chord, q, grad, 
             dA = A - pA
             acc += q[cell] * dA + grad[cell, 0] * ((X - pX) - dA * cent[cell, 0]) \
                 + grad[cell, 1] * ((Y - pY) - dA * cent[cell, 1])
+            sA = abs(A) + abs(pA)
+            mag += abs(q[cell]) * sA + abs(grad[cell, 0]) * (abs(X) + abs(pX) + sA * abs(cent[cell, 0])) \
+                + abs(grad[cell, 1]) * (abs(Y) + abs(pY) + sA * abs(cent[cell, 1]))
             if last:
                 break
             pA = A; pX = X; pY = Y
         px = qx; py = qy
-    return sig * acc
+    return sig * acc, mag
 
 
 @nb.njit(cache=True)
@@ -168,22 +171,25 @@ def departure_remap(Vd, K, J, lam0, dl, nl, q, grad, cent, ray, bis, chord):
     for j in range(K + 1):
         for i in range(nl):
             ang[j, i] = np.arctan2(Vd[j, i, 1], Vd[j, i, 0])
-    R = np.empty((K, nl))
-    Z = np.zeros((K + 1, nl))
+    R = np.empty((K, nl)); RM = np.empty((K, nl))
+    Z = np.zeros((K + 1, nl)); ZM = np.zeros((K + 1, nl))
     for j in range(K + 1):
         for i in range(nl):
             if j < K:
-                R[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j + 1, i, 0], Vd[j + 1, i, 1],
+                R[j, i], RM[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j + 1, i, 0], Vd[j + 1, i, 1],
                                ang[j + 1, i], lam0, dl, nl, J, ray, bis, chord, q, grad, cent)
             if j > 0:
                 i1 = i + 1 if i + 1 < nl else 0
-                Z[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j, i1, 0], Vd[j, i1, 1],
+                Z[j, i], ZM[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j, i1, 0], Vd[j, i1, 1],
                                ang[j, i1], lam0, dl, nl, J, ray, bis, chord, q, grad, cent)
     newm = np.empty(K * nl)
     for j in range(K):
         for i in range(nl):
             i1 = i + 1 if i + 1 < nl else 0
-            newm[j * nl + i] = R[j, i] + Z[j + 1, i] - R[j, i1] - Z[j, i]
+            v = R[j, i] + Z[j + 1, i] - R[j, i1] - Z[j, i]
+            if v < 0.0 and v >= -ROUND_BAND * (RM[j, i] + ZM[j + 1, i] + RM[j, i1] + ZM[j, i]):
+                v = 0.0  # the exact value is ≥ 0: this is the round-off of the signed sum
+            newm[j * nl + i] = v
     return newm
 
 
