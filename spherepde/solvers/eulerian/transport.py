@@ -175,6 +175,7 @@ class FFSLSphere(_FFSLBase):
             buffer = min(int(np.ceil(self.courant)) + 2, g.nlat - self.cap_rings)
             self._caps = tuple(polar_cap.PolarCap(g, self.cap_rings, buffer, s) for s in (1, -1))
             self._cap_points = np.concatenate([c.vertices_xyz for c in self._caps])
+            self._points_cap = np.concatenate([self._points, self._cap_points])
 
     def options(self) -> dict:
         out = super().options()
@@ -201,7 +202,13 @@ class FFSLSphere(_FFSLBase):
 
     def _face_velocities(self, t: float):
         if self._cache is not None and self._cache[0] == t:
-            return self._cache[1:]
+            return self._cache[1:4]
+        if self._caps:  # one call at the face points and the cap vertices; cached together
+            v = self.velocity(t, self._points_cap)
+            npt = self._points.shape[0]
+            out = self.face_velocities(v[:npt])
+            self._cache = (t,) + out + (v[npt:],)
+            return out
         out = self.face_velocities(self.velocity(t, self._points))
         self._cache = (t,) + out
         return out
@@ -275,7 +282,8 @@ class FFSLSphere(_FFSLBase):
         return self._step_cap(rho, t + 0.5 * dt, az, am, dt)
 
     def _step_cap(self, rho, tm, az, am, dt):
-        return self._advance_cap(rho, az, am, self.velocity(tm, self._cap_points), dt)
+        self._face_velocities(tm)  # cached: the cap-vertex velocities came with the face ones
+        return self._advance_cap(rho, az, am, self._cache[4], dt)
 
     def _advance_cap(self, rho, az, am, v, dt):
         """Split step on the whole sphere, then each cap's rings from the remap of rho by the
