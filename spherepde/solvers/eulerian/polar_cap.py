@@ -80,10 +80,8 @@ def _tri_moments(v1x, v1y, v2x, v2y):
 @nb.njit(cache=True)
 def _below(px, py, qx, qy, a, b, c):
     """(area, ∫x, ∫y) of the CCW triangle (origin, p, q) ∩ {s ≤ c}, s linear with s(origin) = 0,
-    s(p) = a, s(q) = b, 0 < c < max(a, b)."""
-    if c <= a and c <= b:  # a smaller triangle on the same rays
-        return _tri_moments(px * (c / a), py * (c / a), qx * (c / b), qy * (c / b))
-    t = (c - a) / (b - a)  # the point of p → q with s = c
+    s(p) = a, s(q) = b, min(a, b) < c < max(a, b)."""
+    t = (c - a) / (b - a)  # the point r of p → q with s = c
     rx = px + t * (qx - px); ry = py + t * (qy - py)
     if a < c:  # origin, p, r, q·c/b
         ux = qx * (c / b); uy = qy * (c / b)
@@ -97,15 +95,17 @@ def _below(px, py, qx, qy, a, b, c):
 
 
 @nb.njit(cache=True)
-def _fan(ax, ay, aang, bx, by, bang, lam0, dl, nl, J, ray, bis, chord, q, grad, cent):
-    """Signed ∫ of the limited linear profile over the triangle (origin, a, b): + if it is
-    counter-clockwise.  Summed over the edges of a polygon this is the ∫ over the polygon.
+def _fan(ax, ay, aang, bx, by, bang, lam0, dl, nl, J, ray, bis, chord, q, grad, cent, wmag):
+    """(signed ∫ of the limited linear profile over the triangle (origin, a, b), + if it is
+    counter-clockwise; a bound Σ wmag_c·|piece areas| on the magnitude of its terms).  Summed
+    over the edges of a polygon the first is the ∫ over the polygon.
 
     The triangle is cut by the face rays into one triangle (origin, p, p') per longitude wedge
     it spans (p, p' on the segment a → b), and each of those by the chord lines
     X·bis_i = chord_j into the pieces in rings 0, 1, ...: piece j has the moments of
-    {s ≤ chord_{j+1}} minus those of {s ≤ chord_j}.  Beyond chord_J (outside ring J−1)
-    nothing is counted.  aang, bang: the longitudes of a and b.
+    {s ≤ chord_{j+1}} minus those of {s ≤ chord_j} (closed form: a triangle, a scaled
+    triangle, or a quadrilateral).  Beyond chord_J (outside ring J−1) nothing is counted.
+    aang, bang: the longitudes of a and b.
     """
     cr = ax * by - ay * bx
     if cr == 0.0:
@@ -123,6 +123,7 @@ def _fan(ax, ay, aang, bx, by, bang, lam0, dl, nl, J, ray, bis, chord, q, grad, 
     khi = int(np.floor((aang + span - lam0) / dl))
     px = ax; py = ay
     acc = 0.0; mag = 0.0
+    c1 = chord[1]
     for k in range(klo, khi + 1):
         i = k % nl
         if k < khi:  # where a → b crosses the ray λ_{i+1}
@@ -136,22 +137,28 @@ def _fan(ax, ay, aang, bx, by, bang, lam0, dl, nl, J, ray, bis, chord, q, grad, 
             qx = bx; qy = by
         nx = bis[i, 0]; ny = bis[i, 1]
         sa = px * nx + py * ny; sb = qx * nx + qy * ny
-        smax = max(sa, sb)
+        smin = min(sa, sb); smax = max(sa, sb)
+        crw = px * qy - py * qx
+        FA = 0.5 * crw; FX = crw * (px + qx) / 6.0; FY = crw * (py + qy) / 6.0
+        kap = 0.0; gx = 0.0; gy = 0.0
+        if smin >= c1:  # {s ≤ c} for c ≤ smin: the triangle scaled by c/s on each ray
+            kap = crw / (6.0 * sa * sb); gx = px / sa + qx / sb; gy = py / sa + qy / sb
         pA = 0.0; pX = 0.0; pY = 0.0
         for j in range(J):
             c = chord[j + 1]
             last = c >= smax
             if last:
-                A, X, Y = _tri_moments(px, py, qx, qy)
+                A = FA; X = FX; Y = FY
+            elif c <= smin:
+                c2 = kap * c * c
+                A = 3.0 * c2; X = c2 * c * gx; Y = c2 * c * gy
             else:
                 A, X, Y = _below(px, py, qx, qy, sa, sb, c)
             cell = j * nl + i
             dA = A - pA
             acc += q[cell] * dA + grad[cell, 0] * ((X - pX) - dA * cent[cell, 0]) \
                 + grad[cell, 1] * ((Y - pY) - dA * cent[cell, 1])
-            sA = abs(A) + abs(pA)
-            mag += abs(q[cell]) * sA + abs(grad[cell, 0]) * (abs(X) + abs(pX) + sA * abs(cent[cell, 0])) \
-                + abs(grad[cell, 1]) * (abs(Y) + abs(pY) + sA * abs(cent[cell, 1]))
+            mag += wmag[cell] * (abs(A) + abs(pA))
             if last:
                 break
             pA = A; pX = X; pY = Y
@@ -174,6 +181,11 @@ def departure_remap(Vd, K, J, lam0, dl, nl, q, grad, cent, ray, bis, chord):
     Vd[j, i] → Vd[j, i+1] (Z[0] = 0: ring 0's inner vertices are the one traced pole),
     cell (j, i) = R[j, i] + Z[j+1, i] − R[j, i+1] − Z[j, i].
     """
+    # |profile| ≤ wmag_c over the disc, so |∫ over a piece of cell c| ≤ wmag_c·|area|
+    rJ = chord[J] / np.cos(0.5 * dl)
+    wmag = np.empty(J * nl)
+    for c in range(J * nl):
+        wmag[c] = abs(q[c]) + abs(grad[c, 0]) * (rJ + abs(cent[c, 0])) + abs(grad[c, 1]) * (rJ + abs(cent[c, 1]))
     ang = np.empty((K + 1, nl))
     for j in range(K + 1):
         for i in range(nl):
@@ -184,11 +196,11 @@ def departure_remap(Vd, K, J, lam0, dl, nl, q, grad, cent, ray, bis, chord):
         for i in range(nl):
             if j < K:
                 R[j, i], RM[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j + 1, i, 0], Vd[j + 1, i, 1],
-                               ang[j + 1, i], lam0, dl, nl, J, ray, bis, chord, q, grad, cent)
+                               ang[j + 1, i], lam0, dl, nl, J, ray, bis, chord, q, grad, cent, wmag)
             if j > 0:
                 i1 = i + 1 if i + 1 < nl else 0
                 Z[j, i], ZM[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j, i1, 0], Vd[j, i1, 1],
-                               ang[j, i1], lam0, dl, nl, J, ray, bis, chord, q, grad, cent)
+                               ang[j, i1], lam0, dl, nl, J, ray, bis, chord, q, grad, cent, wmag)
     newm = np.empty(K * nl)
     for j in range(K):
         for i in range(nl):
