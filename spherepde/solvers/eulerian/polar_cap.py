@@ -282,11 +282,15 @@ def reconstruct(q, pinv, stencil, cells, ncell, cent):
 
 @nb.njit(cache=True)
 def fold_check(Vd, area, K, nl):
-    """(max departure radius, min departure-cell area / chord-polygon area) over the cap."""
+    """(max departure radius, min departure-cell area / chord-polygon area) over the cap;
+    (nan, nan) if a departure point is not finite."""
     rmax = 0.0
     for j in range(K + 1):
         for i in range(nl):
-            rmax = max(rmax, np.hypot(Vd[j, i, 0], Vd[j, i, 1]))
+            rv = np.hypot(Vd[j, i, 0], Vd[j, i, 1])
+            if not np.isfinite(rv):  # (max() would drop a NaN)
+                return np.nan, np.nan
+            rmax = max(rmax, rv)
     amin = 1e300
     for j in range(K):
         for i in range(nl):
