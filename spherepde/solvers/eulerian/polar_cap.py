@@ -37,17 +37,18 @@ pole** ("cap", ring index j = 0..K−1 counted from the pole) by an unsplit depa
    departure edge is shared by two departure cells and integrated once.  The exact integral
    is ≥ 0 while D_c is not folded (checked); a computed sum in [−1e-12·Σ|terms|, 0) is the
    round-off of the signed sum and set to 0.  (Until 2026-12 D_c was clipped against every
-   candidate cell, Sutherland–Hodgman: the same integral, 3–5× the cost, because next to the
-   pole a departure cell overlaps up to nlon/4 sliver cells of ring 0.)
+   candidate cell, Sutherland–Hodgman: the same integral to round-off at about 4× the cost;
+   next to the pole a departure cell overlaps up to ~nlon/4 sliver cells of ring 0.)
 
 5. Coupling (in :class:`~spherepde.solvers.eulerian.transport.FFSLSphere`): the remapped
    masses are rescaled to the cap mass the split step produced (the split decides how much
    mass the cap holds — its boundary fluxes are fine — the remap where in the cap it sits).
-   Values in [−1e-14·max, 0) are round-off of the clipped integrals over empty regions; they
+   Values in [−1e-14·max, 0) are round-off (of the remap, or of the split's sweeps); they
    are set to exactly 0 before the rescale, which puts their mass back (:func:`fit_cap_mass`).
    So the cap is ≥ 0 and the global mass is conserved to round-off.
 
-Kernels are numba-compiled (``cache=True``); numba is a package dependency.
+Kernels are numba-compiled (``cache=True``), sequential (the bits do not depend on the
+thread count); numba is a package dependency.
 """
 from __future__ import annotations
 
@@ -366,7 +367,8 @@ class PolarCap:
         self.cent = np.ascontiguousarray(np.stack([((P[..., 0] + Q[..., 0]) * cr).sum(1),
                                                    ((P[..., 1] + Q[..., 1]) * cr).sum(1)], 1)
                                          / (6.0 * self.area[:, None]))
-        # wedge geometry of the sliced integration: face rays, wedge bisectors, chord distances
+        # wedge geometry of departure_remap: face rays, wedge bisectors, chord distances (in wedge
+        # i the chord polygons are the slabs chord_j ≤ X·bis_i < chord_{j+1})
         u = np.stack([np.cos(lamf[:nl]), np.sin(lamf[:nl])], -1)
         b = u + u[ip]
         self.ray = np.ascontiguousarray(u)
