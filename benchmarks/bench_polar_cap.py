@@ -9,10 +9,12 @@ Case: Williamson 1, α = π/2, Courant 0.8, limiter "positive"; the density is t
 after a quarter period (on the north pole, where the cap matters), the step starts there.
 Two timings per stepper:
 
-* ``cached``: ``stepper.step`` with the face velocities already cached for that time (the
-  split step's sweeps alone; the cap step also evaluates the velocity at its 2·(K+B+1)·nlon
-  vertices, which it needs every step);
-* ``full``: the face-velocity cache cleared before each call, so both include evaluating the
+* ``cached``: ``stepper.step`` with the velocities already cached for that time (the sweeps
+  alone; with the cap the velocity at its 2·(K+B+1)·nlon vertices is evaluated in the same
+  call as at the face points and cached with them, so this is the split sweeps against the
+  split sweeps plus the two caps' remaps.  Until 2026-12 the cap step evaluated its vertex
+  velocities in a call of their own, which this column then included);
+* ``full``: the velocity cache cleared before each call, so both include evaluating the
   velocity callable (what a run pays per step).
 
 The variants are interleaved in each repetition; each sample is a batch of calls of at least

@@ -29,18 +29,26 @@ pole** ("cap", ring index j = 0..K−1 counted from the pole) by an unsplit depa
 
 4. Remap.  New mass of cap cell c = ∫_{D_c} profile + q_c (a_c − |P_c|), D_c the departure
    polygon (straight chart edges between the traced vertices) and |P_c| the chord polygon's
-   area.  The integral is exact: D_c is clipped against every candidate grid cell
-   (Sutherland–Hodgman) and the linear profile integrated over each piece from its area and
-   first moments.  It is ≥ 0 by construction while D_c is not folded (checked).
+   area.  The integral is exact (to round-off): it is the sum over the edges of D_c of the
+   signed integrals over the triangles (pole, edge).  Each such triangle is cut by the face
+   rays (one triangle with a vertex at the pole per longitude wedge) and by the chord lines
+   (in wedge i the cells are the slabs chord_j ≤ X·bisector_i < chord_{j+1}), and the profile
+   is integrated over each piece from its area and first moments in closed form.  Each
+   departure edge is shared by two departure cells and integrated once.  The exact integral
+   is ≥ 0 while D_c is not folded (checked); a computed sum in [−1e-12·Σ|terms|, 0) is the
+   round-off of the signed sum and set to 0.  (Until 2026-12 D_c was clipped against every
+   candidate cell, Sutherland–Hodgman: the same integral to round-off at about 4× the cost;
+   next to the pole a departure cell overlaps up to ~nlon/4 sliver cells of ring 0.)
 
 5. Coupling (in :class:`~spherepde.solvers.eulerian.transport.FFSLSphere`): the remapped
    masses are rescaled to the cap mass the split step produced (the split decides how much
    mass the cap holds — its boundary fluxes are fine — the remap where in the cap it sits).
-   Values in [−1e-14·max, 0) are round-off of the clipped integrals over empty regions; they
+   Values in [−1e-14·max, 0) are round-off (of the remap, or of the split's sweeps); they
    are set to exactly 0 before the rescale, which puts their mass back (:func:`fit_cap_mass`).
    So the cap is ≥ 0 and the global mass is conserved to round-off.
 
-Kernels are numba-compiled (``cache=True``); numba is a package dependency.
+Kernels are numba-compiled (``cache=True``), sequential (the bits do not depend on the
+thread count); numba is a package dependency.
 """
 from __future__ import annotations
 
@@ -51,8 +59,8 @@ import numpy as np
 #: room for it, see transport.resolve_polar), the split step everywhere, or the polar cap
 POLAR = ("auto", "split", "cap")
 
-#: most vertices a clipped polygon can have (4-gon clipped by ≤ 4 half-planes)
-MAXP = 12
+#: a departure cell's signed-triangle sum in [−ROUND_BAND·Σ|terms|, 0) is round-off (set to 0)
+ROUND_BAND = 1e-12
 #: a departure cell whose chart area is below this fraction of its cell's is "folded"
 FOLD_RATIO = 0.05
 #: remapped cap masses in [−ZERO_CLIP·max, 0) are round-off and set to 0 (mass put back by the rescale)
@@ -65,197 +73,172 @@ class CapDepartureError(RuntimeError):
 
 # ---- kernels -------------------------------------------------------------------------------------
 @nb.njit(cache=True)
-def _clip_edge(px, py, n, e0x, e0y, e1x, e1y, ox, oy):
-    """Clip polygon (px, py)[:n] by the half-plane left of e0 → e1 into (ox, oy); returns its size."""
-    dx, dy = e1x - e0x, e1y - e0y
-    m = 0
-    for k in range(n):
-        k1 = k + 1 if k + 1 < n else 0
-        s0 = dx * (py[k] - e0y) - dy * (px[k] - e0x)
-        s1 = dx * (py[k1] - e0y) - dy * (px[k1] - e0x)
-        if s0 >= 0:
-            ox[m] = px[k]; oy[m] = py[k]; m += 1
-        if (s0 >= 0) != (s1 >= 0):
-            t = s0 / (s0 - s1)
-            ox[m] = px[k] + t * (px[k1] - px[k]); oy[m] = py[k] + t * (py[k1] - py[k]); m += 1
-    return m
+def _tri_moments(v1x, v1y, v2x, v2y):
+    """(area, ∫x, ∫y) of the triangle (origin, v1, v2) (signed)."""
+    cr = v1x * v2y - v1y * v2x
+    return 0.5 * cr, cr * (v1x + v2x) / 6.0, cr * (v1y + v2y) / 6.0
 
 
 @nb.njit(cache=True)
-def _poly_range(sx, sy, n, r, lam0, dl, nl, J):
-    """Candidate rings j0..j1 and longitude indices i0 .. i0+ni−1 (mod nl) of polygon (sx, sy)[:n]."""
-    rmx = 0.0; kmax = 0
-    for k in range(n):
-        rk = np.hypot(sx[k], sy[k])
-        if rk > rmx:
-            rmx = rk; kmax = k
-    inside = False  # origin inside (crossing number)
-    rmn = 1e300  # distance from the origin to the boundary
-    for k in range(n):
-        k1 = k + 1 if k + 1 < n else 0
-        x0, y0, x1, y1 = sx[k], sy[k], sx[k1], sy[k1]
-        if (y0 > 0) != (y1 > 0):
-            xc = x0 + (0.0 - y0) * (x1 - x0) / (y1 - y0)
-            if xc > 0:
-                inside = not inside
-        dx, dy = x1 - x0, y1 - y0
-        L2 = dx * dx + dy * dy
-        tt = 0.0
-        if L2 > 0:
-            tt = min(1.0, max(0.0, -(x0 * dx + y0 * dy) / L2))
-        d = np.hypot(x0 + tt * dx, y0 + tt * dy)
-        if d < rmn:
-            rmn = d
-    if inside:
-        rmn = 0.0
-    j0 = np.searchsorted(r, rmn, side="right") - 1
-    j1 = np.searchsorted(r, rmx / np.cos(0.5 * dl), side="right") - 1
-    if j0 < 0:
-        j0 = 0
-    if j1 > J - 1:
-        j1 = J - 1
-    full = inside
-    i0 = 0; ni = nl
-    if not full:
-        tiny = 1e-13 * rmx
-        a0 = np.arctan2(sy[kmax], sx[kmax])
-        lo = 0.0; hi = 0.0
-        for k in range(n):
-            if np.hypot(sx[k], sy[k]) > tiny:
-                rel = np.arctan2(sy[k], sx[k]) - a0
-                rel = (rel + np.pi) % (2 * np.pi) - np.pi
-                lo = min(lo, rel); hi = max(hi, rel)
-        if hi - lo > np.pi - 1e-9:
-            full = True
+def _below(px, py, qx, qy, a, b, c):
+    """(area, ∫x, ∫y) of the CCW triangle (origin, p, q) ∩ {s ≤ c}, s linear with s(origin) = 0,
+    s(p) = a, s(q) = b, min(a, b) < c < max(a, b)."""
+    t = (c - a) / (b - a)  # the point r of p → q with s = c
+    rx = px + t * (qx - px); ry = py + t * (qy - py)
+    if a < c:  # origin, p, r, q·c/b
+        ux = qx * (c / b); uy = qy * (c / b)
+        A1, X1, Y1 = _tri_moments(px, py, rx, ry)
+        A2, X2, Y2 = _tri_moments(rx, ry, ux, uy)
+    else:  # origin, p·c/a, r, q
+        ux = px * (c / a); uy = py * (c / a)
+        A1, X1, Y1 = _tri_moments(ux, uy, rx, ry)
+        A2, X2, Y2 = _tri_moments(rx, ry, qx, qy)
+    return A1 + A2, X1 + X2, Y1 + Y2
+
+
+@nb.njit(cache=True)
+def _fan(ax, ay, aang, bx, by, bang, lam0, dl, nl, J, ray, bis, chord, q, grad, cent, wmag):
+    """(signed ∫ of the limited linear profile over the triangle (origin, a, b), + if it is
+    counter-clockwise; a bound Σ wmag_c·|piece areas| on the magnitude of its terms).  Summed
+    over the edges of a polygon the first is the ∫ over the polygon.
+
+    The triangle is cut by the face rays into one triangle (origin, p, p') per longitude wedge
+    it spans (p, p' on the segment a → b), and each of those by the chord lines
+    X·bis_i = chord_j into the pieces in rings 0, 1, ...: piece j has the moments of
+    {s ≤ chord_{j+1}} minus those of {s ≤ chord_j} (closed form: a triangle, a scaled
+    triangle, or a quadrilateral).  Beyond chord_J (outside ring J−1) nothing is counted.
+    aang, bang: the longitudes of a and b.
+    """
+    cr = ax * by - ay * bx
+    if cr == 0.0:
+        return 0.0, 0.0
+    sig = 1.0
+    if cr < 0.0:  # integrate (origin, b, a) and change the sign
+        sig = -1.0
+        ax, ay, aang, bx, by, bang = bx, by, bang, ax, ay, aang
+    span = bang - aang
+    if span < 0.0:
+        span += 2.0 * np.pi
+    if span > np.pi:
+        span = np.pi
+    klo = int(np.floor((aang - lam0) / dl))
+    khi = int(np.floor((aang + span - lam0) / dl))
+    px = ax; py = ay
+    acc = 0.0; mag = 0.0
+    c1 = chord[1]
+    for k in range(klo, khi + 1):
+        i = k % nl
+        if k < khi:  # where a → b crosses the ray λ_{i+1}
+            i1 = i + 1 if i + 1 < nl else 0
+            ux = ray[i1, 0]; uy = ray[i1, 1]
+            wa = ux * ay - uy * ax; wb = ux * by - uy * bx
+            t = wa / (wa - wb) if wa != wb else 0.0
+            t = min(1.0, max(0.0, t))
+            qx = ax + t * (bx - ax); qy = ay + t * (by - ay)
         else:
-            i0 = int(np.floor((a0 + lo - lam0) / dl)) - 1
-            i1 = int(np.floor((a0 + hi - lam0) / dl)) + 1
-            ni = min(i1 - i0 + 1, nl)
-    return j0, j1, i0, ni
-
-
-@nb.njit(cache=True)
-def _edge_separates(ax, ay, na, bx, by, nb_):
-    """Whether some edge of the CCW polygon (ax, ay)[:na] has every vertex of (bx, by)[:nb_]
-    strictly on its outer side (then the two do not overlap)."""
-    for k in range(na):
-        k1 = k + 1 if k + 1 < na else 0
-        ex = ax[k1] - ax[k]; ey = ay[k1] - ay[k]
-        allout = True
-        for m in range(nb_):
-            if ex * (by[m] - ay[k]) - ey * (bx[m] - ax[k]) > 0:
-                allout = False
+            qx = bx; qy = by
+        nx = bis[i, 0]; ny = bis[i, 1]
+        sa = px * nx + py * ny; sb = qx * nx + qy * ny
+        smin = min(sa, sb); smax = max(sa, sb)
+        crw = px * qy - py * qx
+        FA = 0.5 * crw; FX = crw * (px + qx) / 6.0; FY = crw * (py + qy) / 6.0
+        kap = 0.0; gx = 0.0; gy = 0.0
+        if smin >= c1:  # {s ≤ c} for c ≤ smin: the triangle scaled by c/s on each ray
+            kap = crw / (6.0 * sa * sb); gx = px / sa + qx / sb; gy = py / sa + qy / sb
+        pA = 0.0; pX = 0.0; pY = 0.0
+        for j in range(J):
+            c = chord[j + 1]
+            last = c >= smax
+            if last:
+                A = FA; X = FX; Y = FY
+            elif c <= smin:
+                c2 = kap * c * c
+                A = 3.0 * c2; X = c2 * c * gx; Y = c2 * c * gy
+            else:
+                A, X, Y = _below(px, py, qx, qy, sa, sb, c)
+            cell = j * nl + i
+            dA = A - pA
+            acc += q[cell] * dA + grad[cell, 0] * ((X - pX) - dA * cent[cell, 0]) \
+                + grad[cell, 1] * ((Y - pY) - dA * cent[cell, 1])
+            mag += wmag[cell] * (abs(A) + abs(pA))
+            if last:
                 break
-        if allout:
-            return True
-    return False
+            pA = A; pX = X; pY = Y
+        px = qx; py = qy
+    return sig * acc, mag
 
 
 @nb.njit(cache=True)
-def _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi, q, grad, cent, px, py, ox, oy):
-    """∫ of the limited linear profile over the CCW polygon (sx, sy)[:n0] (exact clipping)."""
-    tlox = sx[0]; thix = sx[0]; tloy = sy[0]; thiy = sy[0]
-    for k in range(1, n0):
-        tlox = min(tlox, sx[k]); thix = max(thix, sx[k]); tloy = min(tloy, sy[k]); thiy = max(thiy, sy[k])
-    convex = True
-    for k in range(n0):
-        k1 = k + 1 if k + 1 < n0 else 0
-        k2 = k1 + 1 if k1 + 1 < n0 else 0
-        if (sx[k1] - sx[k]) * (sy[k2] - sy[k1]) - (sy[k1] - sy[k]) * (sx[k2] - sx[k1]) < 0:
-            convex = False
-    acc = 0.0
-    for j in range(j0, j1 + 1):
-        for ii in range(ni):
-            i = (i0 + ii) % nl
-            c = j * nl + i
-            if tlox > bhi[c, 0] or thix < blo[c, 0] or tloy > bhi[c, 1] or thiy < blo[c, 1]:
-                continue
-            # separating axes: a cell edge with every polygon vertex outside, or (convex
-            # polygon) a polygon edge with every cell vertex outside
-            nc = ncell[c]
-            if _edge_separates(cells[c, :, 0], cells[c, :, 1], nc, sx, sy, n0):
-                continue
-            if convex and _edge_separates(sx, sy, n0, cells[c, :, 0], cells[c, :, 1], nc):
-                continue
-            for m in range(n0):
-                px[m] = sx[m]; py[m] = sy[m]
-            n = n0
-            for k in range(nc):
-                k1 = k + 1 if k + 1 < nc else 0
-                n = _clip_edge(px, py, n, cells[c, k, 0], cells[c, k, 1], cells[c, k1, 0], cells[c, k1, 1], ox, oy)
-                for m in range(n):
-                    px[m] = ox[m]; py[m] = oy[m]
-                if n < 3:
-                    break
-            if n < 3:
-                continue
-            A = 0.0; Mx = 0.0; My = 0.0
-            for m in range(n):
-                m1 = m + 1 if m + 1 < n else 0
-                cr = px[m] * py[m1] - px[m1] * py[m]
-                A += cr; Mx += (px[m] + px[m1]) * cr; My += (py[m] + py[m1]) * cr
-            A *= 0.5; Mx /= 6.0; My /= 6.0
-            acc += A * q[c] + grad[c, 0] * (Mx - A * cent[c, 0]) + grad[c, 1] * (My - A * cent[c, 1])
-    return acc
-
-
-@nb.njit(cache=True)
-def departure_remap(Vd, K, J, r, lam0, dl, nl, cells, ncell, blo, bhi, q, grad, cent):
+def departure_remap(Vd, K, J, lam0, dl, nl, q, grad, cent, ray, bis, chord):
     """New cap masses (K·nl,): ∫ of the profile over each departure cell.
 
-    Vd (K+1, nl, 2): departure points of the cap vertices (chart); cells (J·nl, 4, 2) with
-    ncell (J·nl,) vertices (3 in ring 0), blo/bhi (J·nl, 2) bounding boxes, q (J·nl,)
-    densities, grad (J·nl, 2) limited gradients, cent (J·nl, 2) centroids.
+    Vd (K+1, nl, 2): departure points of the cap vertices (chart); q (J·nl,) densities, grad
+    (J·nl, 2) limited gradients, cent (J·nl, 2) centroids of the chord polygons; ray (nl, 2)
+    the unit vectors of the face longitudes, bis (nl, 2) of the wedge bisectors, chord (J+1,)
+    the chord distances r_j cos(Δλ/2) (the cells of wedge i are {chord_j ≤ X·bis_i < chord_j+1}).
+
+    A polygon's integral is the sum over its edges of the signed integrals over the triangles
+    (origin, edge) (:func:`_fan`).  Each departure edge is shared by two departure cells, so it
+    is integrated once: with R[j, i] the edge Vd[j, i] → Vd[j+1, i] and Z[j, i] the edge
+    Vd[j, i] → Vd[j, i+1] (Z[0] = 0: ring 0's inner vertices are the one traced pole),
+    cell (j, i) = R[j, i] + Z[j+1, i] − R[j, i+1] − Z[j, i].
     """
-    newm = np.zeros(K * nl)
-    sx = np.empty(MAXP); sy = np.empty(MAXP)
-    nb_ = 4 * MAXP
-    px = np.empty(nb_); py = np.empty(nb_); ox = np.empty(nb_); oy = np.empty(nb_)
+    # |profile| ≤ wmag_c over the disc, so |∫ over a piece of cell c| ≤ wmag_c·|area|
+    rJ = chord[J] / np.cos(0.5 * dl)
+    wmag = np.empty(J * nl)
+    for c in range(J * nl):
+        wmag[c] = abs(q[c]) + abs(grad[c, 0]) * (rJ + abs(cent[c, 0])) + abs(grad[c, 1]) * (rJ + abs(cent[c, 1]))
+    ang = np.empty((K + 1, nl))
+    for j in range(K + 1):
+        for i in range(nl):
+            ang[j, i] = np.arctan2(Vd[j, i, 1], Vd[j, i, 0])
+    R = np.empty((K, nl)); RM = np.empty((K, nl))
+    Z = np.zeros((K + 1, nl)); ZM = np.zeros((K + 1, nl))
+    for j in range(K + 1):
+        for i in range(nl):
+            if j < K:
+                R[j, i], RM[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j + 1, i, 0], Vd[j + 1, i, 1],
+                               ang[j + 1, i], lam0, dl, nl, J, ray, bis, chord, q, grad, cent, wmag)
+            if j > 0:
+                i1 = i + 1 if i + 1 < nl else 0
+                Z[j, i], ZM[j, i] = _fan(Vd[j, i, 0], Vd[j, i, 1], ang[j, i], Vd[j, i1, 0], Vd[j, i1, 1],
+                               ang[j, i1], lam0, dl, nl, J, ray, bis, chord, q, grad, cent, wmag)
+    newm = np.empty(K * nl)
     for j in range(K):
         for i in range(nl):
-            i1 = (i + 1) % nl
-            sx[0] = Vd[j, i, 0]; sy[0] = Vd[j, i, 1]
-            sx[1] = Vd[j + 1, i, 0]; sy[1] = Vd[j + 1, i, 1]
-            sx[2] = Vd[j + 1, i1, 0]; sy[2] = Vd[j + 1, i1, 1]
-            n0 = 3
-            if j > 0:
-                sx[3] = Vd[j, i1, 0]; sy[3] = Vd[j, i1, 1]
-                n0 = 4
-            j0, j1, i0, ni = _poly_range(sx, sy, n0, r, lam0, dl, nl, J)
-            newm[j * nl + i] = _integrate(sx, sy, n0, j0, j1, i0, ni, nl, cells, ncell, blo, bhi,
-                                          q, grad, cent, px, py, ox, oy)
+            i1 = i + 1 if i + 1 < nl else 0
+            v = R[j, i] + Z[j + 1, i] - R[j, i1] - Z[j, i]
+            if v < 0.0 and v >= -ROUND_BAND * (RM[j, i] + ZM[j + 1, i] + RM[j, i1] + ZM[j, i]):
+                v = 0.0  # the exact value is ≥ 0: this is the round-off of the signed sum
+            newm[j * nl + i] = v
     return newm
 
 
 @nb.njit(cache=True)
 def _interp(x, y, z, sign, r, lam0, dl, nl, J, Vv):
-    """Velocity (3,) at the unit vector (x, y, z), bilinear in (r, λ) from Vv (J+1, nl, 3)."""
+    """Velocity (3 floats) at the unit vector (x, y, z), bilinear in (r, λ) from Vv (J+1, nl, 3)."""
     s = np.sqrt(2.0 / (1.0 + sign * z))
     X = x * s; Y = y * s
-    rr = np.hypot(X, Y)
-    j = np.searchsorted(r, rr, side="right") - 1
-    if j > J - 1:
-        j = J - 1
-    if j < 0:
-        j = 0
+    rr = np.sqrt(X * X + Y * Y)
+    j = 0  # the ring: the largest j ≤ J − 1 with r[j] ≤ rr
+    while j < J - 1 and r[j + 1] <= rr:
+        j += 1
     a = (rr - r[j]) / (r[j + 1] - r[j])
     u = (np.arctan2(Y, X) - lam0) / dl
     i = int(np.floor(u))
     b = u - i
     i = i % nl
     i1 = (i + 1) % nl
-    out = np.empty(3)
-    for k in range(3):
-        lo = (1 - b) * Vv[j, i, k] + b * Vv[j, i1, k]
-        hi = (1 - b) * Vv[j + 1, i, k] + b * Vv[j + 1, i1, k]
-        out[k] = (1 - a) * lo + a * hi
-    return out
+    vx = (1 - a) * ((1 - b) * Vv[j, i, 0] + b * Vv[j, i1, 0]) + a * ((1 - b) * Vv[j + 1, i, 0] + b * Vv[j + 1, i1, 0])
+    vy = (1 - a) * ((1 - b) * Vv[j, i, 1] + b * Vv[j, i1, 1]) + a * ((1 - b) * Vv[j + 1, i, 1] + b * Vv[j + 1, i1, 1])
+    vz = (1 - a) * ((1 - b) * Vv[j, i, 2] + b * Vv[j, i1, 2]) + a * ((1 - b) * Vv[j + 1, i, 2] + b * Vv[j + 1, i1, 2])
+    return vx, vy, vz
 
 
 @nb.njit(cache=True)
-def _stage(x, y, z, k, h):
+def _stage(x, y, z, kx, ky, kz, h):
     """N(x − h k): a point h·k back along the velocity k, projected onto the sphere."""
-    px, py, pz = x - h * k[0], y - h * k[1], z - h * k[2]
+    px, py, pz = x - h * kx, y - h * ky, z - h * kz
     n = np.sqrt(px * px + py * py + pz * pz)
     return px / n, py / n, pz / n
 
@@ -272,19 +255,19 @@ def trace(Vxyz, Vv, dt, sign, r, lam0, dl, nl, J, nvert):
     a ring-0 cell's area); RK4's error there is O(θ⁶).
     """
     out = np.empty((nvert, 2))
-    k1 = np.empty(3)
     for p in range(nvert):
         x, y, z = Vxyz[p, 0], Vxyz[p, 1], Vxyz[p, 2]
         jv = p // nl; iv = p - jv * nl
-        k1[0], k1[1], k1[2] = Vv[jv, iv, 0], Vv[jv, iv, 1], Vv[jv, iv, 2]
-        ax, ay, az = _stage(x, y, z, k1, 0.5 * dt)
-        k2 = _interp(ax, ay, az, sign, r, lam0, dl, nl, J, Vv)
-        ax, ay, az = _stage(x, y, z, k2, 0.5 * dt)
-        k3 = _interp(ax, ay, az, sign, r, lam0, dl, nl, J, Vv)
-        ax, ay, az = _stage(x, y, z, k3, dt)
-        k4 = _interp(ax, ay, az, sign, r, lam0, dl, nl, J, Vv)
-        kk = (k1 + 2.0 * k2 + 2.0 * k3 + k4) / 6.0
-        dx, dy, dz = _stage(x, y, z, kk, dt)
+        ax, ay, az = _stage(x, y, z, Vv[jv, iv, 0], Vv[jv, iv, 1], Vv[jv, iv, 2], 0.5 * dt)
+        k2x, k2y, k2z = _interp(ax, ay, az, sign, r, lam0, dl, nl, J, Vv)
+        ax, ay, az = _stage(x, y, z, k2x, k2y, k2z, 0.5 * dt)
+        k3x, k3y, k3z = _interp(ax, ay, az, sign, r, lam0, dl, nl, J, Vv)
+        ax, ay, az = _stage(x, y, z, k3x, k3y, k3z, dt)
+        k4x, k4y, k4z = _interp(ax, ay, az, sign, r, lam0, dl, nl, J, Vv)
+        dx, dy, dz = _stage(x, y, z,
+                            (Vv[jv, iv, 0] + 2.0 * (k2x + k3x) + k4x) / 6.0,
+                            (Vv[jv, iv, 1] + 2.0 * (k2y + k3y) + k4y) / 6.0,
+                            (Vv[jv, iv, 2] + 2.0 * (k2z + k3z) + k4z) / 6.0, dt)
         s = np.sqrt(2.0 / (1.0 + sign * dz))
         out[p, 0] = dx * s; out[p, 1] = dy * s
     return out
@@ -317,11 +300,15 @@ def reconstruct(q, pinv, stencil, cells, ncell, cent):
 
 @nb.njit(cache=True)
 def fold_check(Vd, area, K, nl):
-    """(max departure radius, min departure-cell area / chord-polygon area) over the cap."""
+    """(max departure radius, min departure-cell area / chord-polygon area) over the cap;
+    (nan, nan) if a departure point is not finite."""
     rmax = 0.0
     for j in range(K + 1):
         for i in range(nl):
-            rmax = max(rmax, np.hypot(Vd[j, i, 0], Vd[j, i, 1]))
+            rv = np.hypot(Vd[j, i, 0], Vd[j, i, 1])
+            if not np.isfinite(rv):  # (max() would drop a NaN)
+                return np.nan, np.nan
+            rmax = max(rmax, rv)
     amin = 1e300
     for j in range(K):
         for i in range(nl):
@@ -331,6 +318,25 @@ def fold_check(Vd, area, K, nl):
             s = 0.5 * ((ax * dy - ay * dx) + (dx * cy - dy * cx) + (cx * by - cy * bx) + (bx * ay - by * ax))
             amin = min(amin, s / area[j * nl + i])
     return rmax, amin
+
+
+@nb.njit(cache=True)
+def remap_kernel(mass, vel, dt, sign, K, J, nl, r, lam0, dl, true_area, area, pinv, stencil,
+                 cells, ncell, cent, ray, bis, chord, Vxyz):
+    """One cap's remap in one call: (new cap masses (K·nl,), max departure radius, min
+    departure-area ratio).  mass (J·nl,) of rings 0..J−1, vel ((J+1)·nl, 3) at Vxyz.  If a
+    departure point leaves the buffer or a departure cell folds (or NaN), the masses are not
+    computed (zeros) and the caller raises from the two numbers."""
+    q = mass / true_area
+    grad = reconstruct(q, pinv, stencil, cells, ncell, cent)
+    Vd = trace(Vxyz, vel.reshape(J + 1, nl, 3), dt, sign, r, lam0, dl, nl, J, (K + 1) * nl).reshape(K + 1, nl, 2)
+    rmax, amin = fold_check(Vd, area, K, nl)
+    if not (rmax <= r[J] and amin >= FOLD_RATIO):
+        return np.zeros(K * nl), rmax, amin
+    newm = departure_remap(Vd, K, J, lam0, dl, nl, q, grad, cent, ray, bis, chord)
+    for c in range(K * nl):
+        newm[c] += q[c] * (true_area[c] - area[c])
+    return newm, rmax, amin
 
 
 # ---- geometry and the remap of one cap -----------------------------------------------------------
@@ -378,8 +384,13 @@ class PolarCap:
         self.cent = np.ascontiguousarray(np.stack([((P[..., 0] + Q[..., 0]) * cr).sum(1),
                                                    ((P[..., 1] + Q[..., 1]) * cr).sum(1)], 1)
                                          / (6.0 * self.area[:, None]))
-        self.blo = np.ascontiguousarray(self.cells.min(1))
-        self.bhi = np.ascontiguousarray(self.cells.max(1))
+        # wedge geometry of departure_remap: face rays, wedge bisectors, chord distances (in wedge
+        # i the chord polygons are the slabs chord_j ≤ X·bis_i < chord_{j+1})
+        u = np.stack([np.cos(lamf[:nl]), np.sin(lamf[:nl])], -1)
+        b = u + u[ip]
+        self.ray = np.ascontiguousarray(u)
+        self.bis = np.ascontiguousarray(b / np.linalg.norm(b, axis=1)[:, None])
+        self.chord = np.ascontiguousarray(r * np.cos(0.5 * self.dl))
         # least-squares gradient stencil: 2 ring neighbours, 3 inside (across the pole in
         # ring 0), 3 outside (the inner three again in the last buffer ring)
         st = np.zeros((J, nl, 8), dtype=np.int64)
@@ -409,12 +420,11 @@ class PolarCap:
         point leaves the buffer or a departure cell folds.
         """
         K, nl, J = self.K, self.nl, self.J
-        q = np.ascontiguousarray(mass.reshape(-1)) / self.true_area
-        grad = reconstruct(q, self.pinv, self.stencil, self.cells, self.ncell, self.cent)
-        Vv = np.ascontiguousarray(vel.reshape(J + 1, nl, 3))
-        Vd = trace(self.vertices_xyz, Vv, float(dt), self.sign, self.r, self.lam0, self.dl,
-                   nl, J, (K + 1) * nl).reshape(K + 1, nl, 2)
-        rmax, amin = fold_check(Vd, self.area, K, nl)
+        newm, rmax, amin = remap_kernel(
+            np.ascontiguousarray(mass, dtype=float).reshape(-1), np.ascontiguousarray(vel, dtype=float),
+            float(dt), self.sign, K, J, nl, self.r, self.lam0, self.dl, self.true_area, self.area,
+            self.pinv, self.stencil, self.cells, self.ncell, self.cent,
+            self.ray, self.bis, self.chord, self.vertices_xyz)
         if not rmax <= self.r[J]:  # also catches NaN
             raise CapDepartureError(
                 f"polar cap: a departure point left the {self.B} buffer rings (radius {rmax:.3g} > "
@@ -423,10 +433,6 @@ class PolarCap:
             raise CapDepartureError(
                 f"polar cap: a departure cell folded (area ratio {amin:.3g} < {FOLD_RATIO}); "
                 "reduce the time step (courant)")
-        newm = departure_remap(Vd, K, J, self.r, self.lam0, self.dl, nl, self.cells, self.ncell,
-                               self.blo, self.bhi, q, grad, self.cent)
-        nK = K * nl
-        newm += q[:nK] * (self.true_area[:nK] - self.area[:nK])
         return newm.reshape(K, nl)
 
 

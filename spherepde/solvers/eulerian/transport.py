@@ -216,6 +216,7 @@ class FFSLSphere(_FFSLBase):
                 if cap_buffer is None else int(cap_buffer)
             self._caps = tuple(polar_cap.PolarCap(g, self.cap_rings, buffer, s) for s in (1, -1))
             self._cap_points = np.concatenate([c.vertices_xyz for c in self._caps])
+            self._points_cap = np.concatenate([self._points, self._cap_points])
 
     def options(self) -> dict:
         out = {**super().options(), "polar": self.polar}
@@ -242,7 +243,16 @@ class FFSLSphere(_FFSLBase):
 
     def _face_velocities(self, t: float):
         if self._cache is not None and self._cache[0] == t:
-            return self._cache[1:]
+            return self._cache[1:4]
+        if self._caps:  # one call at the face points and the cap vertices; cached together
+            v = np.asarray(self.velocity(t, self._points_cap), dtype=float)
+            if v.shape != self._points_cap.shape:
+                raise ValueError(f"velocity must return an array of shape {self._points_cap.shape} "
+                                 f"(the face points, then the polar-cap vertices), got {v.shape}")
+            npt = self._points.shape[0]
+            out = self.face_velocities(v[:npt])
+            self._cache = (t,) + out + (v[npt:],)
+            return out
         out = self.face_velocities(self.velocity(t, self._points))
         self._cache = (t,) + out
         return out
@@ -316,7 +326,8 @@ class FFSLSphere(_FFSLBase):
         return self._step_cap(rho, t + 0.5 * dt, az, am, dt)
 
     def _step_cap(self, rho, tm, az, am, dt):
-        return self._advance_cap(rho, az, am, self.velocity(tm, self._cap_points), dt)
+        self._face_velocities(tm)  # cached: the cap-vertex velocities came with the face ones
+        return self._advance_cap(rho, az, am, self._cache[4], dt)
 
     def _remap_cap(self, cap, mass, v, dt):
         """The cap's remapped masses, or None (counted in :attr:`cap_fallbacks`) where a departure
