@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--scheme", default="lagrangian-remap", choices=("lagrangian-remap", "ffsl-ppm"),
                     help="density scheme (default lagrangian-remap: weighted points remapped onto "
                          "a grid adapted to the mass; ffsl-ppm: finite volumes on the fixed grid)")
+    sp.add_argument("--polar", default="auto", choices=("auto", "split", "cap"),
+                    help="polar rings of ffsl-ppm (default auto: the polar cap; ignored by "
+                         "lagrangian-remap)")
     sp.add_argument("--output-every", type=float, default=None,
                     help="time between outputs (default min(0.25, t_end))")
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -218,7 +221,7 @@ def _cmd_validate(args) -> int:
         try:
             config = SyncPathConfig(nlat=args.nlat, t_end=args.t_end, dt=args.dt, seed=args.seed,
                                     realisation=args.realisation, scheme=args.scheme,
-                                    output_every=every)
+                                    output_every=every, polar=args.polar)
         except ValueError as exc:  # name the options, not the fields
             msg = str(exc)
             for field_name in ("output_every", "t_end", "nlat", "dt", "seed", "realisation"):

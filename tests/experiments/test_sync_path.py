@@ -22,8 +22,10 @@ def test_short_run_keys_conservation_and_start():
     assert out["scheme"] == "ffsl-ppm" and out["config"]["nlat"] == 16
     # t = 0: the same quadrature of ρ₀; the reference drops weights < 1e-13·max (≤ 512 of them)
     assert abs(out["ratio"][0] - 1.0) <= 512 * 1e-13 * 10
-    # mass to round-off; positive up to the round-off of flux sums (as everywhere in the package)
-    assert abs(out["mass_error"]) <= 1e-13 and out["min_density"] >= -1e-14 * out["max_density"]
+    # mass to round-off; never negative (round-off negatives of the flux sums are set to 0)
+    assert abs(out["mass_error"]) <= 1e-13 and out["min_density"] >= 0.0
+    # the polar cap (default) with its buffer sized to the noise: no remap fell back
+    assert out["config"]["polar"] == "auto" and out["cap_fallbacks"] == 0
     assert all(e > 0 for e in out["energy_reference"])
 
 
@@ -63,6 +65,7 @@ def test_default_scheme_follows_the_reference():
     ({"dt": math.nan}, "dt"), ({"dt": 0.5, "output_every": 0.25}, "dt ≤ output_every"),
     ({"t_end": 0.305}, "whole number"), ({"output_every": 0.125, "dt": 0.05}, "whole number"),
     ({"seed": -1}, "seed"), ({"realisation": 1.5}, "realisation"), ({"scheme": "upwind"}, "scheme"),
+    ({"polar": "caps"}, "polar"),
 ])
 def test_bad_input_is_refused_before_work(kw, name):
     with pytest.raises(ValueError, match=name):
