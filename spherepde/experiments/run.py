@@ -168,7 +168,8 @@ def build(config: RunConfig) -> Model:
                 density = SPDEFFSL(grid, drift, noise=noise, path=path, scheme="stratonovich",
                                    limiter=g.limiter, dt=dt, **polar)
         except ValueError as err:
-            raise _named("grid.polar" if "cap_rings" in str(err) else "grid.limiter", err) from None
+            raise _named("grid.polar" if "cap_" in str(err) or "polar=" in str(err) else "grid.limiter",
+                         err) from None
         if noise is not None and DENSITY_CALCULUS[density.scheme] != n.calculus:
             raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the density stepper "
                              f"{density.name} integrates the {DENSITY_CALCULUS[density.scheme]} form")

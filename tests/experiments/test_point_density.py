@@ -162,6 +162,8 @@ def test_polar_cap_key_runs_attention_and_noise(tmp_path, capsys):
         assert not np.array_equal(open_dataset(tmp_path / f"{name}-split" / "run.nc")["density"].values,
                                   ds["density"].values)
     cfg = tmp_path / "bad.json"
-    cfg.write_text(json.dumps(_with(raw, polar="caps")))
-    rc = main(["run", str(cfg), "--output", str(tmp_path / "never"), "--quiet"])
-    assert rc == 2 and "grid.polar" in capsys.readouterr().err
+    for bad in ({"polar": "caps"}, {"polar": "cap", "limiter": "none"}):
+        cfg.write_text(json.dumps(_with(raw, **bad)))
+        rc = main(["run", str(cfg), "--output", str(tmp_path / "never"), "--quiet"])
+        assert rc == 2 and "grid.polar" in capsys.readouterr().err
+        assert not (tmp_path / "never").exists()
