@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="override one key before validation; VALUE is a TOML literal "
                           "(e.g. --set dynamics.attention.beta=30 --set grid.nlat=24); repeatable")
     run.add_argument("--seed", type=int, default=None,
-                     help="set every seed (noise path, particle draw, low-mode initial density)")
+                     help="set every seed (noise path, particle draw, low-mode or random-phase initial density)")
     run.add_argument("--output", default=None,
                      help="output folder (created), default ./out (with --restart: the restarted "
                           "file's folder with -restart appended)")

@@ -1,9 +1,17 @@
 """Paper 1, ``spherepde experiment circle-clusters``: S¹ with Q = K = V = I from a perturbed
 uniform density — the number and positions of the metastable clusters against β and t
 (counted by :func:`spherepde.validation.clusters.find_clusters`).
+
+The runs are ``spherepde run`` configurations (:func:`setup_run_config`, the structure of
+``examples/circle_clusters.toml``), one per β: the grid size depends on β (``cells(beta)``
+cells), so they are not one sweep (a sweep's members share everything but the swept keys) but
+one :func:`~spherepde.experiments.run.run` each into ``DIR/runs/beta{β:g}/`` (``run.nc``,
+``summary.json``, ``config.toml``); a re-run skips a β whose ``run.nc`` is complete and holds
+the same configuration.  The clusters are counted on the densities read back from ``run.nc``.
 """
 from __future__ import annotations
 
+import json
 import math
 import time
 from dataclasses import asdict, dataclass
@@ -12,12 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
-from spherepde.dynamics.attention import Attention, DensityAttention
-from spherepde.io.netcdf import NetCDFTracker
 from spherepde.io.summary import summary_on_interrupt, write_summary
-from spherepde.solvers import make_stepper
-from spherepde.solvers.controller import Controller
-from spherepde.solvers.trackers import MemoryTracker, ProgressTracker
 from spherepde.validation.clusters import find_clusters
 from spherepde.validation.fits import fit_order
 
@@ -26,8 +29,8 @@ from spherepde.validation.fits import fit_order
 class CircleClustersConfig:
     """``spherepde experiment circle-clusters``: S¹ (d = 2), Q = K = V = I, from the uniform
     density plus a seeded perturbation of relative size ``eps`` in the first ``modes`` Fourier
-    modes.  The grid has ``cells_per_width`` cells per kernel width β^{−1/2} (at least
-    ``min_cells``), so every β is resolved."""
+    modes (``initial.kind = "random-phase"``).  The grid has ``cells_per_width`` cells per
+    kernel width β^{−1/2} (at least ``min_cells``), so every β is resolved."""
 
     betas: tuple = (3.0, 10.0, 30.0, 100.0)
     t_end: float = 30.0
@@ -53,40 +56,71 @@ class CircleClustersConfig:
         return max(self.min_cells, n + n % 2)
 
 
-def run_circle_clusters(config: CircleClustersConfig, outdir: str | Path, *, progress: bool = False) -> dict:
-    from spherepde.grids import CircleGrid
+def setup_run_config(config: CircleClustersConfig, beta: float) -> dict:
+    """The ``spherepde run`` configuration (a raw dict for :class:`RunConfig`) of ``config`` at
+    ``beta``: the density on ``CircleGrid(config.cells(beta))`` from the random-phase
+    perturbation (``eps``, ``modes``, ``seed``), Q = K = V = I, stepped at ``config.courant``
+    to ``config.t_end`` with ``config.n_outputs`` output intervals.  It is
+    ``examples/circle_clusters.toml`` with grid.n, β, t_end and output_every set and no
+    particles (checked by a test)."""
+    eye = [[1.0, 0.0], [0.0, 1.0]]
+    return {"grid": {"kind": "circle", "n": config.cells(beta)},
+            "initial": {"kind": "random-phase", "amplitude": float(config.eps),
+                        "max_degree": config.modes, "seed": config.seed},
+            "dynamics": {"attention": {"Q": eye, "K": eye, "V": eye, "beta": float(beta)}},
+            "representations": {"density": True},
+            "stepping": {"t_end": float(config.t_end), "courant": float(config.courant),
+                         "output_every": config.t_end / config.n_outputs},
+            "outputs": {"diagnostics": ["mass", "min_density", "max_density", "energy"]}}
 
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    rng = np.random.default_rng(config.seed)
-    amp = rng.normal(size=config.modes) / math.sqrt(config.modes)
-    phase = rng.uniform(0.0, 2 * np.pi, config.modes)
-    times = np.linspace(0.0, config.t_end, config.n_outputs + 1)
-    I2 = np.eye(2)
+
+def run_configs(config: CircleClustersConfig) -> dict:
+    """β → its validated :class:`RunConfig` (every model is built here: errors before any work)."""
+    from spherepde.experiments.config import RunConfig
+    from spherepde.experiments.run import build
+
+    out = {}
+    for beta in config.betas:
+        try:
+            cfg = RunConfig.from_dict(setup_run_config(config, beta))
+            build(cfg)
+        except ValueError as err:
+            raise ValueError(f"circle-clusters, β = {beta:g}: {err}") from None
+        out[beta] = cfg
+    return out
+
+
+def run_circle_clusters(config: CircleClustersConfig, outdir: str | Path, *, progress: bool = False) -> dict:
+    from spherepde.experiments.run import prepare_output, run
+    from spherepde.experiments.sweep import finished_run
+    from spherepde.grids import CircleGrid
+    from spherepde.io.netcdf import open_dataset
+
+    configs = run_configs(config)
+    outdir = prepare_output(outdir)
     runs = []
+    times = None
     t_start = time.perf_counter()
     partial = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__, "runs": runs}
     with summary_on_interrupt(outdir, partial):
-        for beta in config.betas:
-            grid = CircleGrid(config.cells(beta))
-            k = np.arange(1, config.modes + 1)[:, None]
-            pert = np.sum(amp[:, None] * np.cos(k * grid.theta[None, :] + phase[:, None]), axis=0)
-            rho0 = (1.0 + config.eps * pert) / (2 * np.pi)
-            att = Attention(I2, I2, I2, beta)
-            stepper = make_stepper("meanfield-ffsl", grid, DensityAttention(att, grid), courant=config.courant)
-            nc = outdir / f"circle_beta{beta:g}.nc"
-            mem = MemoryTracker()
-            trackers = [mem, NetCDFTracker(nc, grid, config={**config.to_dict(), "beta": beta}, seed=config.seed),
-                        ProgressTracker(disable=not progress, desc=f"beta={beta:g}")]
-            res = Controller(stepper, trackers, dt=config.courant * grid.dtheta).run(
-                rho0, (0.0, config.t_end), output_times=times)
+        for beta, cfg in configs.items():
+            folder = outdir / "runs" / f"beta{beta:g}"
+            if finished_run(cfg, folder):
+                info = json.loads((folder / "summary.json").read_text())
+            else:
+                info = run(cfg, folder, progress=progress)
+            nc = folder / "run.nc"
+            grid = CircleGrid(cfg.grid.n)
+            with open_dataset(nc) as ds:
+                states = np.asarray(ds["density"].values)
+                times = np.asarray(ds["time"].values)
             clusters = [find_clusters(grid.theta, s, config.peak_factor, config.min_mass_ratio)
-                        for s in mem.result["state"]]
-            runs.append({"beta": beta, "cells": grid.n, "steps": res.n_steps,
+                        for s in states]
+            runs.append({"beta": beta, "cells": grid.n, "steps": info["density"]["steps"],
                          "n_clusters": [len(c) for c in clusters],
                          "final_clusters": clusters[-1],
-                         "mass_error": float(grid.integrate(res.state) - 1.0),
-                         "min_density": float(res.state.min()), "file": str(nc)})
+                         "mass_error": float(grid.integrate(states[-1]) - 1.0),
+                         "min_density": float(states[-1].min()), "file": str(nc)})
         final = np.array([r["n_clusters"][-1] for r in runs], float)
         b = np.array([r["beta"] for r in runs])
         summary = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__,
@@ -133,4 +167,5 @@ def plot_circle_clusters(summary: dict, outdir: Path) -> Path:
 
 
 
-__all__ = ["CircleClustersConfig", "plot_circle_clusters", "run_circle_clusters"]
+__all__ = ["CircleClustersConfig", "plot_circle_clusters", "run_circle_clusters", "run_configs",
+           "setup_run_config"]

@@ -45,7 +45,7 @@ SCHEME_KEYS = {"ffsl-ppm": ("limiter", "polar"),
                "lagrangian-remap": ("remap_every", "cells_per_width", "remap_nlat")}
 LIMITERS = ("positive", "monotone", "none")
 POLAR = ("auto", "split", "cap")  # spherepde.solvers.eulerian.polar_cap.POLAR (checked by a test)
-INITIAL_KINDS = ("uniform", "cosine", "vmf", "low-mode", "netcdf")
+INITIAL_KINDS = ("uniform", "cosine", "vmf", "low-mode", "random-phase", "netcdf")
 ATTENTION_KINDS = ("softmax", "usa")
 ATTENTION_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32")
 ACTIVATIONS = ("gelu", "relu", "sigmoid", "silu", "tanh")
@@ -337,6 +337,11 @@ class InitialConfig(_Section):
     * ``low-mode``: ρ_0 ∝ 1 + amplitude·p(x), p a random combination (normal coefficients from
       ``seed``) of the real harmonics of degree 1..``max_degree`` (Fourier modes on S¹),
       scaled so that sup|p| ≤ 1; amplitude in [0, 1);
+    * ``random-phase`` (S¹ only): ρ_0 = (1 + amplitude·p(θ))/2π, p = Σ_{k=1}^{max_degree}
+      a_k cos(kθ + φ_k) with a_k ~ N(0, 1)/√max_degree and then φ_k ~ U[0, 2π) drawn from
+      ``default_rng(seed)`` (the perturbation of ``spherepde experiment circle-clusters``);
+      2·max_degree ≤ grid.n, so the modes sum to 0 on the grid and ρ_0 is not rescaled (mass 1
+      up to round-off); amplitude ≥ 0 with ρ_0 > 0 (checked on the grid);
     * ``netcdf``: ``variable`` (default "density") of the file ``path`` at ``time_index``
       (default −1), on the run's grid.
     """
@@ -345,6 +350,7 @@ class InitialConfig(_Section):
     KIND_KEYS: ClassVar[dict] = {"uniform": (), "cosine": ("direction", "amplitude"),
                                  "vmf": ("centres", "kappas", "weights"),
                                  "low-mode": ("amplitude", "max_degree", "seed"),
+                                 "random-phase": ("amplitude", "max_degree", "seed"),
                                  "netcdf": ("path", "variable", "time_index")}
     KIND_REQUIRED: ClassVar[dict] = {"cosine": ("direction",), "vmf": ("centres", "kappas"),
                                      "netcdf": ("path",)}
@@ -399,6 +405,12 @@ class InitialConfig(_Section):
             _set(self, "amplitude", check_float(f"{p}.amplitude", amp, lo=0.0, hi=1.0, hi_open=True))
             _set(self, "max_degree", check_int(f"{p}.max_degree", 4 if self.max_degree is None
                                                else self.max_degree, 1, 64))
+            _set(self, "seed", check_int(f"{p}.seed", 0 if self.seed is None else self.seed, 0))
+        elif kind == "random-phase":
+            amp = 0.01 if self.amplitude is None else self.amplitude
+            _set(self, "amplitude", check_float(f"{p}.amplitude", amp, lo=0.0))
+            _set(self, "max_degree", check_int(f"{p}.max_degree", 4 if self.max_degree is None
+                                               else self.max_degree, 1, MAX_CIRCLE_N // 2))
             _set(self, "seed", check_int(f"{p}.seed", 0 if self.seed is None else self.seed, 0))
         elif kind == "netcdf":
             if not isinstance(self.path, str) or not self.path:
@@ -709,6 +721,14 @@ class RunConfig(_Section):
         reps, step, out = self.representations, self.stepping, self.outputs
         if kind == "none":
             self._check_gridless()
+        ini = self.initial
+        if ini.kind == "random-phase":
+            if kind != "circle":
+                raise ValueError(f"initial.kind: 'random-phase' is a density on the circle (grid.kind "
+                                 f"= 'circle'), got grid.kind = {kind!r}")
+            if 2 * ini.max_degree > self.grid.n:
+                raise ValueError(f"initial.max_degree: at most grid.n/2 = {self.grid.n // 2} (the "
+                                 f"modes must be resolved and sum to 0 on the grid), got {ini.max_degree}")
         if noise is not None:
             if noise.calculus == "ito" and reps.density:
                 raise ValueError(
@@ -892,7 +912,8 @@ def apply_set(raw: dict, assignment: str) -> dict:
 
 
 def apply_seed(raw: dict, seed: int) -> dict:
-    """Set every seed of a raw configuration (noise path, particle draw, low-mode initial density)
+    """Set every seed of a raw configuration (noise path, particle draw, low-mode and random-phase
+    initial density)
     to ``seed``; sections that are absent stay absent."""
     check_int("--seed", seed, 0)
     out = json.loads(json.dumps(raw))
@@ -904,7 +925,7 @@ def apply_seed(raw: dict, seed: int) -> dict:
         if isinstance(reps, dict) and isinstance(reps.get(key), dict):
             reps[key]["seed"] = seed
     init = out.get("initial")
-    if isinstance(init, dict) and init.get("kind") == "low-mode":
+    if isinstance(init, dict) and init.get("kind") in ("low-mode", "random-phase"):
         init["seed"] = seed
     return out
 

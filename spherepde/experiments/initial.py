@@ -2,7 +2,8 @@
 
 Every density is returned normalised to mass 1 (Σ ρ_j |cell_j| = 1): cell averages on a
 GaussGrid (shape (nlat, nlon), :meth:`GaussGrid.cell_average`), cell-centre values on a
-CircleGrid (shape (n,)).
+CircleGrid (shape (n,)).  ``random-phase`` (S¹) is not rescaled: its modes sum to 0 on the
+grid, so its mass is 1 up to round-off as built (:func:`random_phase_density`).
 """
 from __future__ import annotations
 
@@ -69,6 +70,27 @@ def low_mode_perturbation(cfg, d: int):
     return p
 
 
+def random_phase_density(cfg, grid: CircleGrid) -> np.ndarray:
+    """ρ_0 = (1 + amplitude·p(θ_j))/2π at the cell centres θ_j of ``grid``, p = Σ_{k=1}^{K}
+    a_k cos(kθ + φ_k), K = ``max_degree``: a_k ~ N(0, 1)/√K, then φ_k ~ U[0, 2π), from
+    ``default_rng(seed)`` in this order — the initial density of ``spherepde experiment
+    circle-clusters``, bit for bit.  With 2K ≤ n each mode sums to 0 on the grid, so ρ_0 is
+    returned as built (mass 1 up to round-off, not rescaled); ValueError naming
+    ``initial.amplitude`` when ρ_0 is not positive."""
+    rng = np.random.default_rng(cfg.seed)
+    K = cfg.max_degree
+    amp = rng.normal(size=K) / math.sqrt(K)
+    phase = rng.uniform(0.0, 2 * np.pi, K)
+    k = np.arange(1, K + 1)[:, None]
+    pert = np.sum(amp[:, None] * np.cos(k * grid.theta[None, :] + phase[:, None]), axis=0)
+    rho = (1.0 + cfg.amplitude * pert) / (2 * np.pi)
+    if not float(rho.min()) > 0:
+        raise ValueError(f"initial.amplitude: ρ_0 = (1 + amplitude·p)/2π is not positive on the grid "
+                         f"(min {float(rho.min()) * 2 * np.pi:.3g} × 1/2π); give a smaller amplitude "
+                         f"than {cfg.amplitude:g}")
+    return rho
+
+
 def _from_netcdf(cfg, grid) -> np.ndarray:
     from spherepde.io.netcdf import open_dataset
 
@@ -100,6 +122,10 @@ def initial_density(cfg, grid: GaussGrid | CircleGrid) -> np.ndarray:
     """ρ_0 of ``cfg`` (an InitialConfig) on ``grid``, mass 1; shape ``grid.shape``."""
     d = 3 if isinstance(grid, GaussGrid) else 2
     kind = cfg.kind
+    if kind == "random-phase":
+        if not isinstance(grid, CircleGrid):
+            raise ValueError("initial.kind: 'random-phase' is a density on the circle (grid.kind = 'circle')")
+        return random_phase_density(cfg, grid)
     if kind == "uniform":
         rho = np.ones(grid.shape)
     elif kind == "cosine":
@@ -166,4 +192,4 @@ def sample_initial(cfg, d: int, n: int, seed: int) -> np.ndarray:
     raise ValueError(f"initial.kind: {kind!r} cannot be sampled without a grid")
 
 
-__all__ = ["initial_density", "low_mode_perturbation", "sample_initial"]
+__all__ = ["initial_density", "low_mode_perturbation", "random_phase_density", "sample_initial"]

@@ -120,7 +120,12 @@ def expand(raw: dict, *, seed: int | None = None) -> Sweep:
 
 def _finished(member: Member, folder: Path) -> bool:
     """True when ``folder/run.nc`` is complete and holds this member's configuration."""
-    nc = folder / "run.nc"
+    return finished_run(member.config, folder)
+
+
+def finished_run(config: RunConfig, folder: str | os.PathLike) -> bool:
+    """True when ``folder/run.nc`` is complete and holds ``config`` (a re-run can skip it)."""
+    nc = Path(folder) / "run.nc"
     if not nc.is_file():
         return False
     import netCDF4
@@ -131,7 +136,7 @@ def _finished(member: Member, folder: Path) -> bool:
             stored = json.loads(getattr(ds, "config_json", "null"))
     except (OSError, ValueError):
         return False
-    return status == "complete" and stored == json.loads(json.dumps(member.config.to_dict()))
+    return status == "complete" and stored == json.loads(json.dumps(config.to_dict()))
 
 
 def _run_member(config_dict: dict, folder: str) -> dict:
@@ -317,4 +322,4 @@ def _sweep_toml(config: dict) -> str:
     return body + "\n".join(lines) + "\n"
 
 
-__all__ = ["Member", "Sweep", "collect", "expand", "member_runs", "run_sweep", "select"]
+__all__ = ["Member", "Sweep", "collect", "expand", "finished_run", "member_runs", "run_sweep", "select"]

@@ -67,6 +67,91 @@ def test_circle_clusters_count_grows_with_beta(tmp_path):
         assert sum(c["mass"] for c in r["final_clusters"]) > 0.9  # the mass sits in the clusters
 
 
+def _leaves(d, prefix=""):
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            out.update(_leaves(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def test_circle_clusters_run_config_is_the_example():
+    """The experiment's `spherepde run` configuration for one β is examples/circle_clusters.toml
+    apart from the keys the experiment sets (grid size, β, times) and the particles it omits."""
+    import tomllib
+    from pathlib import Path
+
+    example = tomllib.loads((Path(__file__).parents[2] / "examples" / "circle_clusters.toml").read_text())
+    example = _leaves(RunConfig.from_dict(example).to_dict())
+    cfg = circle_clusters.CircleClustersConfig()
+    mine = _leaves(RunConfig.from_dict(circle_clusters.setup_run_config(cfg, 30.0)).to_dict())
+    differ = {k for k in example.keys() | mine.keys() if example.get(k, "absent") != mine.get(k, "absent")}
+    particles = {k for k in example if k.startswith("representations.particles")}
+    assert particles and not any(k.startswith("representations.particles") for k in mine)
+    assert differ == {"grid.n", "stepping.t_end", "stepping.output_every", *particles}  # β = 30 there too
+    assert mine["grid.n"] == cfg.cells(30.0) and mine["initial.kind"] == "random-phase"
+    assert mine["dynamics.attention.beta"] == 30.0
+
+
+def test_random_phase_initial_is_the_experiments_perturbation():
+    """initial.kind = "random-phase" is the perturbation the experiment drew before it became run
+    configurations, bit for bit: amplitudes N(0, 1)/√modes, then uniform phases, default_rng(seed)."""
+    import numpy as np
+
+    from spherepde.experiments.initial import initial_density
+    from spherepde.grids import CircleGrid
+
+    cfg = circle_clusters.CircleClustersConfig()
+    for beta in (3.0, 30.0):
+        rc = RunConfig.from_dict(circle_clusters.setup_run_config(cfg, beta))
+        grid = CircleGrid(cfg.cells(beta))
+        rng = np.random.default_rng(cfg.seed)
+        amp = rng.normal(size=cfg.modes) / math.sqrt(cfg.modes)
+        phase = rng.uniform(0.0, 2 * np.pi, cfg.modes)
+        k = np.arange(1, cfg.modes + 1)[:, None]
+        pert = np.sum(amp[:, None] * np.cos(k * grid.theta[None, :] + phase[:, None]), axis=0)
+        assert np.array_equal(initial_density(rc.initial, grid), (1.0 + cfg.eps * pert) / (2 * np.pi))
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"modes": 80}, "initial.max_degree"),   # 2·80 > 128 cells
+    ({"eps": 5.0}, "initial.amplitude"),     # ρ_0 < 0 somewhere
+])
+def test_circle_clusters_errors_before_any_file(tmp_path, change, message):
+    cfg = dataclasses.replace(circle_clusters.CircleClustersConfig.quick(), betas=(3.0,), **change)
+    with pytest.raises(ValueError, match=message):
+        circle_clusters.run_circle_clusters(cfg, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_random_phase_is_checked_against_the_grid():
+    eye2, eye3 = [[1.0, 0.0], [0.0, 1.0]], [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
+    with pytest.raises(ValueError, match="initial.kind: 'random-phase' is a density on the circle"):
+        RunConfig.from_dict({"grid": {"kind": "sphere", "nlat": 8}, "initial": {"kind": "random-phase"},
+                             "dynamics": {"attention": {"Q": eye3, "K": eye3, "V": eye3, "beta": 1.0}}})
+    with pytest.raises(ValueError, match="initial.max_degree: at most grid.n/2 = 16"):
+        RunConfig.from_dict({"grid": {"kind": "circle", "n": 32},
+                             "initial": {"kind": "random-phase", "max_degree": 17},
+                             "dynamics": {"attention": {"Q": eye2, "K": eye2, "V": eye2, "beta": 1.0}}})
+    from spherepde.experiments.config import apply_seed
+
+    assert apply_seed({"initial": {"kind": "random-phase", "seed": 0}}, 7)["initial"]["seed"] == 7
+
+
+def test_circle_clusters_rerun_skips_complete_runs(tmp_path):
+    cfg = circle_clusters.CircleClustersConfig(betas=(3.0,), t_end=1.0, n_outputs=2, min_cells=32,
+                                               cells_per_width=2.0, modes=8)
+    first = circle_clusters.run_circle_clusters(cfg, tmp_path)
+    nc = tmp_path / "runs" / "beta3" / "run.nc"
+    assert first["runs"][0]["file"] == str(nc)
+    stamp = nc.stat().st_mtime_ns
+    again = circle_clusters.run_circle_clusters(cfg, tmp_path)
+    assert nc.stat().st_mtime_ns == stamp  # not run again
+    assert again["runs"] == first["runs"]
+
+
 def test_particles_vs_density_error_falls_with_n(tmp_path):
     cfg = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), nlat=12, t_end=1.0,
                               particle_counts=(64, 256, 1024), seeds=(0, 1))
@@ -152,7 +237,7 @@ def test_interrupted_experiment_still_writes_its_summary(tmp_path, monkeypatch):
     """Ctrl-C during the second β: summary.json holds the first run and "interrupted": true, the
     first β's file is complete and the second one's says interrupted."""
     cfg = circle_clusters.CircleClustersConfig(betas=(3.0, 10.0), t_end=1.0, n_outputs=2, min_cells=32,
-                                      cells_per_width=2.0)
+                                      cells_per_width=2.0, modes=16)
     calls = {"n": 0}
     real = clusters.find_clusters
 
