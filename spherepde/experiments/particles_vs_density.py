@@ -1,14 +1,19 @@
 """Paper 1, ``spherepde experiment particles-vs-density``: N-particle runs against the density
 run of the metastability set-up, harmonic-moment and W₂ errors against N with fitted rates.
 
-The runs are ``spherepde run`` configurations (:func:`sweep_config`): the density and N
-particles side by side on the same matrices, one sweep (:func:`~spherepde.experiments.sweep.run_sweep`,
-members on dask) over β × ``representations.particles.n`` × ``representations.particles.seed``
-into ``DIR/runs/sweep.nc`` (the density once per β) and ``DIR/runs/members/*/run.nc`` (the
-positions); the errors are computed from those files.
+The runs are ``spherepde run`` configurations from one base (:func:`base_config`, the density
+and N particles on the same matrices at the same step), split into two sweeps
+(:func:`sweep_configs`, :func:`~spherepde.experiments.sweep.run_sweep`, members on dask): the
+density alone over β into ``DIR/runs/density/sweep.nc``, and the particles alone over β ×
+``representations.particles.n`` × ``representations.particles.seed`` into
+``DIR/runs/particles/members/*/run.nc`` (the positions; ``DIR/runs/particles/sweep.nc`` lists
+them).  In a run the particles do not depend on the density (independent representations of
+the same model from the same ρ_0), so each density is stepped once per β instead of once per
+(N, seed); the errors are computed from those files.
 """
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import dataclass
@@ -32,10 +37,11 @@ class ParticlesVsDensityConfig(MetastabilityConfig):
     density (the reference, on ``nlat``) and as N particles sampled from the same initial
     density (``seeds`` independent draws per N), all to ``t_end``.
 
-    Each (β, N, seed) is one ``spherepde run`` with the density and the particles side by side
-    (:func:`sweep_config`); they take the same steps, dt = min(``particle_dt``,
-    ``courant``·Δx/‖V‖₂), split evenly over the ``n_outputs`` output intervals.  The members
-    run on ``workers`` dask processes (0: in this process).
+    The runs are ``spherepde run`` configurations (:func:`sweep_configs`): the density once
+    per β, and the particles alone once per (β, N, seed); both take the same steps, dt =
+    min(``particle_dt``, ``courant``·Δx/‖V‖₂), split evenly over the ``n_outputs`` output
+    intervals.  The members of the two sweeps run on ``workers`` dask processes (0: in this
+    process).
 
     Errors at t_end, averaged over seeds: the harmonic-moment error
     (Σ_{l ≤ lmax_moments} Σ_m |μ̂^N_lm − ρ̂_lm|²)^{1/2}, with ρ̂ the moments of the density, and
@@ -83,19 +89,35 @@ class ParticlesVsDensityConfig(MetastabilityConfig):
         return float(min(self.particle_dt, courant_dt))
 
 
-def sweep_config(config: ParticlesVsDensityConfig) -> dict:
-    """The ``spherepde sweep`` configuration of the experiment: the metastability set-up
-    (:func:`~spherepde.experiments.metastability.setup_run_config`) with particles beside the
-    density, at the step :attr:`ParticlesVsDensityConfig.dt`, swept over β, N and the seed."""
+def base_config(config: ParticlesVsDensityConfig) -> dict:
+    """The ``spherepde run`` configuration both sweeps derive from: the metastability set-up
+    (:func:`~spherepde.experiments.metastability.setup_run_config`) at the first β, with the
+    first N particles (first seed) beside the density, at the step
+    :attr:`ParticlesVsDensityConfig.dt`."""
     raw = setup_run_config(config, config.betas[0], diagnostics=("mass", "min_density"))
     raw["representations"]["particles"] = {"n": int(config.particle_counts[0]),
                                            "seed": int(config.seeds[0])}
     raw["stepping"] = {"t_end": float(config.t_end), "dt": config.dt,
                        "output_every": config.t_end / config.n_outputs}
-    raw["sweep"] = {BETA: [float(b) for b in config.betas],
-                    N: [int(n) for n in config.particle_counts],
-                    SEED: [int(s) for s in config.seeds]}
     return raw
+
+
+def sweep_configs(config: ParticlesVsDensityConfig) -> dict:
+    """The two ``spherepde sweep`` configurations of the experiment, {"density": …,
+    "particles": …}, both :func:`base_config` at its fixed step dt: the density alone
+    (no particles) swept over β, and the particles alone (``representations.density = false``,
+    no fields nor density diagnostics) swept over β, N and the seed."""
+    base = base_config(config)
+    density = copy.deepcopy(base)
+    del density["representations"]["particles"]
+    density["sweep"] = {BETA: [float(b) for b in config.betas]}
+    particles = copy.deepcopy(base)
+    particles["representations"]["density"] = False
+    particles["outputs"] = {**particles["outputs"], "fields": False, "diagnostics": []}
+    particles["sweep"] = {BETA: [float(b) for b in config.betas],
+                          N: [int(n) for n in config.particle_counts],
+                          SEED: [int(s) for s in config.seeds]}
+    return {"density": density, "particles": particles}
 
 
 def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Path, *,
@@ -105,17 +127,20 @@ def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Pat
     from spherepde.io.netcdf import open_dataset
     from spherepde.validation import metrics
 
-    raw = sweep_config(config)
-    expand(raw)  # every member validated before anything is created
+    raws = sweep_configs(config)
+    for raw in raws.values():
+        expand(raw)  # every member of both sweeps validated before anything is created
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
     rows = []
     partial = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
-        res = run_sweep(raw, outdir / "runs", workers=config.workers, progress=progress)
-        ds = open_dataset(res["file"])
-        members = {(m[BETA], m[N], m[SEED]): path for m, path in member_runs(res["file"])}
+        res = {part: run_sweep(raw, outdir / "runs" / part, workers=config.workers, progress=progress)
+               for part, raw in raws.items()}
+        ds = open_dataset(res["density"]["file"])
+        densities = {m[BETA]: path for m, path in member_runs(res["density"]["file"])}
+        members = {(m[BETA], m[N], m[SEED]): path for m, path in member_runs(res["particles"]["file"])}
         grid = GaussGrid(config.nlat)
         for beta in config.betas:
             x, w_end = as_measure(grid, select(ds, "density", {BETA: beta})[-1])
@@ -142,14 +167,16 @@ def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Pat
             rate_m, se_m = fit_order(ns, [p["moment_error"] for p in per_n])
             rate_w, se_w = fit_order(ns, [p["w2"] for p in per_n])
             mass = select(ds, "mass", {BETA: beta})
-            rows.append({"beta": beta, "density_file": str(members[(beta, config.particle_counts[0], config.seeds[0])]),
+            rows.append({"beta": beta, "density_file": str(densities[beta]),
                          "density_mass_error": float(mass[-1] - 1.0),
                          "particles": per_n,
                          "rate_moment_error": {"exponent": rate_m, "stderr": se_m, "theory": -0.5},
                          "rate_w2": {"exponent": rate_w, "stderr": se_w,
                                      "note": "W2 of N samples of a smooth density on S² decays like N^(-1/2)·log-factors"}})
         summary = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__,
-                   "grid_spacing_rad": float(grid.dlon), "sweep_file": res["file"], "dt": config.dt,
+                   "grid_spacing_rad": float(grid.dlon),
+                   "density_sweep_file": res["density"]["file"],
+                   "particle_sweep_file": res["particles"]["file"], "dt": config.dt,
                    "runs": rows, "seconds": round(time.perf_counter() - t_start, 1)}
         summary["plot"] = str(plot_particles_vs_density(summary, outdir / "particles_vs_density.png"))
         summary["interrupted"] = False
@@ -184,4 +211,5 @@ def plot_particles_vs_density(summary: dict, path: Path) -> Path:
 
 
 
-__all__ = ["ParticlesVsDensityConfig", "plot_particles_vs_density", "run_particles_vs_density", "sweep_config"]
+__all__ = ["ParticlesVsDensityConfig", "base_config", "plot_particles_vs_density", "run_particles_vs_density",
+           "sweep_configs"]

@@ -257,9 +257,10 @@ def test_interrupted_experiment_still_writes_its_summary(tmp_path, monkeypatch):
 
 
 def test_particles_vs_density_is_a_sweep_of_run_configurations(tmp_path):
-    """The runs are `spherepde run` configurations, density and particles side by side, one
-    member per (β, N, seed); the particles are those of the direct ParticleODE run from the same
-    draw with the same steps, and the W₂ of the summary is the one of the stored end states."""
+    """The runs are `spherepde run` configurations in two sweeps from one base: the density alone
+    once per β, the particles alone once per (β, N, seed), at the same step; the particles are
+    those of the direct ParticleODE run from the same draw with the same steps, and the W₂ of
+    the summary is the one between the stored end states."""
     import numpy as np
 
     from spherepde.dynamics.attention import Attention
@@ -273,26 +274,40 @@ def test_particles_vs_density_is_a_sweep_of_run_configurations(tmp_path):
                               n_outputs=1, betas=(10.0, math.inf), particle_counts=(16, 32), seeds=(0, 1),
                               workers=0)
     assert cfg.dt == 0.05  # particle_dt, below the density's Courant step 0.8·π/8
-    members = expand(particles_vs_density.sweep_config(cfg)).members
-    assert len(members) == 2 * 2 * 2
-    assert all(m.config.representations.density and m.config.representations.particles is not None
-               for m in members)
+    raws = particles_vs_density.sweep_configs(cfg)
+    dens, parts = (expand(raws[k]).members for k in ("density", "particles"))
+    assert len(dens) == 2 and len(parts) == 2 * 2 * 2
+    assert all(m.config.representations.density and m.config.representations.particles is None
+               for m in dens)
+    assert all(not m.config.representations.density and m.config.representations.particles is not None
+               for m in parts)
+    assert {m.config.stepping.dt for m in dens + parts} == {0.05}  # the same steps
     s = particles_vs_density.run_particles_vs_density(cfg, tmp_path)
-    assert (tmp_path / "runs" / "sweep.nc").is_file() and s["sweep_file"].endswith("sweep.nc")
+    for part, key in (("density", "density_sweep_file"), ("particles", "particle_sweep_file")):
+        assert (tmp_path / "runs" / part / "sweep.nc").is_file()
+        assert s[key] == str(tmp_path / "runs" / part / "sweep.nc")
+    assert len(list((tmp_path / "runs" / "density" / "members").iterdir())) == 2  # one per β
     grid = GaussGrid(8)
     r = s["runs"][0]
     p = r["particles"][0]
     assert r["beta"] == 10.0 and p["N"] == 16 and len(p["files"]) == 2
     run = open_dataset(p["files"][0])
+    assert "density" not in run
     assert read_config(p["files"][0])["representations"]["particles"] == {"n": 16, "seed": 0}
     att = Attention(*(np.asarray(m, float) for m in (cfg.Q, cfg.K, cfg.V)), 10.0)
     x0 = sample_density(grid, metastability.initial_density(grid, cfg.init_a), 16, seed=0)
     direct = ParticleODE(att).run(x0, (0.0, 0.5), dt=0.05).positions[-1]
     assert np.allclose(run["position"].values[-1], direct, rtol=0, atol=1e-12)
-    x, w_end = as_measure(grid, run["density"].values[-1])
+    assert read_config(r["density_file"])["dynamics"]["attention"]["beta"] == 10.0
+    x, w_end = as_measure(grid, open_dataset(r["density_file"])["density"].values[-1])
     dists = [w2(open_dataset(f)["position"].values[-1], np.full(16, 1 / 16), x, w_end) for f in p["files"]]
     assert p["w2"] == pytest.approx(np.mean(dists), rel=1e-12)
     assert math.isinf(s["runs"][1]["beta"]) and abs(s["runs"][1]["density_mass_error"]) < 1e-13
+    # a re-run into the same folder skips every finished member of both sweeps
+    mtimes = {f: f.stat().st_mtime_ns for f in (tmp_path / "runs").glob("*/members/*/run.nc")}
+    again = particles_vs_density.run_particles_vs_density(cfg, tmp_path)
+    assert {f: f.stat().st_mtime_ns for f in mtimes} == mtimes and len(mtimes) == 2 + 8
+    assert again["runs"][0]["particles"][0]["w2"] == p["w2"]
 
 
 def test_experiments_refuse_bad_lists_before_work(tmp_path):
@@ -334,7 +349,15 @@ def test_the_examples_are_the_experiments_configurations():
                 load(examples / "metastability.toml"))
     pvd = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig(), nlat=24, betas=(10.0,),
                               n_outputs=8, particle_counts=(2000, 4000), seeds=(0,))
-    member = expand(particles_vs_density.sweep_config(pvd)).members[0]
-    assert member.values == {particles_vs_density.N: 2000, particles_vs_density.BETA: 10.0,
-                             particles_vs_density.SEED: 0}
-    assert same(member.config, load(examples / "particles_vs_density.toml"))
+    assert same(RunConfig.from_dict(particles_vs_density.base_config(pvd)),
+                load(examples / "particles_vs_density.toml"))
+    # the two sweeps' first members are that run split into its density and its particles
+    raws = particles_vs_density.sweep_configs(pvd)
+    dens, part = (expand(raws[k]).members[0] for k in ("density", "particles"))
+    assert dens.values == {particles_vs_density.BETA: 10.0}
+    assert part.values == {particles_vs_density.N: 2000, particles_vs_density.BETA: 10.0,
+                           particles_vs_density.SEED: 0}
+    example = load(examples / "particles_vs_density.toml")
+    reps = example.representations
+    for member, reps_changed in ((dens, reps.replace(particles=None)), (part, reps.replace(density=False))):
+        assert member.config == example.replace(outputs=member.config.outputs, representations=reps_changed)
