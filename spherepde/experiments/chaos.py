@@ -4,6 +4,12 @@ chaos``.
 The SPDE with attention drift against N particles driven by the *same* Brownian
 path (Prop 1.2): harmonic-moment and W₂ errors at t_end against N with fitted rates, compared
 with r_d(N); a different path as control; the grid error of the density as the floor.
+
+The runs are ``spherepde run`` configurations (:func:`run_config`, :func:`sweep_configs`), three
+sweeps into ``DIR/runs/NAME/`` (``sweep.nc``, ``members/*/run.nc``): the density alone over the
+Brownian paths (``dynamics.noise.realisation``) at nlat and nlat/2, the particles alone over
+paths × N × seed (the density is run once per path, not per N and seed), and the control (the
+largest N, first seed, on path 10000 + p); the errors are computed from those files.
 """
 from __future__ import annotations
 
@@ -18,6 +24,13 @@ from spherepde.experiments.ensemble import SPDEConfig
 from spherepde.io.plots import _plt
 from spherepde.io.summary import finish_summary, summary_on_interrupt
 from spherepde.validation.fits import fit_order
+
+
+#: the swept key paths of the runs
+PATH, N, SEED, NLAT = ("dynamics.noise.realisation", "representations.particles.n",
+                       "representations.particles.seed", "grid.nlat")
+#: the control of path p is driven by path CONTROL_OFFSET + p (another path of the same seed)
+CONTROL_OFFSET = 10_000
 
 
 @dataclass(frozen=True)
@@ -38,6 +51,23 @@ class ChaosConfig:
     seeds: tuple = (0, 1, 2)
     paths: tuple = (0, 1)
     lmax_moments: int = 4
+    workers: int = 2  # dask worker processes for the sweeps; 0 runs them in this process
+
+    def __post_init__(self) -> None:
+        if (isinstance(self.nlat, bool) or not isinstance(self.nlat, int) or self.nlat < 8
+                or self.nlat % 4):
+            raise ValueError(f"nlat must be a multiple of 4, at least 8 (the grid-error floor runs on "
+                             f"the even grid nlat/2), got {self.nlat!r}")
+        for name, lo, hi in (("particle_counts", 1, None), ("seeds", 0, None),
+                             ("paths", 0, CONTROL_OFFSET - 1)):
+            v = getattr(self, name)
+            if (not isinstance(v, (tuple, list)) or not v or len(set(v)) != len(v)
+                    or any(isinstance(a, bool) or not isinstance(a, int) or a < lo
+                           or (hi is not None and a > hi) for a in v)):
+                bound = f"integers >= {lo}" + ("" if hi is None else f" and <= {hi}")
+                raise ValueError(f"{name} must be a non-empty list of distinct {bound}, got {v!r}")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
+            raise ValueError(f"workers must be an integer >= 0, got {self.workers!r}")
 
     @classmethod
     def quick(cls) -> "ChaosConfig":
@@ -54,56 +84,130 @@ class ChaosConfig:
                           t_end=self.t_end, dt=self.dt, n_outputs=1, moments_lmax=self.lmax_moments)
 
 
-def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False) -> dict:
-    from spherepde.grids.sampling import sample_density
+def run_config(config: ChaosConfig) -> dict:
+    """The ``spherepde run`` configuration (a raw dict for :class:`RunConfig`) of the SPDE of
+    :meth:`ChaosConfig.spde`: attention Q, K, V, β; the MLP noise (activation, σ_U = σ_W = sigma,
+    variance_fraction, seed 0, path realisation 0 on [0, t_end]); ρ_0 ∝ 1 + ½⟨x, â⟩ on
+    ``GaussGrid(nlat)``; fixed step dt to t_end, one output interval; fields and positions
+    kept, no time series.  Neither density nor particles are switched on (:func:`sweep_configs`)."""
+    def rows(m):
+        return [[float(a) for a in r] for r in m]
+
+    spde = config.spde()
+    return {"grid": {"kind": "sphere", "nlat": int(config.nlat)},
+            "initial": {"kind": "cosine", "direction": [float(a) for a in spde.initial["direction"]],
+                        "amplitude": float(spde.initial["amplitude"])},
+            "dynamics": {"attention": {"Q": rows(config.Q), "K": rows(config.K), "V": rows(config.V),
+                                       "beta": float(config.beta)},
+                         "noise": {"activation": config.activation, "sigma_u": float(config.sigma),
+                                   "sigma_w": float(config.sigma),
+                                   "variance_fraction": float(config.variance_fraction),
+                                   "seed": int(spde.seed)}},
+            "representations": {"density": False},
+            "stepping": {"t_end": float(config.t_end), "dt": float(config.dt),
+                         "output_every": float(config.t_end)},
+            "outputs": {"fields": True, "positions": True, "diagnostics": []}}
+
+
+def sweep_configs(config: ChaosConfig) -> dict:
+    """The three ``spherepde sweep`` configurations of the experiment, by folder name:
+
+    * ``density``: the density alone over the paths × {nlat/2, nlat} (nlat/2: the grid-error floor);
+    * ``particles``: the particles alone (they do not depend on the density) over the paths ×
+      N × seed;
+    * ``control``: the largest N with the first seed on the paths CONTROL_OFFSET + p."""
+    paths = [int(p) for p in config.paths]
+    density = run_config(config)
+    density["representations"] = {"density": True}
+    density["sweep"] = {PATH: paths, NLAT: [int(config.nlat) // 2, int(config.nlat)]}
+    particles = run_config(config)
+    particles["representations"] = {"density": False,
+                                    "particles": {"n": int(config.particle_counts[0]),
+                                                  "seed": int(config.seeds[0])}}
+    particles["sweep"] = {PATH: paths, N: [int(n) for n in config.particle_counts],
+                          SEED: [int(s) for s in config.seeds]}
+    control = run_config(config)
+    control["representations"] = {"density": False,
+                                  "particles": {"n": int(config.particle_counts[-1]),
+                                                "seed": int(config.seeds[0])}}
+    control["sweep"] = {PATH: [CONTROL_OFFSET + p for p in paths]}
+    return {"density": density, "particles": particles, "control": control}
+
+
+def _write_particle_file(path: Path, run_nc: Path, config: ChaosConfig, n: int, p: int, seed: int,
+                         att) -> None:
+    """``particles_path{p}_N{n}.nc`` (the layout of :func:`write_particles_netcdf`) from the
+    positions of a member's ``run.nc``."""
+    import json
+
+    from spherepde.io.netcdf import open_dataset
     from spherepde.io.particles import write_particles_netcdf
-    from spherepde.solvers.lagrangian.sde import ParticleSDE
-    from spherepde.experiments.ensemble import initial_density, run_realisation
+    from spherepde.solvers.lagrangian.particles import ParticleResult
+
+    ds = open_dataset(run_nc)
+    pos = ds["position"].values
+    steps = json.loads((run_nc.parent / "summary.json").read_text())["particles"]
+    res = ParticleResult(times=ds["time"].values, positions=pos, n_steps=steps["steps"],
+                         wall_time=steps["seconds"], interrupted=False, t=float(ds["time"].values[-1]),
+                         state=pos[-1], weights=np.full(n, 1.0 / n), method="heun")
+    write_particles_netcdf(path, res, config={**config.to_dict(), "N": n, "path": p}, seed=seed,
+                           attention=att)
+
+
+def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False) -> dict:
+    """Run the sweeps of :func:`sweep_configs` into ``DIR/runs/{density,particles,control}/``
+    (``sweep.nc`` and ``members/*/run.nc``) and compute the errors at t_end from those files."""
+    from spherepde.experiments.run import build
+    from spherepde.experiments.sweep import expand, member_runs, run_sweep
+    from spherepde.io.netcdf import open_dataset
     from spherepde.validation.metrics import as_measure, harmonic_moments, w2_with_bound
 
+    raws = sweep_configs(config)
+    # every member of every sweep validated before anything is created, and one member built
+    # (the noise's check of dt; the control's: particles only, so cheap)
+    sweeps = {name: expand(raw) for name, raw in raws.items()}
+    build(sweeps["control"].members[0].config)
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     spde = config.spde()
-    grid, noise, att = spde.make_grid(), spde.make_noise(), spde.make_attention()
-    rho0 = initial_density(spde, grid)
+    noise, att = spde.make_noise(), spde.make_attention()
     rows = []
     partial = {"experiment": "chaos", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
+        files = {}
+        for name, raw in raws.items():
+            res = run_sweep(raw, outdir / "runs" / name, workers=config.workers, progress=progress)
+            files[name] = {tuple(m.values()): path for m, path in member_runs(res["file"])}
+
+        def final(name: str, key: tuple, variable: str) -> np.ndarray:
+            return open_dataset(files[name][key])[variable].values[-1]
+
+        grid, coarse = spde.make_grid(), config.spde(config.nlat // 2).make_grid()
         for p in config.paths:
-            ref = run_realisation(spde, p)
-            coarse = run_realisation(config.spde(config.nlat // 2), p)
-            x, w_end = as_measure(grid, ref["density"][-1])
+            x, w_end = as_measure(grid, final("density", (p, config.nlat), "density"))
             q_ref = harmonic_moments(x, w_end, config.lmax_moments)
-            cg = config.spde(config.nlat // 2).make_grid()
-            xc, wc = as_measure(cg, coarse["density"][-1])
+            xc, wc = as_measure(coarse, final("density", (p, config.nlat // 2), "density"))
             grid_error = float(np.linalg.norm(harmonic_moments(xc, wc, config.lmax_moments) - q_ref))
-            path = spde.make_path(noise, p)
             per_n = []
             for n in config.particle_counts:
                 errs, dists, bounds = [], [], []
                 for seed in config.seeds:
-                    x0 = sample_density(grid, rho0, n, seed=seed)
-                    sde = ParticleSDE(att, noise=noise, path=path, method="heun")
-                    res = sde.run(x0, (0.0, config.t_end), dt=config.dt, progress=progress)
-                    xe = res.positions[-1]
+                    xe = final("particles", (p, n, seed), "position")
                     wn = np.full(n, 1.0 / n)
                     errs.append(float(np.linalg.norm(harmonic_moments(xe, wn, config.lmax_moments) - q_ref)))
                     est = w2_with_bound(xe, wn, x, w_end)
                     dists.append(est.value)
                     bounds.append(est.error_bound)
                     if seed == config.seeds[0] and p == config.paths[0]:
-                        write_particles_netcdf(outdir / f"particles_path{p}_N{n}.nc", res,
-                                               config={**config.to_dict(), "N": n, "path": p}, seed=seed,
-                                               attention=att)
+                        _write_particle_file(outdir / f"particles_path{p}_N{n}.nc",
+                                             files["particles"][(p, n, seed)], config, n, p, seed, att)
                 per_n.append({"N": n, "moment_error": float(np.mean(errs)), "moment_error_std": float(np.std(errs)),
                               "w2": float(np.mean(dists)), "w2_std": float(np.std(dists)),
                               "w2_error_bound": float(max(bounds))})
             # control: the largest N driven by a different path
-            other = spde.make_path(noise, 10_000 + p)
             n = config.particle_counts[-1]
-            xe = ParticleSDE(att, noise=noise, path=other, method="heun").run(
-                sample_density(grid, rho0, n, seed=config.seeds[0]), (0.0, config.t_end), dt=config.dt).positions[-1]
+            xe = final("control", (CONTROL_OFFSET + p,), "position")
             control = float(np.linalg.norm(harmonic_moments(xe, np.full(n, 1.0 / n), config.lmax_moments) - q_ref))
             ns = [q["N"] for q in per_n]
             rm, sm = fit_order(ns, [q["moment_error"] for q in per_n])
@@ -114,7 +218,9 @@ def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False
                          "rate_w2": {"exponent": rw, "stderr": sw,
                                      "prop_1_2_bound": "W2² ≤ c N^(-1/2) for d = 3, i.e. W2 ≤ c N^(-1/4)"}})
         summary = {"experiment": "chaos", "config": config.to_dict(), "version": __version__,
-                   "kappa_truncated": noise.variance, "nmax": noise.nmax, "runs": rows}
+                   "kappa_truncated": noise.variance, "nmax": noise.nmax,
+                   "sweep_files": {name: str(outdir / "runs" / name / "sweep.nc") for name in raws},
+                   "runs": rows}
         return finish_summary(summary, plot_chaos, outdir / "chaos.png", t0)
 
 
@@ -149,4 +255,4 @@ def plot_chaos(summary: dict, path: Path) -> Path:
 
 
 
-__all__ = ["ChaosConfig", "plot_chaos", "run_chaos"]
+__all__ = ["CONTROL_OFFSET", "ChaosConfig", "plot_chaos", "run_chaos", "run_config", "sweep_configs"]

@@ -52,6 +52,14 @@ def _even_nlat(v: int) -> int:
     return v
 
 
+def _nlat_chaos(v: int) -> int:
+    v = _even_nlat(v)
+    if v < 8 or v % 4:
+        raise ValueError(f"--nlat must be a multiple of 4, at least 8 (chaos also runs the density "
+                         f"on nlat/2, an even grid), got {v}")
+    return v
+
+
 def _positive_time(v: float) -> float:
     if not (math.isfinite(v) and v > 0):
         raise ValueError(f"--t-end must be a positive number, got {v}")
@@ -201,7 +209,7 @@ EXPERIMENTS: dict[str, Experiment] = dict([
            (T_END, WORKERS, DENSITY_SCHEME), PAPER2_QUICK),
     _entry("chaos", "Paper 2: particles vs the SPDE on the same Brownian path, errors vs N",
            "chaos", "ChaosConfig", "run_chaos",
-           (PARTICLE_COUNTS, NLAT_S2, T_END), PAPER2_QUICK),
+           (PARTICLE_COUNTS, NLAT_S2.with_(check=_nlat_chaos), T_END, RUN_WORKERS), PAPER2_QUICK),
     _entry("depth-width", "Paper 2: the discrete transformer vs the limit SDE, errors vs depth L and width m",
            "depth_width", "DepthWidthConfig", "run_depth_width",
            (T_END,), PAPER2_QUICK),

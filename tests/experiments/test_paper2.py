@@ -10,6 +10,7 @@ import pytest
 from spherepde.io.netcdf import open_dataset
 from spherepde.noise import NoiseKernel
 from spherepde.experiments.chaos import ChaosConfig, run_chaos
+from spherepde.experiments.sweep import member_runs
 from spherepde.experiments.depth_width import DepthWidthConfig, run_depth_width
 from spherepde.experiments.heat_kernel import HeatKernelConfig, run_heat_kernel
 from spherepde.experiments.synchronization import SynchronizationConfig, lyapunov_exponent, run_synchronization
@@ -98,7 +99,7 @@ def test_synchronization_density_as_points_is_a_sweep_of_run_configurations(tmp_
 
 
 def test_chaos_tiny(tmp_path):
-    cfg = replace(ChaosConfig.quick(), particle_counts=(50, 200, 800), seeds=(0,), t_end=0.3)
+    cfg = replace(ChaosConfig.quick(), particle_counts=(50, 200, 800), seeds=(0,), t_end=0.3, workers=0)
     s = run_chaos(cfg, tmp_path)
     (row,) = s["runs"]
     err = [p["moment_error"] for p in row["particles"]]
@@ -106,6 +107,29 @@ def test_chaos_tiny(tmp_path):
     # the same path matters: at the largest N the error is far below that of a different path
     assert err[-1] < 0.5 * row["control_other_path_moment_error"]
     assert (tmp_path / "particles_path0_N800.nc").exists() and (tmp_path / "chaos.png").exists()
+    # the runs are sweeps of spherepde run configurations: the density once per path and grid
+    # (not per N and seed), the particles without a density, the control on path 10000
+    members = {name: [m for m, _ in member_runs(s["sweep_files"][name])]
+               for name in ("density", "particles", "control")}
+    assert members["density"] == [{"dynamics.noise.realisation": 0, "grid.nlat": n} for n in (8, 16)]
+    assert len(members["particles"]) == 3
+    assert members["control"] == [{"dynamics.noise.realisation": 10_000}]
+    for m, path in member_runs(s["sweep_files"]["particles"]):
+        ds = open_dataset(path)
+        assert "density" not in ds and ds["position"].shape[1] == m["representations.particles.n"]
+
+
+def test_chaos_errors_before_work(tmp_path):
+    with pytest.raises(ValueError, match="nlat must be a multiple of 4"):
+        replace(ChaosConfig.quick(), nlat=18)
+    with pytest.raises(ValueError, match="paths must be"):
+        replace(ChaosConfig.quick(), paths=(0, 0))
+    out = tmp_path / "out"
+    with pytest.raises(ValueError, match="dt must be ≤ t_end"):
+        run_chaos(replace(ChaosConfig.quick(), t_end=0.01, workers=0), out)
+    with pytest.raises(ValueError, match="stepping.dt: dt=0.5 is too large for the noise"):
+        run_chaos(replace(ChaosConfig.quick(), t_end=0.5, dt=0.5, workers=0), out)  # run.build's check
+    assert not out.exists()
 
 
 def test_pathwise_contraction_rate_is_lambda_1():

@@ -65,3 +65,6 @@ def test_configure_applies_checked_values():
     # the checks run in OPTION_ORDER: --nlat before --particle-counts, whatever the help order
     with pytest.raises(ValueError, match="--nlat"):
         EXPERIMENTS["chaos"].configure({"particle_counts": [1], "nlat": 3})
+    with pytest.raises(ValueError, match="--nlat must be a multiple of 4"):  # chaos runs nlat/2 too
+        EXPERIMENTS["chaos"].configure({"nlat": 18})
+    assert EXPERIMENTS["chaos"].configure({"workers": 0}, quick=True).workers == 0
