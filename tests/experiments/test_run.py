@@ -217,6 +217,8 @@ def _shrunk(path: Path) -> list[str]:
     kind = raw["grid"]["kind"]
     if kind != "none":  # no grid to shrink for tokens in R^d, d ≥ 4
         sets.append("grid.nlat=12" if kind == "sphere" else "grid.n=64")
+    if raw.get("initial", {}).get("kind") == "random-phase":  # its modes must fit the grid: 2·16 ≤ 64
+        sets.append("initial.max_degree=16")
     reps = raw.get("representations", {})
     if "particles" in reps:
         sets.append("representations.particles.n=40")
