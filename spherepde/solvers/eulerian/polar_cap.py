@@ -1,4 +1,5 @@
-"""Positive, mass-exact polar cap for the FFSL–PPM sphere transport (``FFSLSphere(polar="cap")``).
+"""Positive, mass-exact polar cap for the FFSL–PPM sphere transport (``FFSLSphere``'s default
+``polar="auto"`` from nlat 8 on, or ``polar="cap"``).
 
 The dimension-split step (Z M Z) piles mass up in the sliver cells next to the poles when the
 flow crosses a pole (Williamson 1 at α = π/2: first-to-second order only, l2 0.063 / 0.020 at
@@ -22,10 +23,12 @@ pole** ("cap", ring index j = 0..K−1 counted from the pole) by an unsplit depa
    q_c + g_c · (X − X̄_c) (X̄_c the polygon centroid), g_c by least squares over 8 neighbours,
    scaled by θ_c ∈ [0, 1] so the profile is ≥ 0 at every vertex of the cell (so on the cell).
 
-3. Departure cells.  The cap vertices (rings 0..K) are traced back over Δt by the midpoint
-   rule x_m = N(x − Δt/2 u(x)), x_d = N(x − Δt ũ(x_m)) (N: normalise to the sphere), with ũ
-   the bilinear interpolant in (r, λ) of the velocity at the vertices of rings 0..J (one call
-   of the velocity per step, at ``vertices_xyz``).
+3. Departure cells.  The cap vertices (rings 0..K) are traced back over Δt by the classical
+   RK4 rule with every stage projected onto the sphere, k₁ = u(x), k₂ = ũ(N(x − Δt/2 k₁)),
+   k₃ = ũ(N(x − Δt/2 k₂)), k₄ = ũ(N(x − Δt k₃)), x_d = N(x − Δt (k₁ + 2k₂ + 2k₃ + k₄)/6)
+   (N: normalise to the sphere), with ũ the bilinear interpolant in (r, λ) of the velocity at
+   the vertices of rings 0..J (one call of the velocity per step, at ``vertices_xyz``).  The
+   midpoint rule of the prototype moved points circling the pole outwards by θ²/2 per step.
 
 4. Remap.  New mass of cap cell c = ∫_{D_c} profile + q_c (a_c − |P_c|), D_c the departure
    polygon (straight chart edges between the traced vertices) and |P_c| the chord polygon's
