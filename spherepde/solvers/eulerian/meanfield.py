@@ -56,11 +56,8 @@ class MeanFieldFFSL:
         self._sphere = isinstance(grid, GaussGrid)
         self._last = None  # (t, rho, face velocities) of the last evaluation
         # the velocity is evaluated at the face points and, with polar="cap", the cap vertices
-        cap = getattr(self.transport, "cap_points", None)
-        self._cap = cap is not None
-        self._n_faces = self.transport.points.shape[0]
-        self._points = self.transport.points if cap is None else np.concatenate(
-            [self.transport.points, cap])
+        self._cap = getattr(self.transport, "cap_points", None) is not None
+        self._points = self.transport.velocity_points
 
     @property
     def substeps(self) -> int:
@@ -87,15 +84,8 @@ class MeanFieldFFSL:
                 and (rho is None) == (self._last[1] is None)
                 and (rho is None or np.array_equal(self._last[1], rho))):
             return self._last[2]
-        v = self._velocity_values(t, rho)
-        if not self._cap:
-            out = self.transport.face_velocities(v)
-        else:  # (az, am, max |v|, v at the cap vertices)
-            v = np.asarray(v, dtype=float)
-            if v.shape != self._points.shape:
-                raise ValueError(f"velocity must return an array of shape {self._points.shape} "
-                                 f"(the face points, then the polar-cap vertices), got {v.shape}")
-            out = (*self.transport.face_velocities(v[:self._n_faces]), v[self._n_faces:])
+        # (az, am, max |v|) on S², (a, max |v|) on S¹; with the cap also v at its vertices
+        out = self.transport.split_velocities(self._velocity_values(t, rho))
         self._last = (t, None if rho is None else np.array(rho, copy=True), out, key)
         return out
 

@@ -40,7 +40,7 @@ import numpy as np
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.geometry import east_north_basis
 from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL
-from spherepde.solvers.eulerian.transport import check_polar, resolve_polar
+from spherepde.solvers.eulerian.transport import check_polar, courant_cap_buffer, resolve_polar
 from spherepde.solvers.registry import register_stepper
 
 SCHEMES = ("stratonovich", "ito-euler")
@@ -57,9 +57,9 @@ def cap_buffer_for(grid, noise, dt: float, cap_rings: int = 4, courant: float = 
     ceil(courant) + 2 the transport takes without noise (so at least that; at most nlat − K).
     Departure points that still leave the buffer make that cap fall back to the split step's
     values for the step (``transport.cap_fallbacks``)."""
-    base = int(math.ceil(courant)) + 2
+    base = courant_cap_buffer(grid.nlat, cap_rings, courant)
     if noise is None:
-        return min(base, grid.nlat - cap_rings)
+        return base
     reach = CAP_REACH_SIGMAS * math.sqrt(2.0 * noise.variance * dt)
     colat = np.pi / 2 - np.asarray(grid.lat_faces)  # faces from the north pole
     need = int(np.searchsorted(colat - colat[cap_rings], reach)) - cap_rings

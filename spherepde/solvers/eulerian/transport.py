@@ -124,6 +124,16 @@ class _FFSLBase:
         return {"stepper": self.name, "limiter": self.limiter, "courant": self.courant,
                 "max_lipschitz": self.max_lipschitz}
 
+    @property
+    def velocity_points(self) -> np.ndarray:
+        """Every point where a step needs the velocity (the face points here)."""
+        return self.points
+
+    def split_velocities(self, v: np.ndarray):
+        """Cartesian velocities at :attr:`velocity_points` → the arguments of :meth:`advance`
+        after rho (and the max |v|): :meth:`face_velocities` here."""
+        return self.face_velocities(v)
+
     def stable_dt(self, rho: np.ndarray, t: float) -> float:
         """Δt giving the requested Courant number for the velocity at time t (inf if u ≡ 0)."""
         vmax = self._face_velocities(t)[-1]
@@ -163,6 +173,12 @@ def resolve_polar(polar, nlat: int, cap_rings=None, limiter: str = "positive") -
     if cap_rings is None:
         cap_rings = min(DEFAULT_CAP_RINGS, nlat // 4)
     return polar, cap_rings
+
+
+def courant_cap_buffer(nlat: int, cap_rings: int, courant: float) -> int:
+    """The cap's default buffer, ceil(courant) + 2 rings (at most nlat − cap_rings): a departure
+    point moves at most about ``courant`` rings in a step at that Courant number."""
+    return min(int(np.ceil(courant)) + 2, nlat - cap_rings)
 
 
 def check_polar(polar, cap_rings, nlat: int, cap_buffer=None, limiter: str = "positive") -> None:
@@ -228,11 +244,11 @@ class FFSLSphere(_FFSLBase):
         self._caps = ()
         self.cap_fallbacks = 0  # cap remaps replaced by the split step's values (diagnostic)
         if polar == "cap":
-            buffer = min(int(np.ceil(self.courant)) + 2, g.nlat - self.cap_rings) \
+            buffer = courant_cap_buffer(g.nlat, self.cap_rings, self.courant) \
                 if cap_buffer is None else int(cap_buffer)
             self._caps = tuple(polar_cap.PolarCap(g, self.cap_rings, buffer, s) for s in (1, -1))
             self._cap_points = np.concatenate([c.vertices_xyz for c in self._caps])
-            self._points_cap = np.concatenate([self._points, self._cap_points])
+            self._velocity_points = np.concatenate([self._points, self._cap_points])
 
     def options(self) -> dict:
         out = {**super().options(), "polar": self.polar}
@@ -257,21 +273,31 @@ class FFSLSphere(_FFSLBase):
         (vn,), vmax2 = _tangent_components(v[nz:].reshape(self._xm.shape), self._xm, [self._north_m])
         return u * self._zfac, np.ascontiguousarray(-vn.T), max(vmax1, vmax2)
 
+    @property
+    def velocity_points(self) -> np.ndarray:
+        """Every point where a step needs the velocity: :attr:`points`, then (``polar="cap"``)
+        :attr:`cap_points`."""
+        return self._velocity_points if self._caps else self._points
+
+    def split_velocities(self, v: np.ndarray):
+        """Cartesian velocities at :attr:`velocity_points` → (a_zonal, a_meridional, max |v|)
+        of :meth:`face_velocities`, and with ``polar="cap"`` the velocities at the cap vertices
+        (the ``v_cap`` of :meth:`advance`)."""
+        if not self._caps:
+            return self.face_velocities(v)
+        v = np.asarray(v, dtype=float)
+        if v.shape != self._velocity_points.shape:
+            raise ValueError(f"velocity must return an array of shape {self._velocity_points.shape} "
+                             f"(the face points, then the polar-cap vertices), got {v.shape}")
+        npt = self._points.shape[0]
+        return (*self.face_velocities(v[:npt]), v[npt:])
+
     def _face_velocities(self, t: float):
-        if self._cache is not None and self._cache[0] == t:
-            return self._cache[1:4]
-        if self._caps:  # one call at the face points and the cap vertices; cached together
-            v = np.asarray(self.velocity(t, self._points_cap), dtype=float)
-            if v.shape != self._points_cap.shape:
-                raise ValueError(f"velocity must return an array of shape {self._points_cap.shape} "
-                                 f"(the face points, then the polar-cap vertices), got {v.shape}")
-            npt = self._points.shape[0]
-            out = self.face_velocities(v[:npt])
-            self._cache = (t,) + out + (v[npt:],)
-            return out
-        out = self.face_velocities(self.velocity(t, self._points))
-        self._cache = (t,) + out
-        return out
+        """(a_zonal, a_meridional, max |v|) at time t; the velocity is evaluated once at every
+        point of :attr:`velocity_points` and cached with the cap-vertex part."""
+        if self._cache is None or self._cache[0] != t:
+            self._cache = (t, self.split_velocities(self.velocity(t, self.velocity_points)))
+        return self._cache[1][:3]
 
     def _zonal_plan(self, a: np.ndarray, tau: float):
         """Departure geometry of the zonal sweeps Z(tau) for velocities a (nlat, nlon).
@@ -337,13 +363,7 @@ class FFSLSphere(_FFSLBase):
     def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
         """One step of length dt from time t, velocity frozen at t + dt/2."""
         az, am, _ = self._face_velocities(t + 0.5 * dt)
-        if not self._caps:
-            return self.advance(rho, az, am, dt)
-        return self._step_cap(rho, t + 0.5 * dt, az, am, dt)
-
-    def _step_cap(self, rho, tm, az, am, dt):
-        self._face_velocities(tm)  # cached: the cap-vertex velocities came with the face ones
-        return self._advance_cap(rho, az, am, self._cache[4], dt)
+        return self.advance(rho, az, am, dt, *self._cache[1][3:])  # v_cap with polar="cap"
 
     def _remap_cap(self, cap, mass, v, dt):
         """The cap's remapped masses, or None (counted in :attr:`cap_fallbacks`) where a departure
