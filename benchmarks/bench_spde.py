@@ -53,8 +53,9 @@ not advanced (every call does the same work).  Each sample is a batch of calls l
 ratio measured within one repetition (wall clock; process CPU time recorded too).  A cProfile
 summary (top functions by cumulative time) of a few steps is stored in the JSON.
 
-Part 2 — ensembles: ``run_ensemble(SPDEConfig(nlat, paper1 attention, noise on, dt = 0.02,
-t_end = n_steps·dt), R, file, workers=w)`` (a dask LocalCluster of w single-threaded processes;
+Part 2 — ensembles: ``run_ensemble(ensemble_raw(nlat, t_end = n_steps·dt), R, folder,
+workers=w)`` (the sweep over the realisations of a run configuration with Paper 1's attention and
+the noise, dt = 0.02; a dask LocalCluster of w single-threaded processes;
 w = 0 runs serially in this process), w = 0, 1, 2, 3, 4, plus w = 1, 2 with the workers started
 without dask's default ``MALLOC_TRIM_THRESHOLD_=65536`` (``--ensemble-passes`` passes, each in a
 shuffled order; medians).  n_steps is chosen from a calibration run so that one realisation takes
@@ -97,6 +98,7 @@ import json  # noqa: E402
 import math  # noqa: E402
 import platform  # noqa: E402
 import pstats  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 import time  # noqa: E402
 from pathlib import Path  # noqa: E402
@@ -113,7 +115,10 @@ from spherepde.noise import BrownianPath, NoiseField, NoiseKernel  # noqa: E402
 from spherepde.noise.brownian import CHUNK  # noqa: E402
 from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL  # noqa: E402
 from spherepde.solvers.eulerian.spde import SPDEFFSL  # noqa: E402
-from spherepde.experiments.ensemble import SPDEConfig, initial_density, run_ensemble, run_realisation  # noqa: E402
+from spherepde.experiments.config import RunConfig  # noqa: E402
+from spherepde.experiments.ensemble import run_ensemble  # noqa: E402
+from spherepde.experiments.run import run  # noqa: E402
+from spherepde.experiments.sweep import _run_member  # noqa: E402
 
 from _common import batch  # noqa: E402  (this folder: the timing helpers of every benchmark)
 
@@ -268,9 +273,15 @@ def profile_lines(fn, n: int, top: int = 14) -> dict:
 
 
 # ---- part 1: one step ------------------------------------------------------------------------
+def vmf_density(grid) -> np.ndarray:
+    """The ensemble's initial density: von Mises–Fisher, concentration 3 about (1, 0, 0), mass 1."""
+    rho = grid.cell_average(lambda x: np.exp(3.0 * (x[..., 0] - 1.0)))
+    return rho / grid.integrate(rho)
+
+
 def bench_steps(nlat: int, reps: int, min_sample: float, rng, slow: float, quick: bool):
     grid = GaussGrid(nlat)
-    rho = initial_density(SPDEConfig(nlat=nlat), grid)
+    rho = vmf_density(grid)
     noises = {n: make_noise(n) for n in TRUNCATIONS}
     out = {"nlat": nlat, "nlon": grid.nlon, "cells": grid.nlat * grid.nlon,
            "face_points": None, "nmax": {str(n): f.nmax for n, f in noises.items()},
@@ -450,6 +461,21 @@ def paper1_attention() -> dict:
     return {"Q": Q.tolist(), "K": DRIFTS["paper1"].tolist(), "V": V.tolist(), "beta": BETA}
 
 
+def ensemble_raw(nlat: int, t_end: float, attention: dict | None = None) -> dict:
+    """The run configuration of one realisation: density on GaussGrid(nlat), the vMF start, ReLU
+    noise (σ_U = σ_W = 0.5, 99.9 % of κ), the attention if given, dt = ENSEMBLE_DT to t_end with
+    ENSEMBLE_OUTPUTS outputs of mass, E_β and moments, fields in float32."""
+    dyn = {"noise": {"activation": "relu", "sigma_u": 0.5, "sigma_w": 0.5,
+                     "variance_fraction": VARIANCE_FRACTION, "seed": 0}}
+    if attention is not None:
+        dyn["attention"] = attention
+    return {"grid": {"kind": "sphere", "nlat": nlat},
+            "initial": {"kind": "vmf", "centres": [[1.0, 0.0, 0.0]], "kappas": [3.0]},
+            "dynamics": dyn, "representations": {"density": True},
+            "stepping": {"t_end": t_end, "dt": ENSEMBLE_DT, "output_every": t_end / ENSEMBLE_OUTPUTS},
+            "outputs": {"diagnostics": ["mass", "energy", "moments"], "precision": "float32"}}
+
+
 def cluster_startup(w: int) -> dict:
     from dask.distributed import Client, LocalCluster
 
@@ -461,8 +487,9 @@ def cluster_startup(w: int) -> dict:
     client.wait_for_workers(w)
     start = time.perf_counter() - t
     t = time.perf_counter()
-    client.submit(run_realisation, SPDEConfig(nlat=16, attention=None, t_end=0.02, dt=0.02,
-                                              n_outputs=1), 0, pure=False).result()
+    with tempfile.TemporaryDirectory(prefix="bench_spde_") as tmp:
+        client.submit(_run_member, RunConfig.from_dict(ensemble_raw(16, 4 * ENSEMBLE_DT)).to_dict(),
+                      tmp, pure=False).result()
     first_task = time.perf_counter() - t
     t = time.perf_counter()
     client.close()
@@ -508,20 +535,21 @@ def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng, passes:
                    no_trim_workers: list) -> dict:
     att = paper1_attention()
     # calibrate: seconds per step of one realisation in this process
-    cal = SPDEConfig(nlat=nlat, attention=att, t_end=ENSEMBLE_OUTPUTS * ENSEMBLE_DT, dt=ENSEMBLE_DT,
-                     n_outputs=ENSEMBLE_OUTPUTS)
-    run_realisation(cal, 0)  # warm-up (numba kernels, caches)
-    t = time.perf_counter()
-    o = run_realisation(cal, 0)
-    cal_wall = time.perf_counter() - t
-    per_step = o["_seconds"] / ENSEMBLE_OUTPUTS
-    setup = cal_wall - o["_seconds"]  # grid, noise field, drift, diagnostics, initial density
+    cal = RunConfig.from_dict(ensemble_raw(nlat, ENSEMBLE_OUTPUTS * ENSEMBLE_DT, att))
+    with tempfile.TemporaryDirectory(prefix="bench_spde_") as tmp:
+        run(cal, tmp, progress=False)  # warm-up (numba kernels, caches)
+        t = time.perf_counter()
+        o = run(cal, tmp, progress=False)
+        cal_wall = time.perf_counter() - t
+    per_step = o["density"]["seconds"] / ENSEMBLE_OUTPUTS
+    setup = cal_wall - o["density"]["seconds"]  # grid, noise field, drift, files, initial density
     n_steps = ENSEMBLE_OUTPUTS * max(1, round(target / per_step / ENSEMBLE_OUTPUTS))
-    config = SPDEConfig(nlat=nlat, attention=att, t_end=n_steps * ENSEMBLE_DT, dt=ENSEMBLE_DT,
-                        n_outputs=ENSEMBLE_OUTPUTS)
+    raw = ensemble_raw(nlat, n_steps * ENSEMBLE_DT, att)
+    config = RunConfig.from_dict(raw)
+    t_end = config.stepping.t_end
     variants = [(w, True) for w in workers] + [(w, False) for w in no_trim_workers]
     print(f"  ensemble nlat {nlat}: calibration {per_step:.3g} s/step (+ {setup:.2f} s set-up and "
-          f"outputs) -> {n_steps} steps (t_end {config.t_end:g}), R = {R}, workers {workers}"
+          f"outputs) -> {n_steps} steps (t_end {t_end:g}), R = {R}, workers {workers}"
           + (f", and {no_trim_workers} without MALLOC_TRIM_THRESHOLD_" if no_trim_workers else "")
           + f"; {passes} pass(es)", flush=True)
     walls = {v: [] for v in variants}
@@ -534,23 +562,24 @@ def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng, passes:
             orders.append([[w, trim] for w, trim in order])
             for w, trim in order:
                 la = os.getloadavg()[0]
-                f = Path(tmp) / f"ens_w{w}_{int(trim)}.nc"
+                f = Path(tmp) / f"ens_w{w}_{int(trim)}"
                 c0 = _cpu_seconds()
                 if trim:
-                    res = run_ensemble(config, R, f, workers=w)
+                    res = run_ensemble(raw, R, f, workers=w, progress=False)
                 else:
                     with _NoMallocTrim():
-                        res = run_ensemble(config, R, f, workers=w)
+                        res = run_ensemble(raw, R, f, workers=w, progress=False)
                 cpu_s = _cpu_seconds() - c0
-                f.unlink()
-                if sorted(res.realisations) != list(range(R)):
-                    raise AssertionError(f"ensemble with {w} workers returned {res.realisations}")
-                walls[(w, trim)].append(res.wall_time)
+                shutil.rmtree(f)
+                if res["completed"] != R:
+                    raise AssertionError(f"ensemble with {w} workers completed {res['completed']} of {R}")
+                res_wall = res["seconds"]
+                walls[(w, trim)].append(res_wall)
                 loads[(w, trim)].append(la)
                 cpus[(w, trim)].append(cpu_s)
-                print(f"    w = {w}{'' if trim else ' (no malloc trim)'}: {res.wall_time:7.1f} s  "
-                      f"{R / res.wall_time * 3600:7.0f} realisations/h  CPU {cpu_s:6.1f} s = "
-                      f"{cpu_s / res.wall_time:4.2f} cores  (load {la:.1f})", flush=True)
+                print(f"    w = {w}{'' if trim else ' (no malloc trim)'}: {res_wall:7.1f} s  "
+                      f"{R / res_wall * 3600:7.0f} realisations/h  CPU {cpu_s:6.1f} s = "
+                      f"{cpu_s / res_wall:4.2f} cores  (load {la:.1f})", flush=True)
     med = {v: float(np.median(x)) for v, x in walls.items()}
     cpu_med = {v: float(np.median(x)) for v, x in cpus.items()}
     base1, base0 = med.get((1, True)), med.get((0, True))
@@ -569,7 +598,7 @@ def bench_ensemble(nlat: int, R: int, workers: list, target: float, rng, passes:
             "parallel_efficiency_vs_w1": base1 / wall / w if base1 and w else None,
             "speedup_vs_serial": base0 / wall if base0 else None,
         })
-    return {"nlat": nlat, "R": R, "n_steps": n_steps, "dt": ENSEMBLE_DT, "t_end": config.t_end,
+    return {"nlat": nlat, "R": R, "n_steps": n_steps, "dt": ENSEMBLE_DT, "t_end": t_end,
             "passes": passes, "calibration_s_per_step": per_step, "calibration_wall_s": cal_wall,
             "calibration_setup_s": setup, "config": config.to_dict(), "orders": orders, "runs": runs,
             "fixed_cost_w1_minus_w0_s": (base1 - base0) if base0 and base1 else None}

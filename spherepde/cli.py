@@ -165,12 +165,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     _experiment_parsers(sub)
 
-    ens = sub.add_parser("ensemble", help="Paper 2: an ensemble of SPDE realisations (attention + MLP noise) on dask")
-    ens.add_argument("--config", default=None, help="a .toml or .json SPDEConfig (default: the embedded one)")
-    ens.add_argument("--realisations", type=int, default=8, help="number of independent paths (default 8)")
-    ens.add_argument("--workers", type=int, default=2, help="dask worker processes (0: serial in-process)")
-    ens.add_argument("--output", default="out/ensemble", help="output folder (created)")
-    ens.add_argument("--json", action="store_true")
+    ens = sub.add_parser("ensemble", help="a run configuration over R realisations of its Brownian path: "
+                                          "a sweep on dask, collected into DIR/sweep.nc",
+                         description="Run CONFIG (a run configuration with dynamics.noise; default: the "
+                                     "embedded noise-only SPDE on S²) on the Brownian paths r = 0..R−1 "
+                                     "(antithetic pairs with dynamics.noise.antithetic = true), as a sweep "
+                                     "over dynamics.noise.realisation; DIR/sweep.nc has the dimension "
+                                     "realisation, DIR/realisation0.png and DIR/mean.png map the density.")
+    ens.add_argument("config", nargs="?", default=None, metavar="CONFIG",
+                     help="a .toml or .json run configuration (default: the embedded one)")
+    ens.add_argument("--config", dest="config_option", default=None, metavar="CONFIG",
+                     help="the same as the positional CONFIG (older spelling)")
+    ens.add_argument("--realisations", type=int, default=8, help="number of Brownian paths R (default 8)")
+    ens.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                     help="override one key (a TOML literal); repeatable")
+    ens.add_argument("--seed", type=int, default=None, help="set every seed")
+    ens.add_argument("--workers", type=int, default=2,
+                     help="worker processes of the LocalCluster (default 2; 0: in this process)")
+    ens.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                     help="address of a running dask scheduler instead of a LocalCluster")
+    ens.add_argument("--output", default="out/ensemble", help="output folder (created), default ./out/ensemble")
+    ens.add_argument("--quiet", action="store_true", help="no progress bar")
+    ens.add_argument("--json", action="store_true", help="print the summary as JSON")
 
     val = sub.add_parser("validate", help="standard test suites")
     vsub = val.add_subparsers(dest="suite", required=True)
@@ -334,8 +350,13 @@ def _cmd_plot(args) -> int:
     if not 20 <= args.dpi <= 600:
         raise ValueError(f"--dpi must be an integer in [20, 600], got {args.dpi}")
     log = {"auto": None, "on": True, "off": False}[args.log]
-    if Path(args.file).is_file() and is_sweep_file(args.file):  # sweep.nc: convergence plots
-        out = plot_sweep(args.file, args.output, dpi=args.dpi)
+    if Path(args.file).is_file() and is_sweep_file(args.file):
+        from spherepde.experiments.ensemble import is_ensemble_file, plot_ensemble_file
+
+        if is_ensemble_file(args.file):  # a sweep over the realisations only: ensemble pictures
+            out = plot_ensemble_file(args.file, args.output, dpi=args.dpi)
+        else:  # convergence plots
+            out = plot_sweep(args.file, args.output, dpi=args.dpi)
     else:
         out = plot_run(args.file, args.output, log=log, animation=not args.no_animation, dpi=args.dpi)
     if args.json:
@@ -347,48 +368,18 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_ensemble(args) -> int:
-    import numpy as np
+    from spherepde.experiments.config import apply_set, read_raw
+    from spherepde.experiments.ensemble import DEFAULT, run_ensemble
 
-    from spherepde.io.config import load_config
-    from spherepde.io.netcdf import open_dataset
-    from spherepde.io.plots import plot_snapshots
-    from spherepde.experiments.ensemble import SPDEConfig, run_ensemble
-
-    if args.config is None:
-        config = SPDEConfig()
-    else:
-        raw = load_config(args.config)
-        unknown = sorted(set(raw) - set(SPDEConfig.__dataclass_fields__))
-        if unknown:
-            raise ValueError(f"config: unknown keys {unknown}; allowed: {sorted(SPDEConfig.__dataclass_fields__)}")
-        config = SPDEConfig(**raw)
-    outdir = Path(args.output)
-    outdir.mkdir(parents=True, exist_ok=True)
-    nc = outdir / "ensemble.nc"
-    result = {"file": str(nc), "interrupted": True}
-    try:
-        res = run_ensemble(config, args.realisations, nc, workers=args.workers, progress=not args.json)
-        result.update(realisations=len(res.realisations), seconds=round(res.wall_time, 1), interrupted=False)
-    finally:  # also after Ctrl-C or SIGTERM: pictures and summary.json of what was written
-        ds = open_dataset(nc, incomplete="ignore") if nc.exists() else None
-        if ds is not None and result["interrupted"]:  # refused input creates no file, no summary
-            result["realisations_written"] = [int(r) for r in ds["realisation"].values]
-            (outdir / "summary.json").write_text(json.dumps({**result, "config": config.to_dict()}, indent=2))
-        if ds is not None and config.store_fields and config.grid == "sphere":
-            if ds.sizes.get("realisation", 0):
-                grid = config.make_grid()
-                rho = np.asarray(ds["density"].values, float)
-                times = ds["time"].values
-                pick = np.unique(np.linspace(0, times.size - 1, 3).round().astype(int))
-                result["plot_path"] = str(plot_snapshots(
-                    grid, times[pick], rho[0, pick], outdir / "realisation0.png",
-                    title=f"one realisation (r = {int(ds['realisation'].values[0])})"))
-                result["plot_mean"] = str(plot_snapshots(
-                    grid, times[pick], rho.mean(0)[pick], outdir / "mean.png",
-                    title=f"mean over {rho.shape[0]} realisations"))
-    (outdir / "summary.json").write_text(json.dumps({**result, "config": config.to_dict()}, indent=2))
-    result["summary"] = str(outdir / "summary.json")
-    _emit(result, args.json)
+    if args.config is not None and args.config_option is not None:
+        raise ValueError("give the configuration once: CONFIG or --config, not both")
+    source = args.config or args.config_option
+    raw = DEFAULT if source is None else read_raw(source)
+    for assignment in args.overrides:
+        raw = apply_set(raw, assignment)
+    summary = run_ensemble(raw, args.realisations, args.output, workers=args.workers,
+                           scheduler=args.scheduler, seed=args.seed, progress=not args.quiet)
+    _emit(summary, args.json)
     return 0
 
 

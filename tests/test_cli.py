@@ -198,14 +198,27 @@ def test_noise_kernel_nmax_and_fraction_exclusive(capsys):
     assert e.value.code == 2 and "not allowed" in capsys.readouterr().err
 
 
-def test_ensemble_command(tmp_path):
+def _small_ensemble(tmp_path, **changes):
+    from spherepde.experiments.ensemble import DEFAULT
+
+    raw = {**DEFAULT, "grid": {"kind": "sphere", "nlat": 8},
+           "stepping": {"t_end": 0.2, "dt": 0.05, "output_every": 0.1}, **changes}
     cfg = tmp_path / "spde.json"
-    cfg.write_text(json.dumps({"grid": "sphere", "nlat": 8, "t_end": 0.2, "dt": 0.05, "n_outputs": 2}))
-    assert main(["ensemble", "--config", str(cfg), "--realisations", "2", "--workers", "0",
+    cfg.write_text(json.dumps(raw))
+    return cfg
+
+
+def test_ensemble_command(tmp_path, capsys):
+    cfg = _small_ensemble(tmp_path)
+    assert main(["ensemble", str(cfg), "--realisations", "2", "--workers", "0", "--quiet",
                  "--output", str(tmp_path / "out"), "--json"]) == 0
-    assert (tmp_path / "out" / "ensemble.nc").exists() and (tmp_path / "out" / "mean.png").exists()
-    cfg.write_text(json.dumps({"grid": "sphere", "resolution": 3}))
-    assert main(["ensemble", "--config", str(cfg), "--output", str(tmp_path / "o2")]) == 2
+    res = json.loads(capsys.readouterr().out)
+    assert (res["members"], res["completed"], res["realisations"]) == (2, 2, 2)
+    assert (tmp_path / "out" / "sweep.nc").exists() and (tmp_path / "out" / "mean.png").exists()
+    assert open_dataset(tmp_path / "out" / "sweep.nc")["realisation"].values.tolist() == [0, 1]
+    cfg = _small_ensemble(tmp_path, grid={"kind": "sphere", "resolution": 3})
+    rc, _, err = run_cli(["ensemble", "--config", str(cfg), "--output", str(tmp_path / "o2")], capsys)
+    assert rc == 2 and "grid.resolution: unknown key" in err and not (tmp_path / "o2").exists()
 
 
 def test_json_output_is_strict_json(tmp_path, capsys):
@@ -296,19 +309,20 @@ def test_sigterm_stops_a_command_with_an_interrupted_file(tmp_path):
 
 @pytest.mark.parametrize("attention, word", [
     ({"Q": [[1.0, 0.0], [0.0, 1.0]], "K": np.eye(3).tolist(), "V": np.eye(3).tolist(), "beta": 1.0},
-     "attention.Q"),
-    ({"Q": np.eye(3).tolist(), "V": np.eye(3).tolist(), "beta": 1.0}, "attention.K"),
+     "dynamics.attention.Q"),
+    ({"Q": np.eye(3).tolist(), "V": np.eye(3).tolist(), "beta": 1.0}, "dynamics.attention.K"),
     ({"Q": np.eye(3).tolist(), "K": np.eye(3).tolist(), "V": [[float("nan")] * 3] * 3, "beta": 1.0},
-     "attention.V"),
+     "dynamics.attention.V"),
 ])
 def test_ensemble_bad_attention_reported_before_any_file(attention, word, tmp_path, capsys):
-    cfg = tmp_path / "spde.json"
-    cfg.write_text(json.dumps({"nlat": 8, "attention": attention}))
+    from spherepde.experiments.ensemble import DEFAULT
+
+    cfg = _small_ensemble(tmp_path, dynamics={**DEFAULT["dynamics"], "attention": attention})
     out = tmp_path / "out"
     rc, _, err = run_cli(["ensemble", "--config", str(cfg), "--workers", "0", "--output", str(out)],
                          capsys)
     assert rc == 2 and word in err and "Traceback" not in err
-    assert "realisations" not in err  # no progress bar was started
+    assert "members" not in err  # no progress bar was started
     assert not out.exists()
 
 
@@ -333,26 +347,26 @@ def test_sigterm_handler_raises_terminated_and_is_restored():
 
 
 def test_interrupted_ensemble_command_writes_summary(tmp_path, monkeypatch, capsys):
-    import spherepde.experiments.ensemble as ens
+    import spherepde.experiments.sweep as sweep
 
-    real = ens.run_realisation
+    real = sweep._run_member
     calls = {"n": 0}
 
-    def second_one_interrupts(config, r):
+    def second_one_interrupts(config, folder):
         calls["n"] += 1
         if calls["n"] > 1:
             raise KeyboardInterrupt
-        return real(config, r)
+        return real(config, folder)
 
-    monkeypatch.setattr(ens, "run_realisation", second_one_interrupts)
-    cfg = tmp_path / "spde.json"
-    cfg.write_text(json.dumps({"grid": "sphere", "nlat": 8, "t_end": 0.2, "dt": 0.05, "n_outputs": 2}))
-    rc, _, err = run_cli(["ensemble", "--config", str(cfg), "--realisations", "3", "--workers", "0",
+    monkeypatch.setattr(sweep, "_run_member", second_one_interrupts)
+    cfg = _small_ensemble(tmp_path)
+    rc, _, err = run_cli(["ensemble", str(cfg), "--realisations", "3", "--workers", "0",
                           "--output", str(tmp_path / "out")], capsys)
     assert rc == 130 and "interrupted" in err
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
-    assert summary["interrupted"] is True and summary["realisations_written"] == [0]
-    assert file_status(tmp_path / "out" / "ensemble.nc") == "interrupted"
+    assert summary["interrupted"] is True and summary["completed"] == 1
+    assert file_status(tmp_path / "out" / "members" / "member-0000" / "run.nc") == "complete"
+    assert (tmp_path / "out" / "mean.png").exists()
 
 
 def test_demo_quick_end_to_end(tmp_path, capsys):

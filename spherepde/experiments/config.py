@@ -51,11 +51,14 @@ ATTENTION_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torc
 ACTIVATIONS = ("gelu", "relu", "sigmoid", "silu", "tanh")
 CALCULI = ("stratonovich", "ito")
 DIAGNOSTICS = ("mass", "min_density", "max_density", "energy", "dist_eigenspace",
-               "dist_eigenspace_V", "w2_projection", "w2_particles_density")
+               "dist_eigenspace_V", "w2_projection", "w2_particles_density", "moments")
+#: storage types of the fields and positions in run.nc (the restart state is always float64)
+PRECISIONS = ("float64", "float32")
 #: the grid's dimension d while a RunConfig is read (so that a wrong-sized matrix is blamed itself)
 _GRID_D: contextvars.ContextVar = contextvars.ContextVar("grid_d", default=None)
 #: limits that keep a configuration inside what this machine can hold
 MAX_NLAT, MAX_CIRCLE_N, MAX_PARTICLES, MAX_NOISE_DEGREE, MAX_OUTPUTS = 512, 65536, 100_000, 128, 10_000
+MAX_MOMENT_DEGREE = 64
 #: the token dimension d of grid.kind = "none" (d = 2, 3 have grids: "circle", "sphere")
 MIN_DIMENSION, MAX_DIMENSION = 4, 1024
 #: initial kinds that can be sampled exactly on S^{d−1} without a grid (grid.kind = "none")
@@ -486,7 +489,10 @@ class NoiseConfig(_Section):
     seed, t1 = horizon, realisation = r)`` that realisation r of ``spherepde ensemble`` gets with
     the same seed and horizon — so a sweep over it is an ensemble.  On ``grid.kind = "none"``
     the noise is the exact Gaussian field at the tokens, drawn from the generator seeded by
-    (seed, realisation); ``n_max``, ``variance_fraction`` and ``horizon`` do not apply there."""
+    (seed, realisation); ``n_max``, ``variance_fraction`` and ``horizon`` do not apply there.
+    ``antithetic = true`` pairs the realisations: r = 2j and 2j + 1 are driven by path j and by
+    −path j (every increment negated; equal in law, and odd powers of the noise cancel in pair
+    means), the pairs of ``spherepde ensemble`` (grids only)."""
 
     PATH: ClassVar[str] = "dynamics.noise"
 
@@ -499,6 +505,7 @@ class NoiseConfig(_Section):
     calculus: str = "stratonovich"
     horizon: float | None = None
     realisation: int = 0
+    antithetic: bool = False
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -518,6 +525,7 @@ class NoiseConfig(_Section):
                                                         lo_open=True, hi_open=True))
         check_int(f"{p}.seed", self.seed, 0)
         check_int(f"{p}.realisation", self.realisation, 0)
+        check_bool(f"{p}.antithetic", self.antithetic)
         check_choice(f"{p}.calculus", self.calculus, CALCULI)
 
 
@@ -664,7 +672,14 @@ class OutputsConfig(_Section):
     * ``w2_projection`` — W₂(·, Π_#ρ_0) (chordal), Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} the
       projection of the initial density onto A's top eigenvector e (Paper 1's metastable
       state; symmetric A with a one-dimensional top eigenspace);
-    * ``w2_particles_density`` — W₂ (chordal) between the particles and the density.
+    * ``w2_particles_density`` — W₂ (chordal) between the particles and the density;
+    * ``moments`` — the harmonic moments ∫ conj(Y_lm) dρ, 0 ≤ m ≤ l ≤ ``moments_lmax`` (S²), or
+      ∫ e^{−ikθ} dρ, 0 ≤ k ≤ ``moments_lmax`` (S¹), of each representation
+      (variables ``moment_re``/``moment_im``(time, moment), coordinates ``moment_l``,
+      ``moment_m``; default lmax 3).
+
+    ``precision`` ("float64" or "float32") is the storage type of the density fields and the
+    positions; the restart state stays float64 (``--restart`` gives the same bits either way).
     """
 
     PATH: ClassVar[str] = "outputs"
@@ -673,6 +688,8 @@ class OutputsConfig(_Section):
     positions: bool = True
     diagnostics: tuple = ("mass", "min_density", "energy")
     energy_beta: float | None = None
+    moments_lmax: int | None = None
+    precision: str = "float64"
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -689,6 +706,12 @@ class OutputsConfig(_Section):
         if self.energy_beta is not None:
             _set(self, "energy_beta", check_float(f"{p}.energy_beta", self.energy_beta, lo=0.0,
                                                   hi=1e4, lo_open=True))
+        if "moments" in self.diagnostics:
+            _set(self, "moments_lmax", check_int(f"{p}.moments_lmax", 3 if self.moments_lmax is None
+                                                 else self.moments_lmax, 0, MAX_MOMENT_DEGREE))
+        elif self.moments_lmax is not None:
+            raise ValueError(f"{p}.moments_lmax: only used with 'moments' in {p}.diagnostics")
+        check_choice(f"{p}.precision", self.precision, PRECISIONS)
 
 
 @dataclass(frozen=True)
@@ -765,6 +788,18 @@ class RunConfig(_Section):
         if "dist_eigenspace_V" in names and (att is None or not _symmetric(_matrix(att.V))):
             raise ValueError("outputs.diagnostics: 'dist_eigenspace_V' needs dynamics.attention "
                              "with V symmetric")
+        if "moments" in names:
+            lmax, top = out.moments_lmax, (self.grid.nlat - 1 if kind == "sphere" else self.grid.n // 2)
+            if kind == "none":
+                raise ValueError(f"outputs.diagnostics: 'moments' are harmonic moments on S² or S¹ "
+                                 f"(grid.kind 'sphere' or 'circle'), not on S^{d - 1}")
+            if lmax > top:
+                raise ValueError(f"outputs.moments_lmax: at most {top} on this grid (grid."
+                                 f"{'nlat - 1' if kind == 'sphere' else 'n/2'}), got {lmax}")
+        if noise is not None and noise.antithetic and kind == "none":
+            raise ValueError("dynamics.noise.antithetic: needs a Brownian path (grid.kind 'sphere' "
+                             "or 'circle'); the exact point noise of grid.kind = 'none' is drawn "
+                             "step by step from its generator")
         if {"mass", "min_density", "max_density"} & names and not reps.density:
             raise ValueError("outputs.diagnostics: 'mass', 'min_density' and 'max_density' need "
                              "representations.density = true")

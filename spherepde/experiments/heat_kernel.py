@@ -18,16 +18,16 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
-from spherepde.experiments.ensemble import SPDEConfig, run_ensemble
 from spherepde.io.plots import _plt
 from spherepde.io.summary import finish_summary, summary_on_interrupt
 
 
 def _degree_ratios(ds, grid: str, degrees: int, antithetic: bool) -> tuple[np.ndarray, np.ndarray]:
     """r_l(t) = Σ_m c_m Re(conj(q_lm(0)) q_lm(t)) / Σ_m c_m |q_lm(0)|² per realisation (pairs
-    averaged when antithetic), degrees l = 1..degrees; returns (samples (R', T, L), times)."""
-    order = np.argsort(ds["realisation"].values)
-    q = (ds["moment_re"].values + 1j * ds["moment_im"].values)[order]  # (R, T, M)
+    averaged when antithetic), degrees l = 1..degrees, from a sweep.nc over the realisations
+    (``moment_re/moment_im(realisation, time, moment)``); returns (samples (R', T, L), times)."""
+    q = (ds["moment_re"].transpose("realisation", "time", "moment").values
+         + 1j * ds["moment_im"].transpose("realisation", "time", "moment").values)
     ls, ms = ds["moment_l"].values, ds["moment_m"].values
     out = np.empty(q.shape[:2] + (degrees,))
     for i, l in enumerate(range(1, degrees + 1)):
@@ -39,7 +39,6 @@ def _degree_ratios(ds, grid: str, degrees: int, antithetic: bool) -> tuple[np.nd
     if antithetic:
         out = 0.5 * (out[0::2] + out[1::2])
     return out, ds["time"].values
-
 
 
 @dataclass(frozen=True)
@@ -75,25 +74,47 @@ class HeatKernelConfig:
         return {"experiment": "heat-kernel", **asdict(self)}
 
 
-def _heat_grid(config: HeatKernelConfig, grid: str, outdir: Path, progress: bool) -> dict:
+def run_config(config: HeatKernelConfig, grid: str) -> dict:
+    """The ``spherepde run`` configuration of one path of the noise-only SPDE on ``grid``
+    ("sphere" or "circle"): antithetic pairs, mass and harmonic moments of degree ≤ degrees."""
     sphere = grid == "sphere"
-    spde = SPDEConfig(
-        grid=grid, nlat=config.nlat, n=config.n_circle, activation=config.activation,
-        sigma_u=config.sigma_u, sigma_w=config.sigma_w, variance_fraction=config.variance_fraction,
-        initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64] if sphere else [0.6, 0.8],
-                 "concentration": config.concentration},
-        t_end=config.t_end_sphere if sphere else config.t_end_circle, dt=config.dt,
-        n_outputs=config.n_outputs, antithetic=True, store_fields=False,
-        moments_lmax=config.degrees, seed=config.seed)
-    pairs = config.pairs_sphere if sphere else config.pairs_circle
-    path = outdir / f"heat_{grid}.nc"
-    res = run_ensemble(spde, 2 * pairs, path, workers=config.workers, progress=progress)
+    t_end = config.t_end_sphere if sphere else config.t_end_circle
+    return {"grid": {"kind": "sphere", "nlat": config.nlat} if sphere else
+            {"kind": "circle", "n": config.n_circle},
+            "initial": {"kind": "vmf", "centres": [[0.48, 0.6, 0.64] if sphere else [0.6, 0.8]],
+                        "kappas": [config.concentration]},
+            "dynamics": {"noise": {"activation": config.activation, "sigma_u": config.sigma_u,
+                                   "sigma_w": config.sigma_w,
+                                   "variance_fraction": config.variance_fraction,
+                                   "seed": config.seed, "antithetic": True}},
+            "representations": {"density": True},
+            "stepping": {"t_end": t_end, "dt": config.dt, "output_every": t_end / config.n_outputs},
+            "outputs": {"fields": False, "diagnostics": ["mass", "moments"],
+                        "moments_lmax": config.degrees}}
+
+
+def _heat_grid(config: HeatKernelConfig, grid: str, outdir: Path, progress: bool) -> dict:
+    """The ensemble of 2·pairs paths on ``grid`` (``DIR/heat_GRID/sweep.nc``) and the decay
+    rate of each degree of its mean against κ λ_l / 2."""
+    from spherepde.experiments.ensemble import run_ensemble
+    from spherepde.experiments.run import build
+    from spherepde.experiments.config import RunConfig
     from spherepde.io.netcdf import open_dataset
 
+    sphere = grid == "sphere"
+    raw = run_config(config, grid)
+    pairs = config.pairs_sphere if sphere else config.pairs_circle
+    res = run_ensemble(raw, 2 * pairs, outdir / f"heat_{grid}", workers=config.workers,
+                       progress=progress)
+    path = Path(res["file"])
+    kappa = build(RunConfig.from_dict(raw)).noise.variance
     ds = open_dataset(path)
-    r, t = _degree_ratios(ds, grid, config.degrees, antithetic=True)
+    try:
+        r, t = _degree_ratios(ds, grid, config.degrees, antithetic=True)
+        n_realisations = int(ds.sizes["realisation"])
+    finally:
+        ds.close()
     mean, se = r.mean(0), r.std(0, ddof=1) / math.sqrt(r.shape[0])
-    kappa = spde.make_noise().variance
     rows = []
     for i, l in enumerate(range(1, config.degrees + 1)):
         eig = l * (l + 1) if sphere else l * l
@@ -107,7 +128,7 @@ def _heat_grid(config: HeatKernelConfig, grid: str, outdir: Path, progress: bool
                      "z": (rate - want) / rate_se if rate_se and math.isfinite(rate) else math.nan,
                      "at_time": float(t[j]), "mean_ratio": mean[:, i].tolist(), "stderr_ratio": se[:, i].tolist()})
     return {"grid": grid, "file": str(path), "kappa_truncated": kappa, "pairs": pairs,
-            "n_realisations": len(res.realisations), "seconds": round(res.wall_time, 1),
+            "n_realisations": n_realisations, "seconds": round(res["seconds"], 1),
             "times": t.tolist(), "degrees": rows}
 
 
@@ -115,17 +136,17 @@ def _ito_check(config: HeatKernelConfig) -> dict:
     """One step on S¹: (E[ρ̂_1(Δt)]/ρ̂_1(0) − 1)/Δt for Itô-Euler (exactly 0 over antithetic
     pairs) and Stratonovich (→ −κ/2); and a single Itô path over ``ito_steps`` steps: max |ρ|
     relative to the start (None once it overflowed) and the minimum (negative: not positive)."""
+    from spherepde.experiments.config import RunConfig
+    from spherepde.experiments.run import build
     from spherepde.noise import BrownianPath
     from spherepde.solvers.eulerian.spde import SPDEFFSL
-    from spherepde.experiments.ensemble import initial_density
 
-    spde = SPDEConfig(grid="circle", n=config.n_circle, activation=config.activation,
-                      sigma_u=config.sigma_u, sigma_w=config.sigma_w,
-                      variance_fraction=config.variance_fraction,
-                      initial={"kind": "vmf", "direction": [0.6, 0.8], "concentration": 2.0},
-                      t_end=config.ito_dt * config.ito_steps, dt=config.ito_dt)
-    grid, noise = spde.make_grid(), spde.make_noise()
-    rho0 = initial_density(spde, grid)
+    raw = run_config(config, "circle")
+    raw["initial"] = {"kind": "vmf", "centres": [[0.6, 0.8]], "kappas": [2.0]}
+    t_end = config.ito_dt * config.ito_steps
+    raw["stepping"] = {"t_end": t_end, "dt": config.ito_dt, "output_every": t_end}
+    model = build(RunConfig.from_dict(raw))  # the grid, ρ_0 and noise field of that run
+    grid, noise, rho0 = model.grid, model.noise, model.rho0
     c0 = np.sum(rho0 * np.exp(-1j * grid.theta))
     out = {}
     for scheme in ("ito-euler", "stratonovich"):
@@ -143,7 +164,7 @@ def _ito_check(config: HeatKernelConfig) -> dict:
                        "stderr": float(vals.std(ddof=1) / math.sqrt(vals.size)),
                        "max_abs_pair_mean_deviation": float(np.max(np.abs(vals)))}
     out["predicted_stratonovich"] = -noise.variance / 2
-    path = BrownianPath(noise.shape, seed=config.seed + 2, t1=spde.t_end)
+    path = BrownianPath(noise.shape, seed=config.seed + 2, t1=t_end)
     st = SPDEFFSL(grid, noise=noise, path=path, scheme="ito-euler")
     rho, growth, low = rho0, [], 0.0
     with np.errstate(all="ignore"):

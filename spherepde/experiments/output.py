@@ -12,6 +12,9 @@ Layout (the grid description and provenance attributes of :mod:`spherepde.io.net
             weight(particle)            w_i of μ^N = Σ_i w_i δ_{x_i}
             <diagnostic>(time)          one per diagnostic, e.g. mass, energy,
                                         particles_energy, w2_particles_density
+            moment_re, moment_im(time, moment)   harmonic moments (outputs.diagnostics
+                                        "moments"; particles_…, transformer_… of the others),
+                                        with moment_l, moment_m(moment) their degree and order
             Q, K, V(dim_row, dim_col)   the attention matrices
             restart_density(restart_slot, lat, lon), restart_position(restart_slot, particle, dim),
             (restart_density(restart_slot, density_point, xyzw): the rows (x, y, z, w) of a
@@ -76,9 +79,14 @@ class RunFile:
     tokens : (N_T, d) or None
         Shape of the transformer's token state (dimension ``token``).
     series : dict
-        ``name -> attributes`` of the (time,) diagnostics.
+        ``name -> attributes`` of the diagnostics, (time,) variables, or (time, *dims) with the
+        attribute ``dims`` (e.g. ``("moment",)``, a dimension a ``static`` variable creates).
     static : dict
-        ``name -> (array, dims, attributes)`` written once (e.g. Q, K, V).
+        ``name -> (array, dims, attributes)`` written once (e.g. Q, K, V; integer arrays stay
+        integers), before the series.
+    precision : "float64" or "float32"
+        Storage type of ``density``, ``density_points``, ``position`` and
+        ``transformer_position`` (the restart state is always float64).
     density : bool, optional
         Whether the density is run (its restart state is kept); default ``fields``.
     density_points : int, optional
@@ -92,8 +100,9 @@ class RunFile:
                  positions: bool = True, tokens: tuple[int, int] | None = None,
                  series: Mapping[str, Mapping] = {},
                  static: Mapping[str, tuple] = {}, density: bool | None = None,
-                 density_points: int | None = None) -> None:
+                 density_points: int | None = None, precision: str = "float64") -> None:
         density = fields if density is None else density
+        store = {"float64": "f8", "float32": "f4"}[precision]
         seed = next((seeds[k] for k in ("noise", "particles") if seeds.get(k) is not None), None)
         attrs = provenance_attrs(config, seed)
         attrs.update(title="spherepde run", seeds_json=json.dumps(dict(seeds), sort_keys=True),
@@ -110,7 +119,7 @@ class RunFile:
             tv.setncatts(TIME_ATTRS)
             tv[:] = np.asarray(times, float)
             if fields:
-                v = ds.createVariable("density", "f8", ("time", *gdims), fill_value=np.nan,
+                v = ds.createVariable("density", store, ("time", *gdims), fill_value=np.nan,
                                       chunksizes=(1, *grid.shape))
                 v.setncatts({"units": "1", "long_name": "probability density with respect to the "
                              "area (S²) or arc-length (S¹) element of the unit sphere"})
@@ -125,7 +134,7 @@ class RunFile:
                              "measure mu^N = sum_i w_i delta_{x_i}"})
                 w[:] = np.asarray(weights, float)
                 if positions:
-                    p = ds.createVariable("position", "f8", ("time", "particle", "dim"),
+                    p = ds.createVariable("position", store, ("time", "particle", "dim"),
                                           fill_value=np.nan)
                     p.setncatts({"units": "1", "long_name": f"Cartesian coordinates of the tokens "
                                  f"on the unit sphere S^{d - 1} in R^{d}"})
@@ -135,7 +144,7 @@ class RunFile:
                 if "dim" not in ds.dimensions:
                     ds.createDimension("dim", d)
                 if positions:
-                    p = ds.createVariable("transformer_position", "f8", ("time", "token", "dim"),
+                    p = ds.createVariable("transformer_position", store, ("time", "token", "dim"),
                                           fill_value=np.nan)
                     p.setncatts({"units": "1", "long_name": f"tokens of the discrete transformer "
                                  f"(after the layers up to this time) on S^{d - 1} in R^{d}"})
@@ -146,7 +155,7 @@ class RunFile:
                 ds.createDimension("xyzw", 4)
                 ddims = ("density_point", "xyzw")
                 if fields:
-                    v = ds.createVariable("density_points", "f8", ("time", *ddims),
+                    v = ds.createVariable("density_points", store, ("time", *ddims),
                                           fill_value=np.nan, chunksizes=(1, density_points, 4))
                     v.setncatts({"units": "1", "long_name": "the density as weighted points: "
                                  "rows (x, y, z, w) of rho = sum_i w_i delta_{x_i}, unused rows 0 "
@@ -161,17 +170,20 @@ class RunFile:
                 r.setncatts({"units": "1", "long_name": f"exact state of the {rep} at its last two "
                              f"outputs (output i in slot i mod 2), for spherepde run --restart",
                              "output_index": np.int64(-1)})
-            for name, vattrs in series.items():
-                s = ds.createVariable(name, "f8", ("time",), fill_value=np.nan)
-                s.setncatts(dict(vattrs))
             for name, (array, dims, vattrs) in static.items():
-                a = np.asarray(array, float)
+                a = np.asarray(array)
+                a = a.astype(np.int64 if np.issubdtype(a.dtype, np.integer) else float)
                 for dim, size in zip(dims, a.shape):
                     if dim not in ds.dimensions:
                         ds.createDimension(dim, size)
-                s = ds.createVariable(name, "f8", dims, fill_value=False)
+                s = ds.createVariable(name, a.dtype, dims, fill_value=False)
                 s.setncatts(dict(vattrs))
                 s[...] = a
+            for name, vattrs in series.items():
+                vattrs = dict(vattrs)
+                dims = tuple(vattrs.pop("dims", ()))
+                s = ds.createVariable(name, "f8", ("time", *dims), fill_value=np.nan)
+                s.setncatts(vattrs)
             ds.sync()
         except BaseException:
             ds.close()

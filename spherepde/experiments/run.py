@@ -57,8 +57,8 @@ from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, po
 from spherepde.solvers.lagrangian.transformer import TransformerStepper
 from spherepde.solvers.trackers import ProgressTracker, Tracker
 from spherepde.validation.metrics import (as_measure, dist_to_subspace, interaction_energy,
-                                          top_eigenspace, two_point_weight, w2_two_point,
-                                          w2_with_bound)
+                                          moment_degrees, moments, top_eigenspace,
+                                          two_point_weight, w2_two_point, w2_with_bound)
 
 #: the stochastic calculus each stepper integrates (checked against dynamics.noise.calculus)
 DENSITY_CALCULUS = {"stratonovich": "stratonovich", "ito-euler": "ito"}
@@ -136,7 +136,9 @@ def build(config: RunConfig) -> Model:
                      else NoiseField(kernel, variance_fraction=n.variance_fraction))
         except (ValueError, TypeError) as err:
             raise _named("dynamics.noise", err) from None
-        path = BrownianPath(noise.shape, seed=n.seed, realisation=n.realisation,
+        # antithetic: realisations 2j and 2j + 1 are path j and −path j (NoiseConfig)
+        r, flip = (n.realisation // 2, bool(n.realisation % 2)) if n.antithetic else (n.realisation, False)
+        path = BrownianPath(noise.shape, seed=n.seed, realisation=r, antithetic=flip,
                             t1=st.t_end if n.horizon is None else n.horizon)
         try:
             SPDEFFSL(grid, noise=noise, path=path).check_dt(dt)
@@ -290,7 +292,12 @@ SERIES_LONG_NAMES = {  # {what}: "the density", "the particles", "the transforme
     "w2_projection": "W2 distance (chordal) of {what} to the projected initial measure "
                      "a delta_e + (1 - a) delta_-e (Paper 1)",
     "w2_particles_density": "W2 distance (chordal cost) between the particles and the density",
+    "moment_re": "real part of the harmonic moments int conj(Y_lm) d rho (S2) or "
+                 "int exp(-i k theta) d rho (S1) of {what}",
+    "moment_im": "imaginary part of the harmonic moments of {what}",
 }
+#: the (time, moment) variables of the diagnostic "moments" (the others are (time,))
+MOMENT_SERIES = ("moment_re", "moment_im")
 _WHAT = {"particles_": "the particles", "transformer_": "the transformer's tokens"}
 
 
@@ -300,13 +307,21 @@ def series_attrs(name: str) -> dict:
     for prefix, text in _WHAT.items():
         if name.startswith(prefix) and name[len(prefix):] in SERIES_LONG_NAMES:
             what, base = text, name[len(prefix):]
-    return {"units": "1", "long_name": SERIES_LONG_NAMES[base].format(what=what)}
+    attrs = {"units": "1", "long_name": SERIES_LONG_NAMES[base].format(what=what)}
+    if base in MOMENT_SERIES:
+        attrs["dims"] = ("moment",)
+    return attrs
 
 
 def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
-    """name -> f(x, w) for the measure diagnostics in ``names`` (energy, dist_eigenspace)."""
+    """name -> f(x, w) for the measure diagnostics in ``names`` (energy, dist_eigenspace, …);
+    ``moments`` gives two: the real and imaginary parts (moment,) of the complex moments."""
     beta = model.config.energy_beta()
     out = {}
+    if "moments" in names:
+        lmax = model.config.outputs.moments_lmax
+        out[prefix + "moment_re"] = lambda x, w: moments(x, w, lmax).real
+        out[prefix + "moment_im"] = lambda x, w: moments(x, w, lmax).imag
     if "energy" in names:
         out[prefix + "energy"] = lambda x, w: interaction_energy(x, w, beta)
     if "dist_eigenspace" in names:
@@ -320,7 +335,7 @@ def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
 
 
 def series_names(model: Model) -> list[str]:
-    """The (time,) variables of run.nc for this model, in order."""
+    """The diagnostic variables of run.nc for this model, in order ((time,), moments (time, moment))."""
     names, cfg = model.config.outputs.diagnostics, model.config
     out = [k for k in ("mass", "min_density", "max_density") if k in names]
     if cfg.representations.density:
@@ -332,6 +347,13 @@ def series_names(model: Model) -> list[str]:
     if model.transformer is not None:
         out += list(_measure_diagnostics(model, names, "transformer_"))
     return out
+
+
+def _evaluate(measures: dict, x, w) -> dict:
+    """The diagnostics ``measures`` (name -> f(x, w)) of the measure (x, w): floats, and the
+    (moment,) arrays of the moments."""
+    return {k: (np.asarray(f(x, w), float) if k.endswith(MOMENT_SERIES) else float(f(x, w)))
+            for k, f in measures.items()}
 
 
 class DensityOutput(Tracker):
@@ -367,7 +389,7 @@ class DensityOutput(Tracker):
         values = {k: float(f(state)) for k, f in self.scalars.items()}
         if self.measures:
             x, w = self.measure(state)
-            values.update({k: float(f(x, w)) for k, f in self.measures.items()})
+            values.update(_evaluate(self.measures, x, w))
         if self.fields:
             values["density"] = self.field(state)
             if self.points:
@@ -377,7 +399,7 @@ class DensityOutput(Tracker):
             self.snapshots[self.i] = np.array(state, copy=True)
         self.file.save_state("density", self.i, state,
                              self.model.density.restart_info() if self.points else None)
-        self.last = {k: v for k, v in values.items() if k not in ("density", "density_points")}
+        self.last = {k: v for k, v in values.items() if isinstance(v, float)}
         self.i += 1
 
 
@@ -404,7 +426,7 @@ class ParticleOutput(Tracker):
         self.i = self.start
 
     def handle(self, state, t) -> None:
-        values = {k: float(f(state, self.w)) for k, f in self.measures.items()}
+        values = _evaluate(self.measures, state, self.w)
         if self.density is not None:
             x, w = self.density.measure(self.density.snapshots[self.i])
             values["w2_particles_density"] = float(w2_with_bound(state, self.w, x, w).value)
@@ -413,7 +435,7 @@ class ParticleOutput(Tracker):
         self.file.write(self.i, **values)
         self.file.save_state(self.rep, self.i, state,
                              None if self.rng is None else self.rng.bit_generator.state)
-        self.last = {k: v for k, v in values.items() if k != self.variable}
+        self.last = {k: v for k, v in values.items() if isinstance(v, float)}
         self.i += 1
 
 
@@ -493,6 +515,12 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
         for name in ("Q", "K", "V"):
             static[name] = (getattr(model.attention, name), ("dim_row", "dim_col"),
                             {"units": "1", "long_name": f"attention matrix {name}"})
+    if "moments" in config.outputs.diagnostics:
+        for name, values in zip(("moment_l", "moment_m"),
+                                moment_degrees(config.d, config.outputs.moments_lmax)):
+            static[name] = (values, ("moment",), {"units": "1", "long_name": (
+                "degree l" if name == "moment_l" else "order m") + " of the harmonic moment "
+                "(S1: both are the wavenumber k)"})
     names = series_names(model)
     file = RunFile(nc, model.grid, model.times, config=cfg, seeds=config.seeds(),
                    fields=reps.density and config.outputs.fields, particles=n_part,
@@ -500,7 +528,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
                    series={k: series_attrs(k) for k in names}, static=static,
                    density=reps.density,
                    density_points=(model.density0.shape[0] if reps.density and
-                                   config.grid.scheme == "lagrangian-remap" else None))
+                                   config.grid.scheme == "lagrangian-remap" else None),
+                   precision=config.outputs.precision)
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
                      "seeds": config.seeds(), "dt": model.dt, "outputs": int(model.times.size),

@@ -34,7 +34,7 @@ from typing import Any
 
 from spherepde import __version__
 from spherepde.experiments.config import RunConfig, _toml_value, apply_seed, assign, dumps_toml
-from spherepde.experiments.run import prepare_output, run
+from spherepde.experiments.run import build, prepare_output, run
 from spherepde.io.netcdf import config_to_json
 from spherepde.io.summary import jsonable
 
@@ -146,7 +146,7 @@ def _run_member(config_dict: dict, folder: str) -> dict:
 
 
 #: swept keys whose dimension in sweep.nc has a short name: the realisation of the Brownian path
-#: is ``realisation``, as in ``ensemble.nc``, so that a sweep over it reads as an ensemble
+#: is ``realisation``, so that a sweep over it reads as an ensemble (``spherepde ensemble``)
 DIM_NAMES = {"dynamics.noise.realisation": "realisation"}
 
 
@@ -239,6 +239,9 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
               seed: int | None = None, progress: bool = True) -> dict:
     """Expand, run the members not yet finished on dask, collect ``sweep.nc``; return the summary.
 
+    Every member's configuration is validated, and the first and the last (the largest swept
+    values) are built, before the output folder is created.
+
     workers : processes of the LocalCluster started here (ignored with ``scheduler``);
         ``workers=0`` runs the members in this process, one after the other.
     scheduler : the address of a running dask scheduler (``tcp://host:8786``).
@@ -250,6 +253,8 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
     if scheduler is not None and (not isinstance(scheduler, str) or not scheduler.strip()):
         raise ValueError(f"--scheduler must be an address such as tcp://host:8786, got {scheduler!r}")
     sweep = expand(raw, seed=seed)
+    for m in {m.name: m for m in (sweep.members[0], sweep.members[-1])}.values():
+        build(m.config)  # the checks that need the objects (e.g. the noise's step), before any file
     outdir = prepare_output(output)
     config = {**sweep.base, "sweep": {p: list(v) for p, v in sweep.dims.items()}}
     (outdir / "sweep.toml").write_text(_sweep_toml(config))
@@ -285,8 +290,6 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
     from dask.distributed import Client, as_completed
     from tqdm import tqdm
 
-    from spherepde.experiments.ensemble import local_client, single_threaded
-
     if scheduler is not None:
         client, cluster = Client(scheduler), None
     else:
@@ -315,6 +318,35 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
             cluster.close()
 
 
+def single_threaded(fn, *args):
+    """``fn(*args)`` with numba's parallel regions on one thread (a dask task: each worker
+    process runs one task at a time, so more threads would only compete for the cores)."""
+    import numba
+
+    numba.set_num_threads(1)
+    return fn(*args)
+
+
+def local_client(workers: int):
+    """A dask ``Client`` on a new ``LocalCluster`` of ``workers`` single-threaded processes (BLAS
+    limited to one thread each, dashboard on a free port, logs at ERROR); returns
+    (client, cluster) — close both.  Submit tasks through :func:`single_threaded` to keep numba
+    on one thread too.
+
+    NUMBA_NUM_THREADS is not set in the workers' environment: a worker may import numba before
+    the environment is applied (the parent's ``__main__`` is re-imported in spawned processes),
+    and numba then refuses to compile once the variable disagrees with its launched threads.
+    """
+    import logging
+
+    from dask.distributed import Client, LocalCluster
+
+    one = {k: "1" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+    cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                           dashboard_address=":0", silence_logs=logging.ERROR, env=one)
+    return Client(cluster), cluster
+
+
 def _sweep_toml(config: dict) -> str:
     """The sweep configuration as TOML (the swept key paths quoted in one [sweep] table)."""
     body = dumps_toml({k: v for k, v in config.items() if k != "sweep"})
@@ -322,4 +354,5 @@ def _sweep_toml(config: dict) -> str:
     return body + "\n".join(lines) + "\n"
 
 
-__all__ = ["Member", "Sweep", "collect", "expand", "finished_run", "member_runs", "run_sweep", "select"]
+__all__ = ["Member", "Sweep", "collect", "expand", "finished_run", "local_client", "member_runs",
+           "run_sweep", "select", "single_threaded"]

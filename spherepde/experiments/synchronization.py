@@ -18,7 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
-from spherepde.experiments.ensemble import SPDEConfig, local_client, run_ensemble
+from spherepde.experiments.sweep import local_client
 from spherepde.io.plots import _plt
 from spherepde.io.summary import finish_summary, summary_on_interrupt
 from spherepde.validation.fits import log_rate
@@ -199,10 +199,10 @@ def _sync_min_nlat() -> int:
 
 
 def _density_run_config(config: SynchronizationConfig) -> dict:
-    """The ``spherepde run`` configuration of one noise-only S² path (``lagrangian-remap``),
-    with a ``[sweep]`` over the realisations of the Brownian path."""
+    """The ``spherepde run`` configuration of one noise-only S² path (grid.scheme =
+    ``density_scheme``), with a ``[sweep]`` over the realisations of the Brownian path."""
     sigma, n_out = config.density_sigma, max(6, int(round(config.density_t_end / 0.1)))
-    return {"grid": {"kind": "sphere", "nlat": config.density_nlat, "scheme": "lagrangian-remap"},
+    return {"grid": {"kind": "sphere", "nlat": config.density_nlat, "scheme": config.density_scheme},
             "initial": {"kind": "vmf", "centres": [[0.48, 0.6, 0.64]],
                         "kappas": [config.density_concentration]},
             "dynamics": {"noise": {"activation": "relu", "sigma_u": sigma, "sigma_w": sigma,
@@ -217,43 +217,28 @@ def _density_run_config(config: SynchronizationConfig) -> dict:
 def _sync_density(config: SynchronizationConfig, outdir: Path, progress: bool) -> dict:
     """Noise-only density paths on S² (ReLU, σ_U = σ_W = density_sigma): pathwise rate of E_β.
 
-    ``lagrangian-remap``: a sweep of ``spherepde run`` configurations over the realisations
-    (``DIR/sync_density/sweep.nc``; the points resolve the cluster below a cell, so the fit
-    window is only bounded above).  ``ffsl-ppm``: the SPDE ensemble on the fixed grid
-    (``DIR/sync_density.nc``), fitted while the width is ≥ 3 cells."""
+    A sweep of ``spherepde run`` configurations over the realisations
+    (``DIR/sync_density/sweep.nc``).  ``lagrangian-remap``: the points resolve the cluster below
+    a cell, so the fit window is only bounded above; ``ffsl-ppm`` (the fixed grid): fitted while
+    the width is ≥ 3 cells."""
+    from spherepde.experiments.config import RunConfig
+    from spherepde.experiments.run import build
+    from spherepde.experiments.sweep import run_sweep
     from spherepde.io.netcdf import open_dataset
 
-    if config.density_scheme == "lagrangian-remap":
-        from spherepde.experiments.sweep import run_sweep
-
-        res = run_sweep(_density_run_config(config), outdir / "sync_density",
-                        workers=config.workers, progress=progress)
-        path = Path(res["file"])
-        ds = open_dataset(path)
+    raw = _density_run_config(config)
+    res = run_sweep(raw, outdir / "sync_density", workers=config.workers, progress=progress)
+    path = Path(res["file"])
+    ds = open_dataset(path)
+    try:
         e = ds["energy"].transpose("realisation", "time").values
         t = ds["time"].values
-        spde = SPDEConfig(grid="sphere", nlat=config.density_nlat, sigma_u=config.density_sigma,
-                          sigma_w=config.density_sigma)
-        lo = 0.0
-    else:
-        spde = SPDEConfig(grid="sphere", nlat=config.density_nlat, sigma_u=config.density_sigma,
-                          sigma_w=config.density_sigma, t_end=config.density_t_end,
-                          dt=config.density_dt,
-                          n_outputs=max(6, int(round(config.density_t_end / 0.1))),
-                          store_fields=True,
-                          initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64],
-                                   "concentration": config.density_concentration},
-                          energy_beta=config.beta, seed=config.seed)
-        path = outdir / "sync_density.nc"
-        run_ensemble(spde, config.density_realisations, path, workers=config.workers,
-                     progress=progress)
-        ds = open_dataset(path)
-        t = ds["time"].values
-        e = ds["energy"].values[np.argsort(ds["realisation"].values)]
-        lo = 3 * spde.make_grid().dlon
-    noise = spde.make_noise()
+    finally:
+        ds.close()
+    model = build(RunConfig.from_dict({k: v for k, v in raw.items() if k != "sweep"}))
+    grid, noise = model.grid, model.noise
+    lo = 0.0 if config.density_scheme == "lagrangian-remap" else 3 * grid.dlon
     lam1 = -noise.variance  # λ₁ = ((d−3)/2)κ'(1) − ((d−1)/2)κ(1) = −κ(1) on S², truncated κ
-    grid = spde.make_grid()
     # fit each path where it is concentrated (rms width sqrt(2E/β) ≤ 0.3 rad, so E ∝ width²) and,
     # on the fixed grid, still resolved (width ≥ 3 cells); paths never in that window give NaN
     width = np.sqrt(np.clip(2 * e / config.beta, 0.0, None))

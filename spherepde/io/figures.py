@@ -763,6 +763,51 @@ def plot_diagnostics(data: RunData, path, *, dpi: int = 120) -> Path | None:
     return _save(fig, path, dpi)
 
 
+def plot_ensemble_diagnostics(runs: list, path, *, dpi: int = 120) -> Path | None:
+    """The (time,) diagnostics of an ensemble, one panel each (:func:`plot_diagnostics`' layout):
+    every realisation a thin line, their mean a thick one with the band mean ± 2 standard errors
+    (s/√R, the Monte Carlo uncertainty of the mean, R ≥ 2).  ``runs``: the RunData of each
+    realisation on the same output times.  None when they share no diagnostic."""
+    plt = _plt()
+    valid = runs[0].valid()
+    for d in runs[1:]:
+        valid = np.intersect1d(valid, d.valid())
+    names = [n for n in runs[0].series if all(n in d.series for d in runs)]
+    names = [n for n in names if np.isfinite(np.stack([d.series[n][valid] for d in runs])).any()]
+    if not names or valid.size == 0:
+        return None
+    n, R = len(names), len(runs)
+    ncol = n if n <= 3 else 2 if n == 4 else 3
+    nrow = math.ceil(n / ncol)
+    fig, axes = plt.subplots(nrow, ncol, figsize=(4.1 * ncol, 2.9 * nrow + 0.4), squeeze=False,
+                             layout="constrained")
+    t = runs[0].times[valid]
+    for ax, name in zip(axes.flat, names):
+        y = np.stack([d.series[name][valid] for d in runs])
+        if name.endswith("mass"):
+            y = y - y[:, :1]
+        for row in y:
+            ax.plot(t, row, "-", color="0.6", lw=0.6, alpha=0.6)
+        mean = y.mean(axis=0)
+        ax.plot(t, mean, "-", color="C0", lw=2.0, label=f"mean of {R}")
+        if R > 1:
+            se = y.std(axis=0, ddof=1) / math.sqrt(R)
+            ax.fill_between(t, mean - 2 * se, mean + 2 * se, color="C0", alpha=0.25,
+                            label="mean ± 2 s.e.")
+        positive = bool(np.all(y > 0))
+        if positive and float(np.max(y) / np.min(y)) > LOG_SPAN:
+            ax.set_yscale("log")
+        ax.set_title(runs[0].long_names.get(name, name), fontsize=8, wrap=True)
+        ax.set_xlabel("time t")
+        ax.set_ylabel(name + (" − at t = 0" if name.endswith("mass") else ""))
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7)
+    for ax in axes.flat[n:]:
+        fig.delaxes(ax)
+    fig.suptitle(f"{runs[0].label}: {R} realisations (grey), their mean (blue)", fontsize=9)
+    return _save(fig, path, dpi)
+
+
 # ---- animation --------------------------------------------------------------------------------
 def animation_writer():
     """(writer, suffix): Pillow's GIF writer when pillow is installed, else ffmpeg's MP4 writer
@@ -900,5 +945,6 @@ def plot_run(path: str | os.PathLike, output: str | os.PathLike | None = None, *
 
 __all__ = ["RunData", "animate", "cell_index", "mass_centre", "mollweide", "mollweide_inverse",
            "orthographic", "orthographic_inverse", "pick_times", "plot_circle", "plot_diagnostics",
+           "plot_ensemble_diagnostics",
            "plot_mollweide", "plot_orthographic", "plot_run", "quiet_longitude", "read_run",
            "view_basis"]

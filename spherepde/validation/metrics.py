@@ -332,3 +332,26 @@ def harmonic_moments(x, w, lmax: int) -> np.ndarray:
             y = sph_harm_y(l, m, theta, phi) * (-1) ** m  # remove the Condon–Shortley phase
             out.append(np.sum(w * np.conj(y)))
     return np.asarray(out)
+
+
+def moment_degrees(d: int, lmax: int) -> tuple[np.ndarray, np.ndarray]:
+    """(l, m) of the moments :func:`moments` returns: on S² (d = 3) 0 ≤ m ≤ l ≤ lmax in the order
+    of :func:`harmonic_moments`; on S¹ (d = 2) l = m = k = 0..lmax.  Two int arrays."""
+    if d == 3:
+        lm = [(l, m) for l in range(lmax + 1) for m in range(l + 1)]
+        return np.array([a for a, _ in lm]), np.array([b for _, b in lm])
+    if d == 2:
+        return np.arange(lmax + 1), np.arange(lmax + 1)
+    raise ValueError(f"moments are defined on S² or S¹ (d = 3 or 2), got d = {d}")
+
+
+def moments(x, w, lmax: int) -> np.ndarray:
+    """The harmonic moments of a measure (x, w): on S² :func:`harmonic_moments`, on S¹ the
+    Fourier moments ∫ e^{−ikθ} dρ = Σ_i w_i e^{−ikθ_i}, k = 0..lmax (θ_i = atan2(x_i2, x_i1)).
+    Complex array in the order of :func:`moment_degrees`."""
+    x, w = _check(x, w)
+    if x.shape[1] == 3:
+        return harmonic_moments(x, w, lmax)
+    moment_degrees(x.shape[1], lmax)  # the error for d ≥ 4
+    theta = np.arctan2(x[:, 1], x[:, 0])
+    return np.array([np.sum(w * np.exp(-1j * k * theta)) for k in range(lmax + 1)])

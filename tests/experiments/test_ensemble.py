@@ -1,157 +1,207 @@
-"""SPDE ensembles: a real dask cluster, one NetCDF file with a realisation record dimension,
-reproducible realisations, antithetic pairs, bad input."""
+"""Ensembles as sweeps over the Brownian path's realisations (``spherepde ensemble``): a real dask
+cluster, sweep.nc with a sorted realisation dimension, antithetic pairs, the harmonic moments and
+float32 fields of run.nc, bad input before any file."""
 import json
 
-import netCDF4
 import numpy as np
 import pytest
 
-from spherepde.io.ensemble import EnsembleWriter
-from spherepde.io.netcdf import open_dataset, read_config
-from spherepde.grids import CircleGrid
-from spherepde.experiments.ensemble import SPDEConfig, run_ensemble, run_realisation
+from spherepde.experiments import sweep as sweep_module
+from spherepde.experiments.config import RunConfig, apply_set
+from spherepde.experiments.ensemble import DEFAULT, ensemble_config, run_ensemble
+from spherepde.experiments.run import build, run
+from spherepde.io.netcdf import open_dataset
+from spherepde.validation.metrics import as_measure, moments
 
-SMALL = SPDEConfig(grid="circle", n=32, t_end=0.4, dt=0.05, n_outputs=4,
-                   initial={"kind": "vmf", "direction": [1.0, 0.0], "concentration": 2.0})
+EPS = np.finfo(float).eps
+
+#: a small ensemble on S¹ (noise only, von Mises–Fisher ρ_0), and the same on S²
+CIRCLE = {"grid": {"kind": "circle", "n": 32},
+          "initial": {"kind": "vmf", "centres": [[1.0, 0.0]], "kappas": [2.0]},
+          "dynamics": {"noise": {"activation": "relu", "sigma_u": 0.5, "sigma_w": 0.5,
+                                 "variance_fraction": 0.999, "seed": 0}},
+          "representations": {"density": True},
+          "stepping": {"t_end": 0.4, "dt": 0.05, "output_every": 0.1},
+          "outputs": {"diagnostics": ["mass", "moments", "energy"], "precision": "float32"}}
+SPHERE = {**DEFAULT, "grid": {"kind": "sphere", "nlat": 8},
+          "stepping": {"t_end": 0.2, "dt": 0.05, "output_every": 0.1}}
 
 
-def test_dask_ensemble_file_matches_serial_runs(tmp_path, single_threaded):
-    res = run_ensemble(SMALL, 4, tmp_path / "ens.nc", workers=2)
-    assert sorted(res.realisations) == [0, 1, 2, 3]
-    ds = open_dataset(tmp_path / "ens.nc")
-    assert ds["density"].dims == ("realisation", "time", "theta")
+def _with(raw, *assignments):
+    for a in assignments:
+        raw = apply_set(raw, a)
+    return raw
+
+
+def test_dask_ensemble_is_the_sweep_of_serial_runs(tmp_path, single_threaded):
+    res = run_ensemble(CIRCLE, 4, tmp_path / "e", workers=2, progress=False)
+    assert (res["members"], res["completed"], res["skipped"], res["realisations"]) == (4, 4, 0, 4)
+    ds = open_dataset(tmp_path / "e" / "sweep.nc")
+    assert ds["realisation"].values.tolist() == [0, 1, 2, 3]
+    assert ds["density"].dims == ("realisation", "time", "theta") and ds["density"].dtype == np.float32
     assert ds["moment_re"].dims == ("realisation", "time", "moment")
-    assert ds.sizes["realisation"] == 4 and ds.sizes["time"] == 5
-    assert read_config(tmp_path / "ens.nc")["seed"] == SMALL.seed
-    # every realisation in the file is realisation r recomputed alone, bit for bit, with one
-    # thread as in the workers (BLAS/numba results may depend on the thread count)
-    for i, r in enumerate(ds["realisation"].values):
+    assert ds["moment_l"].values.tolist() == [0, 1, 2, 3]
+    # member r is the run of realisation r alone, bit for bit (one thread, as in the workers)
+    for r in (0, 3):
         with single_threaded():
-            alone = run_realisation(SMALL, int(r))
-        np.testing.assert_array_equal(ds["density"].values[i], alone["density"].astype(np.float32))
-        np.testing.assert_array_equal(ds["energy"].values[i], alone["energy"])
-    np.testing.assert_allclose(ds["mass"].values, 1.0, rtol=1e-13)
-    # realisations differ
-    assert not np.allclose(ds["density"].values[0], ds["density"].values[1])
+            run(RunConfig.from_dict(_with(CIRCLE, f"dynamics.noise.realisation={r}")),
+                tmp_path / f"alone{r}", progress=False)
+        alone = open_dataset(tmp_path / f"alone{r}" / "run.nc")
+        for name in ("density", "moment_re", "energy"):
+            np.testing.assert_array_equal(ds[name].values[r], alone[name].values)
+    # a positive conservative step keeps the mass to round-off: ≤ steps · 8 ε
+    assert np.all(np.abs(ds["mass"].values - 1.0) <= 8 * 8 * EPS)
+    assert np.max(np.abs(ds["density"].values[0, -1] - ds["density"].values[1, -1])) > 1e-3
+    again = run_ensemble(CIRCLE, 4, tmp_path / "e", workers=0, progress=False)
+    assert (again["completed"], again["skipped"]) == (0, 4)  # a re-run skips finished members
 
 
-def test_antithetic_pairs_mirror_the_path():
-    from dataclasses import replace
-
-    cfg = replace(SMALL, antithetic=True)
-    a, b = run_realisation(cfg, 0), run_realisation(cfg, 1)
-    # path 1 = −path 0: the first-order (odd) response cancels in the pair mean, which stays close
-    # to ρ0 compared with either path alone
-    rho0 = a["density"][0]
-    one = np.abs(a["density"][1] - rho0).max()
-    pair = np.abs(0.5 * (a["density"][1] + b["density"][1]) - rho0).max()
-    assert pair < 0.3 * one
+PICTURES = ["realisation0.png", "mean.png", "ensemble_diagnostics.png"]
 
 
-def test_writer_keeps_finished_realisations(tmp_path):
-    g = CircleGrid(8)
-    w = EnsembleWriter(tmp_path / "e.nc", g, times=[0.0, 1.0], fields={"density": {"units": "1"}},
-                       series={"mass": {"units": "1"}}, config={"a": 1})
-    w.append(3, density=np.ones((2, 8)), mass=np.ones(2))
-    with netCDF4.Dataset(tmp_path / "e.nc") as ds:  # readable while the writer is open
-        assert list(ds["realisation"][:]) == [3]
-    with pytest.raises(ValueError, match="shape"):
-        w.append(4, density=np.ones((3, 8)), mass=np.ones(2))
-    with pytest.raises(ValueError, match="expected exactly"):
-        w.append(4, density=np.ones((2, 8)))
-    w.close()
-    assert json.loads(netCDF4.Dataset(tmp_path / "e.nc").getncattr("config_json")) == {"a": 1}
+@pytest.mark.parametrize("raw", [SPHERE, CIRCLE], ids=["sphere", "circle"])
+def test_ensemble_draws_one_path_the_mean_and_the_diagnostics(raw, tmp_path, capsys):
+    from spherepde.cli import main
+
+    res = run_ensemble(raw, 2, tmp_path / "s", workers=0, progress=False)
+    assert [p.rsplit("/", 1)[-1] for p in res["figures"]] == PICTURES
+    for p in res["figures"]:
+        assert open(p, "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+    summary = json.loads((tmp_path / "s" / "summary.json").read_text())
+    assert summary["realisations"] == 2 and summary["figures"] == res["figures"]
+    # spherepde plot of the ensemble's sweep.nc redraws them (not convergence plots)
+    assert main(["plot", str(tmp_path / "s" / "sweep.nc"), "--output", str(tmp_path / "p"),
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [p.rsplit("/", 1)[-1] for p in out["figures"]] == PICTURES
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"grid": "torus"}, "grid"), ({"dt": -0.1}, "dt"), ({"dt": 2.0, "t_end": 1.0}, "dt"),
-    ({"n_outputs": 0}, "n_outputs"), ({"initial": {"kind": "gauss"}}, "initial"),
-    ({"noise": False}, "nothing moves"), ({"activation": "swish"}, "activation"),
-    ({"sigma_u": -1.0}, "sigma_u"), ({"variance_fraction": 1.0}, "fraction"),
-])
-def test_bad_config(kw, match, tmp_path):
-    with pytest.raises((ValueError, TypeError), match=match):
-        cfg = SPDEConfig(**kw)
-        run_ensemble(cfg, 2, tmp_path / "x.nc", workers=0)
+def test_antithetic_pairs_are_path_and_minus_path():
+    raw = _with(CIRCLE, "dynamics.noise.antithetic=true")
+    paths = [build(RunConfig.from_dict(_with(raw, f"dynamics.noise.realisation={r}"))).path
+             for r in range(4)]
+    plain = build(RunConfig.from_dict(_with(CIRCLE, "dynamics.noise.realisation=1"))).path
+    for t in (0.05, 0.2, 0.4):
+        np.testing.assert_array_equal(paths[1](t), -paths[0](t))
+        np.testing.assert_array_equal(paths[3](t), -paths[2](t))
+        np.testing.assert_array_equal(paths[2](t), plain(t))  # pair j = 1 is path 1
+    assert not np.array_equal(paths[0](0.4), paths[2](0.4))
 
 
-def test_bad_ensemble_arguments(tmp_path):
-    from dataclasses import replace
-
-    with pytest.raises(ValueError, match="realisations"):
-        run_ensemble(SMALL, 0, tmp_path / "x.nc")
-    with pytest.raises(ValueError, match="pairs"):
-        run_ensemble(replace(SMALL, antithetic=True), 3, tmp_path / "x.nc")
-    with pytest.raises(ValueError, match="workers"):
-        run_ensemble(SMALL, 2, tmp_path / "x.nc", workers=-1)
-
-
-def test_too_large_step_refused_before_any_work(tmp_path):
-    from dataclasses import replace
-
-    with pytest.raises(ValueError, match="too large for the noise"):
-        run_ensemble(replace(SMALL, dt=0.8, t_end=1.6), 2, tmp_path / "x.nc", workers=0)
-    assert not (tmp_path / "x.nc").exists()
+def test_antithetic_pair_mean_cancels_the_first_order_response(tmp_path):
+    """One step of size Δt moves ρ by O(√Δt) (the noise, odd in the path) plus O(Δt) (the
+    Stratonovich drift, even): the pair mean keeps only the even part, so at Δt = 0.05 it is at
+    most a third of one path's change (√Δt/Δt ≈ 4.5 between the two orders)."""
+    raw = _with(CIRCLE, "dynamics.noise.antithetic=true", "stepping.t_end=0.05",
+                "stepping.output_every=0.05")
+    rho = []
+    for r in (0, 1):
+        run(RunConfig.from_dict(_with(raw, f"dynamics.noise.realisation={r}")), tmp_path / str(r),
+            progress=False)
+        rho.append(open_dataset(tmp_path / str(r) / "run.nc")["density"].values.astype(float))
+    one = np.abs(rho[0][1] - rho[0][0]).max()
+    pair = np.abs(0.5 * (rho[0][1] + rho[1][1]) - rho[0][0]).max()
+    assert one > 1e-3 and pair < one / 3
 
 
-class _Done:
-    """A finished future of the fake client below."""
+@pytest.mark.parametrize("raw", [CIRCLE, _with(SPHERE, "outputs.moments_lmax=4",
+                                               "representations.particles={n = 30, seed = 1}")],
+                         ids=["circle", "sphere-with-particles"])
+def test_moments_are_those_of_the_stored_measures(raw, tmp_path):
+    """moment_re + i moment_im = ∫ conj(Y_lm) dρ of the stored field (and of the stored
+    positions), to round-off: float32 storage of ρ (½ eps32 relative) summed with weights of
+    total mass 1 and |Y_lm| ≤ √((2l+1)/4π) ≤ 1 gives ≤ eps32 · max ρ · area."""
+    raw = _with(raw, "outputs.precision='float64'")
+    config = RunConfig.from_dict(raw)
+    run(config, tmp_path, progress=False)
+    ds = open_dataset(tmp_path / "run.nc")
+    grid = build(config).grid
+    lmax = config.outputs.moments_lmax
+    q = ds["moment_re"].values + 1j * ds["moment_im"].values
+    assert q.shape == (ds.sizes["time"], ds.sizes["moment"])
+    for i in range(ds.sizes["time"]):
+        x, w = as_measure(grid, ds["density"].values[i])
+        assert np.max(np.abs(q[i] - moments(x, w, lmax))) <= 64 * EPS
+    l0 = ds["moment_l"].values == 0
+    norm = 1.0 / np.sqrt(4 * np.pi) if config.d == 3 else 1.0  # degree 0: the mass times Y_00
+    assert np.all(np.abs(q[:, l0].real - norm) <= 64 * EPS)
+    if "position" in ds:
+        x = ds["position"].values
+        qp = ds["particles_moment_re"].values + 1j * ds["particles_moment_im"].values
+        n = x.shape[1]
+        for i in range(ds.sizes["time"]):
+            assert np.max(np.abs(qp[i] - moments(x[i], np.full(n, 1.0 / n), lmax))) <= 64 * EPS
 
-    def __init__(self, value):
-        self.value = value
 
-    def result(self):
-        return self.value
+def test_float32_fields_restart_bit_for_bit(tmp_path):
+    from spherepde.experiments.run import restart
 
-
-class _BackwardsClient:
-    """Runs each task at submission; dask's as_completed is patched to yield them last first."""
-
-    def submit(self, fn, *args, pure=False):
-        return _Done(fn(*args))
-
-
-def test_realisations_stored_in_order_whatever_order_they_finish(tmp_path, monkeypatch):
-    import dask.distributed
-
-    monkeypatch.setattr(dask.distributed, "as_completed", lambda futures: list(futures)[::-1])
-    res = run_ensemble(SMALL, 3, tmp_path / "e.nc", client=_BackwardsClient())
-    assert res.realisations == [0, 1, 2]
-    ds = open_dataset(tmp_path / "e.nc")
-    assert ds.attrs["status"] == "complete"
-    assert ds["realisation"].values.tolist() == [0, 1, 2]
-    serial = run_realisation(SMALL, 1)
-    np.testing.assert_array_equal(ds["mass"].values[1], serial["mass"])
+    full = _with(CIRCLE, "dynamics.noise.horizon=0.4")
+    run(RunConfig.from_dict(full), tmp_path / "full", progress=False)
+    run(RunConfig.from_dict(_with(full, "stepping.t_end=0.2")), tmp_path / "half", progress=False)
+    restart(tmp_path / "half" / "run.nc", ["stepping.t_end=0.4"], tmp_path / "cont", progress=False)
+    a, b = open_dataset(tmp_path / "full" / "run.nc"), open_dataset(tmp_path / "cont" / "run.nc")
+    assert a["density"].dtype == np.float32 and a["restart_density"].dtype == np.float64
+    for name in ("density", "moment_re", "moment_im", "energy", "restart_density"):
+        np.testing.assert_array_equal(a[name].values, b[name].values)
 
 
-def test_interrupted_ensemble_keeps_finished_realisations_sorted(tmp_path, monkeypatch):
-    import dask.distributed
+def test_interrupted_ensemble_keeps_the_finished_members_and_their_pictures(tmp_path, monkeypatch):
+    real = sweep_module._run_member
+    calls = {"n": 0}
 
-    def backwards_then_stop(futures):
-        futures = list(futures)
-        yield futures[2]
-        yield futures[1]
-        raise KeyboardInterrupt  # realisation 0 never finishes
+    def second_one_interrupts(config, folder):
+        calls["n"] += 1
+        if calls["n"] > 1:
+            raise KeyboardInterrupt
+        return real(config, folder)
 
-    monkeypatch.setattr(dask.distributed, "as_completed", backwards_then_stop)
+    monkeypatch.setattr(sweep_module, "_run_member", second_one_interrupts)
     with pytest.raises(KeyboardInterrupt):
-        run_ensemble(SMALL, 3, tmp_path / "e.nc", client=_BackwardsClient())
-    ds = open_dataset(tmp_path / "e.nc", incomplete="ignore")
-    assert ds.attrs["status"] == "interrupted"
-    assert ds["realisation"].values.tolist() == [1, 2]
+        run_ensemble(SPHERE, 3, tmp_path / "o", workers=0, progress=False)
+    summary = json.loads((tmp_path / "o" / "summary.json").read_text())
+    assert summary["interrupted"] is True and summary["completed"] == 1
+    assert [p.rsplit("/", 1)[-1] for p in summary["figures"]] == PICTURES
+    assert not (tmp_path / "o" / "sweep.nc").exists()
 
 
-ATT = {"Q": np.eye(3).tolist(), "K": np.eye(3).tolist(), "V": np.eye(3).tolist(), "beta": 1.0}
-
-
-@pytest.mark.parametrize("attention, match", [
-    ({**ATT, "Q": [[1.0, 0.0], [0.0, 1.0]]}, r"attention\.Q must be a 3×3"),
-    ({**ATT, "V": [[1.0, 0, 0], [0, float("nan"), 0], [0, 0, 1.0]]}, r"attention\.V contains NaN"),
-    ({k: v for k, v in ATT.items() if k != "K"}, r"missing keys \['attention\.K'\]"),
-    ({**ATT, "beta": -1.0}, r"attention\.beta"),
-    ({**ATT, "gamma": 1.0}, r"unknown keys \['attention\.gamma'\]"),
+@pytest.mark.parametrize("raw, realisations, match", [
+    (CIRCLE, 0, r"--realisations: must be an integer >= 1"),
+    (_with(CIRCLE, "dynamics.noise.antithetic=true"), 3, r"--realisations: antithetic .* even"),
+    ({**CIRCLE, "dynamics": {"attention": {"Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 0.0], [0.0, 1.0]],
+                                           "V": [[1.0, 0.0], [0.0, 1.0]], "beta": 1.0}}}, 2,
+     r"dynamics.noise: an ensemble is over the realisations"),
+    ({**CIRCLE, "sweep": {"dynamics.noise.realisation": [0, 1]}}, 2,
+     r"sweep.dynamics.noise.realisation: set by --realisations"),
+    (_with(CIRCLE, "dynamics.noise.antithetic=1"), 2, r"dynamics.noise.antithetic: must be true or false"),
+    (_with(CIRCLE, "outputs.moments_lmax=40"), 2, r"outputs.moments_lmax: at most 16"),
+    (_with(CIRCLE, "outputs.diagnostics=['mass']", "outputs.moments_lmax=2"), 2,
+     r"outputs.moments_lmax: only used with 'moments'"),
+    (_with(CIRCLE, "outputs.precision='float16'"), 2, r"outputs.precision: must be one of"),
+    (_with(CIRCLE, "stepping.dt=0.8", "stepping.t_end=1.6", "stepping.output_every=0.8"), 2,
+     r"stepping.dt: .*too large for the noise"),
 ])
-def test_bad_attention_named_before_any_file(attention, match, tmp_path):
+def test_bad_input_named_before_any_file(raw, realisations, match, tmp_path):
     with pytest.raises(ValueError, match=match):
-        run_ensemble(SPDEConfig(attention=attention), 2, tmp_path / "x.nc", workers=0)
-    assert not (tmp_path / "x.nc").exists()
+        run_ensemble(raw, realisations, tmp_path / "x", workers=0, progress=False)
+    assert not (tmp_path / "x").exists()
+
+
+def test_gridless_refuses_antithetic_and_moments():
+    raw = {"grid": {"kind": "none", "dimension": 5}, "initial": {"kind": "uniform"},
+           "dynamics": {"noise": {"activation": "relu", "sigma_u": 0.5, "sigma_w": 0.5,
+                                  "antithetic": True}},
+           "representations": {"density": False, "particles": {"n": 8, "seed": 0}},
+           "stepping": {"t_end": 0.1, "dt": 0.05}, "outputs": {"diagnostics": ["energy"]}}
+    with pytest.raises(ValueError, match=r"dynamics.noise.antithetic: needs a Brownian path"):
+        RunConfig.from_dict(raw)
+    raw["dynamics"]["noise"]["antithetic"] = False
+    raw["outputs"]["diagnostics"] = ["moments"]
+    with pytest.raises(ValueError, match=r"'moments' are harmonic moments on S² or S¹"):
+        RunConfig.from_dict(raw)
+
+
+def test_ensemble_config_adds_the_realisations_to_the_sweep():
+    raw = ensemble_config({**CIRCLE, "sweep": {"grid.n": [16, 32]}}, 3)
+    assert raw["sweep"] == {"grid.n": [16, 32], "dynamics.noise.realisation": [0, 1, 2]}
+    assert len(sweep_module.expand(raw).members) == 6

@@ -125,7 +125,7 @@ def test_chaos_errors_before_work(tmp_path):
     with pytest.raises(ValueError, match="paths must be"):
         replace(ChaosConfig.quick(), paths=(0, 0))
     out = tmp_path / "out"
-    with pytest.raises(ValueError, match="dt must be ≤ t_end"):
+    with pytest.raises(ValueError, match=r"stepping.dt: must be a number in \(0, 0.01\], got 0.05"):
         run_chaos(replace(ChaosConfig.quick(), t_end=0.01, workers=0), out)
     with pytest.raises(ValueError, match="stepping.dt: dt=0.5 is too large for the noise"):
         run_chaos(replace(ChaosConfig.quick(), t_end=0.5, dt=0.5, workers=0), out)  # run.build's check

@@ -117,10 +117,12 @@ def _density_run(path, grid):
 
 
 def _ensemble(path):
-    from spherepde.experiments.ensemble import SPDEConfig, run_ensemble
+    """``spherepde ensemble``: sweep.nc over two realisations (float32 fields, moments)."""
+    from spherepde.experiments.ensemble import DEFAULT, run_ensemble
 
-    run_ensemble(SPDEConfig(nlat=8, t_end=0.1, dt=0.05, n_outputs=2), 2, path, workers=0)
-    return path
+    raw = {**DEFAULT, "grid": {"kind": "sphere", "nlat": 8},
+           "stepping": {"t_end": 0.1, "dt": 0.05, "output_every": 0.05}}
+    return Path(run_ensemble(raw, 2, path.with_suffix(""), workers=0, progress=False)["file"])
 
 
 def _particles(path):

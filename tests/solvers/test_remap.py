@@ -98,17 +98,16 @@ def test_attention_runs_converge_to_the_unremapped_points():
     the test asks ≥ 1.5 of each fit.  Mass is a sum of weights: exact to round-off."""
     from spherepde.dynamics.attention import Attention
     from spherepde.solvers.lagrangian.sde import ParticleSDE
-    from spherepde.experiments.ensemble import SPDEConfig, initial_density
+    from spherepde.grids import GaussGrid
+    from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
     from spherepde.validation.metrics import interaction_energy
     from spherepde.validation.fits import fit_order
 
-    cfg = SPDEConfig(grid="sphere", nlat=16, activation="relu", sigma_u=0.5, sigma_w=0.5, nmax=4,
-                     initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64], "concentration": 3.0},
-                     t_end=1.0, dt=0.02, seed=0)
-    g = cfg.make_grid()
-    noise = cfg.make_noise()
-    path = cfg.make_path(noise, 0)
-    w0 = (initial_density(cfg, g) * g.cell_area).reshape(-1)
+    g = GaussGrid(16)
+    noise = NoiseField(NoiseKernel("relu", d=3, sigma_u=0.5, sigma_w=0.5), nmax=4)
+    path = BrownianPath(noise.shape, seed=0, t1=1.0, realisation=0)
+    a = np.array([0.48, 0.6, 0.64]) / np.linalg.norm([0.48, 0.6, 0.64])
+    w0 = (g.cell_average(lambda x: np.exp(3.0 * (x @ a - 1.0))) * g.cell_area).reshape(-1)
     x0, w0 = g.xyz.reshape(-1, 3), w0 / w0.sum()
     att = Attention(np.eye(3), np.eye(3), np.eye(3), 4.0)
 
