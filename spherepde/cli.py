@@ -191,6 +191,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "lagrangian-remap)")
     sp.add_argument("--output-every", type=float, default=None,
                     help="time between outputs (default min(0.25, t_end))")
+    sp.add_argument("--output", default=None,
+                    help="folder for the run (run.nc, summary.json, config.toml of its spherepde run "
+                         "configuration); default a temporary folder, removed")
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
 
     _noise_kernel_parser(sub)
@@ -227,7 +230,7 @@ def _cmd_validate(args) -> int:
             for field_name in ("output_every", "t_end", "nlat", "dt", "seed", "realisation"):
                 msg = re.sub(rf"\b{field_name}\b", "--" + field_name.replace("_", "-"), msg)
             raise ValueError(msg) from None
-        out = run_sync_path(config, progress=not args.json)
+        out = run_sync_path(config, progress=not args.json, output=args.output)
         _emit(out, args.json)
         return 130 if out["interrupted"] else 0
     if args.suite == "transport":
@@ -483,7 +486,7 @@ def _check_output_paths(args) -> None:
     from spherepde.checks import check_output_dir, check_output_file
 
     if getattr(args, "output", None) is not None:
-        if args.command == "validate":
+        if args.command == "validate" and args.suite != "sync-path":
             check_output_file(args.output, "--output")
         else:
             check_output_dir(args.output, "--output")
