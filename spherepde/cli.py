@@ -486,7 +486,7 @@ def _check_output_paths(args) -> None:
     from spherepde.checks import check_output_dir, check_output_file
 
     if getattr(args, "output", None) is not None:
-        if args.command == "validate" and args.suite != "sync-path":
+        if args.command == "validate" and args.suite != "sync-path":  # sync-path: a run's folder
             check_output_file(args.output, "--output")
         else:
             check_output_dir(args.output, "--output")

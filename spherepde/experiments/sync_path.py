@@ -156,8 +156,8 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     analyse its run.nc: the result of the module docstring.
 
     On Ctrl-C the outputs both representations reached are returned with ``"interrupted": True``
-    (the density runs first, then the reference; the state checks are those of the density's
-    last complete output).
+    (the density runs first, then the reference, so a stop in the density's pass leaves none;
+    the state checks are those of the density's last complete output).
     """
     from spherepde import __version__
     from spherepde.experiments.config import RunConfig
@@ -183,7 +183,7 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
         ratio = np.where(e_ref > 0, e_den / e_ref, math.nan)
     out = {"times": times.tolist(), "energy_density": e_den.tolist(),
            "energy_reference": e_ref.tolist(), "ratio": ratio.tolist()}
-    late = times >= 0.5 * times[-1] if times.size else times
+    late = times >= 0.5 * times[-1] if times.size else np.zeros(0, dtype=bool)
     lam1 = -model.noise.variance  # λ₁ = −κ_{n_max}(1) on S² (see paper2.synchronization)
     state = model.density0 if res["state"] is None else res["state"]
     # the steps alone (the run's "seconds" also hold the O(N²) energy at every output)

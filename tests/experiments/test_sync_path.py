@@ -72,6 +72,19 @@ def test_bad_input_is_refused_before_work(kw, name):
         SyncPathConfig(**kw)
 
 
+def test_cli_output_keeps_the_run_and_is_checked_first(tmp_path, capsys):
+    out = tmp_path / "sp"
+    assert main(["validate", "sync-path", "--nlat", "16", "--t-end", "0.25", "--json",
+                 "--output", str(out)]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["file"] == str(out / "run.nc")
+    assert sorted(p.name for p in out.iterdir()) == ["config.toml", "run.nc", "summary.json"]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["validate", "sync-path", "--json", "--output", str(blocker)]) == 2
+    assert "--output" in capsys.readouterr().err
+
+
 def test_cli_json(capsys):
     assert main(["validate", "sync-path", "--nlat", "16", "--t-end", "0.25", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
@@ -217,3 +230,25 @@ def test_ctrl_c_returns_the_outputs_both_reached(monkeypatch):
     assert cut["seconds"]["reference"] == 0.0  # its summary was never written
     # the state checks are the density's at its last output (t_end: it had finished)
     assert cut["points"] == full["points"] and cut["remaps"] == full["remaps"]
+
+
+def test_ctrl_c_in_the_density_pass_returns_no_common_output(monkeypatch):
+    """Stopped in the density's pass (the reference, which runs next, never started): no output
+    both reached — empty series, NaN fits — but the state checks of the density's last output."""
+    from spherepde.solvers import controller as controller_module
+
+    calls = {"n": 0}
+    original = controller_module.next_step
+
+    def next_step(*args):
+        calls["n"] += 1
+        if calls["n"] > 30:
+            raise KeyboardInterrupt
+        return original(*args)
+
+    monkeypatch.setattr(controller_module, "next_step", next_step)
+    out = run_sync_path(SyncPathConfig(nlat=16, t_end=0.5))
+    assert out["interrupted"] is True and out["times"] == [] and out["ratio_range"] == []
+    assert math.isnan(out["decades"]) and math.isnan(out["rate_reference"])
+    assert abs(out["mass_error"]) <= 1e-14 and out["min_density"] > 0
+
