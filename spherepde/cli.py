@@ -190,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="polar rings of ffsl-ppm (default auto: the polar cap; ignored by "
                          "lagrangian-remap)")
     sp.add_argument("--output-every", type=float, default=None,
-                    help="time between outputs (default min(0.25, t_end))")
+                    help="time between outputs, dividing t_end (default 0.25 when it divides "
+                         "t_end, else the largest t_end/n below it that is a whole number of steps)")
     sp.add_argument("--output", default=None,
                     help="folder for the run (run.nc, summary.json, config.toml of its spherepde run "
                          "configuration); default a temporary folder, removed")
@@ -218,9 +219,11 @@ def _cmd_validate(args) -> int:
     from spherepde.validation.fits import fit_order
 
     if args.suite == "sync-path":
-        from spherepde.experiments.sync_path import SyncPathConfig, run_sync_path
+        from spherepde.experiments.sync_path import (SyncPathConfig, default_output_every,
+                                                     run_sync_path)
 
-        every = min(0.25, args.t_end) if args.output_every is None else args.output_every
+        every = (default_output_every(args.t_end, args.dt) if args.output_every is None
+                 else args.output_every)
         try:
             config = SyncPathConfig(nlat=args.nlat, t_end=args.t_end, dt=args.dt, seed=args.seed,
                                     realisation=args.realisation, scheme=args.scheme,

@@ -91,6 +91,11 @@ class SyncPathConfig:
             if abs(k - round(k)) > 1e-9 * k:
                 raise ValueError(f"{name} must be a whole number of steps dt = {self.dt}, got "
                                  f"{name} = {getattr(self, name)}")
+        n_out = self.t_end / self.output_every
+        if abs(n_out - round(n_out)) > 1e-9 * n_out:
+            raise ValueError(f"output_every must divide t_end into equal intervals (outputs at "
+                             f"i·output_every, as spherepde run writes them), got output_every = "
+                             f"{self.output_every}, t_end = {self.t_end}")
         for name in ("seed", "realisation"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -116,6 +121,16 @@ class SyncPathConfig:
                 "stepping": {"t_end": self.t_end, "dt": self.dt, "output_every": self.output_every},
                 "outputs": {"fields": False, "positions": False, "diagnostics": ["mass", "energy"],
                             "energy_beta": self.beta}}
+
+
+def default_output_every(t_end: float, dt: float, at_most: float = 0.25) -> float:
+    """The largest t_end/n ≤ ``at_most`` that is a whole number of steps dt (``at_most`` itself
+    when it divides t_end; t_end when t_end ≤ ``at_most``): the CLI's default ``--output-every``."""
+    k = round(t_end / dt)
+    for n in range(max(1, math.ceil(t_end / at_most * (1 - 1e-9))), k + 1):
+        if k % n == 0:
+            return t_end / n
+    return t_end  # t_end < dt: refused by SyncPathConfig
 
 
 def _state_checks(model, state) -> dict:

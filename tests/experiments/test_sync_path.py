@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spherepde.cli import main
-from spherepde.experiments.sync_path import SyncPathConfig, run_sync_path
+from spherepde.experiments.sync_path import SyncPathConfig, default_output_every, run_sync_path
 
 KEYS = ("times", "energy_density", "energy_reference", "ratio", "decades", "seconds", "scheme")
 
@@ -66,6 +66,7 @@ def test_default_scheme_follows_the_reference():
     ({"t_end": 0.305}, "whole number"), ({"output_every": 0.125, "dt": 0.05}, "whole number"),
     ({"seed": -1}, "seed"), ({"realisation": 1.5}, "realisation"), ({"scheme": "upwind"}, "scheme"),
     ({"polar": "caps"}, "polar"),
+    ({"t_end": 1.0, "output_every": 0.3}, "output_every must divide t_end"),
 ])
 def test_bad_input_is_refused_before_work(kw, name):
     with pytest.raises(ValueError, match=name):
@@ -251,4 +252,14 @@ def test_ctrl_c_in_the_density_pass_returns_no_common_output(monkeypatch):
     assert out["interrupted"] is True and out["times"] == [] and out["ratio_range"] == []
     assert math.isnan(out["decades"]) and math.isnan(out["rate_reference"])
     assert abs(out["mass_error"]) <= 1e-14 and out["min_density"] > 0
+
+
+@pytest.mark.parametrize("t_end, dt, want", [(6.0, 0.01, 0.25), (0.5, 0.01, 0.25), (0.1, 0.01, 0.1),
+                                             (0.3, 0.01, 0.15), (0.31, 0.01, 0.01)])
+def test_default_output_every_divides_t_end_in_whole_steps(t_end, dt, want):
+    """Outputs are at i·output_every (spherepde run): the default is 0.25 where it divides t_end,
+    else the largest t_end/n below 0.25 that is a whole number of steps (31 steps: every step)."""
+    every = default_output_every(t_end, dt)
+    assert every == pytest.approx(want, rel=1e-12)
+    SyncPathConfig(t_end=t_end, dt=dt, output_every=every)  # accepted
 
