@@ -36,7 +36,8 @@ the Brownian path is rough down to its leaves: piecewise linear on a dyadic tree
 increment ΔW ~ √Δt changes by a relative ≲ δt/√(h_B Δt) ≈ 4e-8, and n steps move E by at most
 ~n times that (linear accumulation; a contracting flow does better).  Measured (nlat 24,
 t_end 1): E 1.3e-8, ratio 8e-12 (lagrangian-remap: density and reference feel the same path
-between remaps) and 1e-8 (ffsl-ppm); defaults (nlat 48, t_end 6): E 3.4e-7, ratio 8e-11.
+between remaps) and 1e-8 (ffsl-ppm); t_end 6: E 3.4e-7, ratio 8e-11 (lagrangian-remap, nlat 48)
+and 1.6e-7 (ffsl-ppm, nlat 24).
 The old loop moved onto the run loop's times agrees with this module to 1.6e-15 (round-off:
 ρ₀ normalised twice, and the noise field's evaluation tables, which a density stepping at the
 same points keeps — now that the density takes its steps in a row).
