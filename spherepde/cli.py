@@ -206,7 +206,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="polar rings of ffsl-ppm (default auto: the polar cap; ignored by "
                          "lagrangian-remap)")
     sp.add_argument("--output-every", type=float, default=None,
-                    help="time between outputs (default min(0.25, t_end))")
+                    help="time between outputs, dividing t_end (default 0.25 when it divides "
+                         "t_end, else the largest t_end/n below it that is a whole number of steps)")
+    sp.add_argument("--output", default=None,
+                    help="folder for the run (run.nc, summary.json, config.toml of its spherepde run "
+                         "configuration); default a temporary folder, removed")
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
 
     _noise_kernel_parser(sub)
@@ -231,9 +235,11 @@ def _cmd_validate(args) -> int:
     from spherepde.validation.fits import fit_order
 
     if args.suite == "sync-path":
-        from spherepde.experiments.sync_path import SyncPathConfig, run_sync_path
+        from spherepde.experiments.sync_path import (SyncPathConfig, default_output_every,
+                                                     run_sync_path)
 
-        every = min(0.25, args.t_end) if args.output_every is None else args.output_every
+        every = (default_output_every(args.t_end, args.dt) if args.output_every is None
+                 else args.output_every)
         try:
             config = SyncPathConfig(nlat=args.nlat, t_end=args.t_end, dt=args.dt, seed=args.seed,
                                     realisation=args.realisation, scheme=args.scheme,
@@ -243,7 +249,7 @@ def _cmd_validate(args) -> int:
             for field_name in ("output_every", "t_end", "nlat", "dt", "seed", "realisation"):
                 msg = re.sub(rf"\b{field_name}\b", "--" + field_name.replace("_", "-"), msg)
             raise ValueError(msg) from None
-        out = run_sync_path(config, progress=not args.json)
+        out = run_sync_path(config, progress=not args.json, output=args.output)
         _emit(out, args.json)
         return 130 if out["interrupted"] else 0
     if args.suite == "transport":
@@ -474,7 +480,7 @@ def _check_output_paths(args) -> None:
     from spherepde.checks import check_output_dir, check_output_file
 
     if getattr(args, "output", None) is not None:
-        if args.command == "validate":
+        if args.command == "validate" and args.suite != "sync-path":  # sync-path: a run's folder
             check_output_file(args.output, "--output")
         else:
             check_output_dir(args.output, "--output")

@@ -9,7 +9,8 @@ A run is described by one :class:`RunConfig`, a tree of frozen dataclasses::
     dynamics
       attention      Q, K, V (d×d; d = 3 on S², 2 on S¹), beta (> 0, inf allowed), kind, method
       noise          activation, sigma_u, sigma_w, n_max or variance_fraction, seed, calculus
-    representations  density (true/false); particles (n, seed) on the same noise path;
+    representations  density (true/false); particles (n, seed; or initial = "quadrature": the
+                     weighted cell centres of ρ_0) on the same noise path;
                      transformer (depth L, width m or inf, n, seed)
     stepping         t_end, dt or courant, output_every
     outputs          fields, positions, diagnostics, energy_beta
@@ -63,6 +64,8 @@ MAX_MOMENT_DEGREE = 64
 MIN_DIMENSION, MAX_DIMENSION = 4, 1024
 #: initial kinds that can be sampled exactly on S^{d−1} without a grid (grid.kind = "none")
 GRIDLESS_INITIAL_KINDS = ("uniform", "cosine", "vmf")
+#: how the particles start: n samples of ρ_0, or its quadrature on the grid (weighted cell centres)
+PARTICLE_INITIAL = ("sample", "quadrature")
 
 
 # ---- checks of single values ---------------------------------------------------------------
@@ -551,17 +554,31 @@ class DynamicsConfig(_Section):
 
 @dataclass(frozen=True)
 class ParticlesConfig(_Section):
-    """The N-particle baseline: ``n`` tokens drawn from ρ_0 with ``seed``, moved by the same
-    attention and (where there is noise) the same Brownian path as the density."""
+    """The N-particle baseline, moved by the same attention and (where there is noise) the same
+    Brownian path as the density.  ``initial``: ``"sample"`` (default) draws ``n`` tokens from
+    ρ_0 with ``seed``, each of weight 1/n; ``"quadrature"`` (grid.kind = "sphere") starts from
+    the quadrature of ρ_0 instead: every cell centre y_j of the grid with the weight
+    ρ_0(y_j)|cell_j| (cells of weight ≤ 1e-13·max left out, the rest normalised to Σ w = 1;
+    :func:`~spherepde.solvers.lagrangian.remap.points_from_density`), so there is no Monte
+    Carlo error — ``n`` and ``seed`` are not used then (kept at their defaults), the weights
+    are written to run.nc (``weight(particle)``) and the attention sees them."""
 
     PATH: ClassVar[str] = "representations.particles"
 
     n: int = 1000
     seed: int = 0
+    initial: str = "sample"
 
     def __post_init__(self) -> None:
+        check_choice(f"{self.PATH}.initial", self.initial, PARTICLE_INITIAL)
         check_int(f"{self.PATH}.n", self.n, 1, MAX_PARTICLES)
         check_int(f"{self.PATH}.seed", self.seed, 0)
+        if self.initial == "quadrature":
+            for key in ("n", "seed"):
+                _set(self, key, self.__dataclass_fields__[key].default)
+
+    def _kept(self) -> list[str]:
+        return ["initial"] if self.initial == "quadrature" else ["n", "seed"]
 
 
 @dataclass(frozen=True)
@@ -744,6 +761,14 @@ class RunConfig(_Section):
         reps, step, out = self.representations, self.stepping, self.outputs
         if kind == "none":
             self._check_gridless()
+        if reps.particles is not None and reps.particles.initial == "quadrature":
+            if kind != "sphere":
+                raise ValueError(f"representations.particles.initial: 'quadrature' (the weighted "
+                                 f"cell centres of ρ_0) needs grid.kind = 'sphere', got {kind!r}")
+            if 2 * self.grid.nlat ** 2 > MAX_PARTICLES:
+                raise ValueError(f"representations.particles.initial: 'quadrature' puts a particle "
+                                 f"on each of the 2·nlat² cells, at most {MAX_PARTICLES}; got "
+                                 f"grid.nlat = {self.grid.nlat}")
         ini = self.initial
         if ini.kind == "random-phase":
             if kind != "circle":

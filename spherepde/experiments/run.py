@@ -55,7 +55,7 @@ from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, Parti
 from spherepde.solvers.lagrangian.particles import ParticleStepper
 from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, points_from_density
 from spherepde.solvers.lagrangian.transformer import TransformerStepper
-from spherepde.solvers.trackers import ProgressTracker, Tracker
+from spherepde.solvers.trackers import ProgressTracker, StepTimer, Tracker
 from spherepde.validation.metrics import (as_measure, dist_to_subspace, interaction_energy,
                                           moment_degrees, moments, top_eigenspace,
                                           two_point_weight, w2_two_point, w2_with_bound)
@@ -79,7 +79,9 @@ class Model:
     for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None;
     density0 : the density stepper's initial state (ρ_0 itself, or for ``lagrangian-remap`` its
     points packed as :class:`~spherepde.solvers.lagrangian.remap.RemapStepper` rows);
-    kernel : the NoiseKernel of the exact point noise (grid.kind = "none"), else None.
+    kernel : the NoiseKernel of the exact point noise (grid.kind = "none"), else None;
+    weights : the particles' weights (N,) (representations.particles.initial = "quadrature"),
+    None for equal weights 1/N.
     """
 
     config: RunConfig
@@ -100,6 +102,7 @@ class Model:
     projection: tuple | None = None
     density0: np.ndarray | None = None
     kernel: NoiseKernel | None = None
+    weights: np.ndarray | None = None
 
 
 def _named(prefix: str, err: Exception) -> ValueError:
@@ -175,11 +178,14 @@ def build(config: RunConfig) -> Model:
         if noise is not None and DENSITY_CALCULUS[density.scheme] != n.calculus:
             raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the density stepper "
                              f"{density.name} integrates the {DENSITY_CALCULUS[density.scheme]} form")
-    particles = x0 = None
+    particles = x0 = weights = None
     p = config.representations.particles
     if p is not None:
-        particles = ParticleStepper(particle_system(), p.n)
-        x0 = retract(sample_density(grid, rho0, p.n, seed=p.seed))
+        if p.initial == "quadrature":  # the weighted cell centres of ρ_0 (no Monte Carlo error)
+            x0, weights = points_from_density(grid, rho0)
+        else:
+            x0 = retract(sample_density(grid, rho0, p.n, seed=p.seed))
+        particles = ParticleStepper(particle_system(weights), x0.shape[0])
     transformer = z0 = None
     tc = config.representations.transformer
     if tc is not None:
@@ -192,7 +198,7 @@ def build(config: RunConfig) -> Model:
     basis, basis_v, projection = _reference_sets(config, att, grid, rho0)
     return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
                  transformer, z0, basis, basis_v, projection,
-                 density0=rho0 if density0 is None else density0)
+                 density0=rho0 if density0 is None else density0, weights=weights)
 
 
 def _transformer_stepper(tr: DiscreteTransformer, tc, noise=None, path=None) -> TransformerStepper:
@@ -466,6 +472,11 @@ def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) 
     return _execute(model, outdir, progress=progress)
 
 
+def run_model(model: Model, output: str | os.PathLike, *, progress: bool = True) -> dict:
+    """:func:`run` of a model :func:`build` made (its steppers can be read afterwards)."""
+    return _execute(model, prepare_output(output), progress=progress)
+
+
 @dataclass
 class _Resume:
     """What :func:`restart` read from the file it continues (see :func:`read_restart`)."""
@@ -509,7 +520,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
     reps = config.representations
     n_part = None if model.particles is None else model.particles.grid.shape
     n_tok = None if model.transformer is None else model.transformer.grid.shape
-    weights = None if n_part is None else np.full(n_part[0], 1.0 / n_part[0])
+    weights = (None if n_part is None else model.weights if model.weights is not None
+               else np.full(n_part[0], 1.0 / n_part[0]))
     static = {}
     if model.attention is not None:
         for name in ("Q", "K", "V"):
@@ -559,8 +571,9 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
 
     def go(stepper, trackers, dt, first: int, state: np.ndarray):
         t0 = times[max(first - 1, 0)]
-        return Controller(stepper, trackers, dt=dt).run(state, (t0, times[-1]),
-                                                         output_times=times[first:])
+        # the step timer last: seconds of the steps alone (step_seconds in the summary)
+        return Controller(stepper, [*trackers, StepTimer()], dt=dt).run(
+            state, (t0, times[-1]), output_times=times[first:])
 
     try:
         dens = None
@@ -578,6 +591,7 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
                          model.dt, first, state)
                 summary["density"] = {"scheme": config.grid.scheme, "steps": res.n_steps,
                                       "seconds": round(res.wall_time, 2),
+                                      "step_seconds": round(res.trackers["step-timer"], 2),
                                       "mass_error": float(dens.mass(res.state)) - 1.0,
                                       "min_density": float(np.min(dens.field(res.state))),
                                       "final": dens.last}
@@ -602,7 +616,9 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
                          [parts, ProgressTracker(disable=quiet, desc="particles")],
                          model.dt, first, state)
                 summary["particles"] = {"n": n_part[0], "steps": res.n_steps,
-                                        "seconds": round(res.wall_time, 2), "final": parts.last}
+                                        "seconds": round(res.wall_time, 2),
+                                        "step_seconds": round(res.trackers["step-timer"], 2),
+                                        "final": parts.last}
             else:
                 summary["particles"] = {"n": n_part[0], "steps": 0, "complete_before_restart": True}
         if model.transformer is not None:
@@ -620,7 +636,9 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
                          tr.dt, first, state)
                 summary["transformer"] = {"n": n_tok[0], "depth": tr.depth, "width": tr.width,
                                           "layers": res.n_steps,
-                                          "seconds": round(res.wall_time, 2), "final": toks.last}
+                                          "seconds": round(res.wall_time, 2),
+                                          "step_seconds": round(res.trackers["step-timer"], 2),
+                                          "final": toks.last}
             else:
                 summary["transformer"] = {"n": n_tok[0], "depth": tr.depth, "width": tr.width,
                                           "layers": 0, "complete_before_restart": True}
@@ -835,4 +853,4 @@ def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | N
 
 __all__ = ["DensityOutput", "Model", "ParticleOutput", "ParticleStepper",
            "RESTART_KEYS", "TransformerStepper", "build", "prepare_output", "read_restart",
-           "restart", "restart_config", "run", "series_names"]
+           "restart", "restart_config", "run", "run_model", "series_names"]

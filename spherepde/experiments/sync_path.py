@@ -17,12 +17,39 @@ Heun step and the same increments as the density's noise velocity): the exact pu
 quadrature of ρ₀ — no Monte Carlo error.  ``ratio`` = E(density)/E(reference) at each output
 time; ``decades`` = log₁₀ E_ref(0)/E_ref(t_end); ``rate_*`` the least-squares slopes of log E over
 the second half of the run, against ``two_lambda_1``.
+
+How it runs: a ``spherepde run`` configuration plus analysis.  :meth:`SyncPathConfig.run_config`
+is the run (density with ``grid.scheme``; the reference as ``representations.particles.initial
+= "quadrature"``, whose weights run.nc keeps in ``weight(particle)``; the energy of both,
+``energy`` and ``particles_energy``); :func:`run_sync_path` runs it through
+:mod:`spherepde.experiments.run` — each representation driven by the one run loop, the
+:class:`~spherepde.solvers.controller.Controller` — and reads ratio, decades, rates, the state
+checks (the density's restart state at its last output) and the seconds of the steps
+(``step_seconds`` of summary.json) back from the run's files.
+
+Against the hand-written loop it replaced (steps at t_k = k·Δt, density and reference
+interleaved) the numbers agree to ~1e-8 relative, not bit for bit, for one reason: the run loop
+reaches t_k by its even split of each output interval (t + τ, τ = (target − t)/n), which is
+k·Δt up to a few ulps δt (≤ 2.2e-16 at t_end = 1, ≤ 2.7e-15 at t_end = 6 for Δt = 0.01), and
+the Brownian path is rough down to its leaves: piecewise linear on a dyadic tree of depth 48
+(leaf h_B = t_end/2⁴⁸), B moves by ≈ δt/√h_B (3.7e-9 at t_end = 1) when t moves by δt, so an
+increment ΔW ~ √Δt changes by a relative ≲ δt/√(h_B Δt) ≈ 4e-8, and n steps move E by at most
+~n times that (linear accumulation; a contracting flow does better).  Measured (nlat 24,
+t_end 1): E 1.3e-8, ratio 8e-12 (lagrangian-remap: density and reference feel the same path
+between remaps) and 1e-8 (ffsl-ppm); t_end 6: E 3.4e-7, ratio 8e-11 (lagrangian-remap, nlat 48)
+and 1.6e-7 (ffsl-ppm, nlat 24).
+The old loop moved onto the run loop's times agrees with this module to 1.6e-15 (round-off:
+ρ₀ normalised twice, and the noise field's evaluation tables, which a density stepping at the
+same points keeps — now that the density takes its steps in a row).
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import math
-import time
+import tempfile
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -30,6 +57,9 @@ import numpy as np
 #: cluster-adapted grid (solvers.lagrangian.remap; the default, as grid.scheme of spherepde run),
 #: and the finite-volume SPDE solver on the Gauss grid (ffsl-ppm, kept for comparison)
 SCHEMES = ("lagrangian-remap", "ffsl-ppm")
+#: the set-up of the module docstring: ρ₀ = vMF(DIRECTION, CONCENTRATION), ReLU noise σ_U = σ_W =
+#: SIGMA truncated at degree N_MAX
+DIRECTION, CONCENTRATION, SIGMA, N_MAX = (0.48, 0.6, 0.64), 10.0, 0.5, 4
 
 
 @dataclass(frozen=True)
@@ -62,6 +92,11 @@ class SyncPathConfig:
             if abs(k - round(k)) > 1e-9 * k:
                 raise ValueError(f"{name} must be a whole number of steps dt = {self.dt}, got "
                                  f"{name} = {getattr(self, name)}")
+        n_out = self.t_end / self.output_every
+        if abs(n_out - round(n_out)) > 1e-9 * n_out:
+            raise ValueError(f"output_every must divide t_end into equal intervals (outputs at "
+                             f"i·output_every, as spherepde run writes them), got output_every = "
+                             f"{self.output_every}, t_end = {self.t_end}")
         for name in ("seed", "realisation"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
@@ -72,115 +107,113 @@ class SyncPathConfig:
         if self.polar not in POLAR:
             raise ValueError(f"polar must be one of {POLAR}, got {self.polar!r}")
 
-    def spde(self):
-        """The noise-only :class:`~spherepde.experiments.ensemble.SPDEConfig` of this run."""
-        from spherepde.experiments.ensemble import SPDEConfig
+    def run_config(self) -> dict:
+        """The ``spherepde run`` configuration (a raw dict, :class:`~spherepde.experiments.config
+        .RunConfig`) of this run: the density with ``grid.scheme`` = ``scheme`` beside the
+        reference, ``representations.particles.initial = "quadrature"`` (the weighted cell
+        centres of ρ₀ on the same Brownian path), and the energy of both at every output."""
+        return {"grid": {"kind": "sphere", "nlat": self.nlat, "scheme": self.scheme,
+                         "polar": self.polar},
+                "initial": {"kind": "vmf", "centres": [list(DIRECTION)], "kappas": [CONCENTRATION]},
+                "dynamics": {"noise": {"activation": "relu", "sigma_u": SIGMA, "sigma_w": SIGMA,
+                                       "n_max": N_MAX, "seed": self.seed,
+                                       "realisation": self.realisation}},
+                "representations": {"density": True, "particles": {"initial": "quadrature"}},
+                "stepping": {"t_end": self.t_end, "dt": self.dt, "output_every": self.output_every},
+                "outputs": {"fields": False, "positions": False, "diagnostics": ["mass", "energy"],
+                            "energy_beta": self.beta}}
 
-        return SPDEConfig(grid="sphere", nlat=self.nlat, activation="relu", sigma_u=0.5,
-                          sigma_w=0.5, nmax=4, t_end=self.t_end, dt=self.dt,
-                          initial={"kind": "vmf", "direction": [0.48, 0.6, 0.64],
-                                   "concentration": 10.0},
-                          energy_beta=self.beta, seed=self.seed)
+
+def default_output_every(t_end: float, dt: float, at_most: float = 0.25) -> float:
+    """The largest t_end/n ≤ ``at_most`` that is a whole number of steps dt (``at_most`` itself
+    when it divides t_end; t_end when t_end ≤ ``at_most``): the CLI's default ``--output-every``."""
+    k = round(t_end / dt)
+    for n in range(max(1, math.ceil(t_end / at_most * (1 - 1e-9))), k + 1):
+        if k % n == 0:
+            return t_end / n
+    return t_end  # t_end < dt: refused by SyncPathConfig
 
 
-def _state_checks(scheme, state, grid, stepper) -> dict:
+def _state_checks(model, state) -> dict:
     """Mass error and extreme densities of the final state (points: extreme weights, the
     number of points and of remaps)."""
-    if scheme == "ffsl-ppm":
-        return {"mass_error": float(grid.integrate(state) - 1.0), "min_density": float(state.min()),
-                "max_density": float(state.max()), "substeps": stepper.substeps,
-                "cap_fallbacks": stepper.transport.cap_fallbacks}
-    x, w = state
+    stepper = model.density
+    if model.config.grid.scheme == "ffsl-ppm":
+        return {"mass_error": float(model.grid.integrate(state) - 1.0),
+                "min_density": float(state.min()), "max_density": float(state.max()),
+                "substeps": stepper.substeps, "cap_fallbacks": stepper.transport.cap_fallbacks}
+    _, w = stepper.measure(state)
+    remap = stepper.remap
     return {"mass_error": float(w.sum() - 1.0), "min_density": float(w.min()),
-            "max_density": float(w.max()), "points": int(w.size), "remaps": stepper.remaps,
-            "remap_every": stepper.remap_every, "cells_per_width": stepper.cells_per_width}
+            "max_density": float(w.max()), "points": int(w.size), "remaps": remap.remaps,
+            "remap_every": remap.remap_every, "cells_per_width": remap.cells_per_width}
 
 
-def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool = False) -> dict:
-    """Run the density scheme and the reference side by side; the result of the module docstring.
+def _read_run(path: Path) -> dict:
+    """time, energy (the density's) and particles_energy (the reference's) of a run.nc, up to
+    the last output both reached, and the density's state at its last complete output."""
+    import netCDF4
 
-    On Ctrl-C the outputs reached so far are returned with ``"interrupted": True``.
+    from spherepde.experiments.run import read_restart
+
+    with netCDF4.Dataset(path, "r") as ds:
+        ds.set_auto_mask(False)
+        t, ed, er = (np.array(ds[k][:], dtype=float) for k in ("time", "energy", "particles_energy"))
+    both = np.isfinite(ed) & np.isfinite(er)  # rows not written hold NaN
+    k = int(np.argmin(both)) if not both.all() else both.size
+    return {"times": t[:k], "energy_density": ed[:k], "energy_reference": er[:k],
+            "state": read_restart(path).state.get("density")}
+
+
+def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool = False,
+                  output: str | Path | None = None) -> dict:
+    """Run :meth:`SyncPathConfig.run_config` (``spherepde run``: density and reference through
+    the one run loop, into ``output/run.nc``, default a temporary folder that is removed) and
+    analyse its run.nc: the result of the module docstring.
+
+    On Ctrl-C the outputs both representations reached are returned with ``"interrupted": True``
+    (the density runs first, then the reference, so a stop in the density's pass leaves none;
+    the state checks are those of the density's last complete output).
     """
     from spherepde import __version__
-    from spherepde.solvers.eulerian.spde import SPDEFFSL
-    from spherepde.solvers.lagrangian.remap import LagrangianRemap, points_from_density
-    from spherepde.solvers.lagrangian.sde import ParticleSDE
-    from spherepde.experiments.ensemble import initial_density
-    from spherepde.validation.metrics import interaction_energy
+    from spherepde.experiments.config import RunConfig
+    from spherepde.experiments.run import build, run_model
     from spherepde.validation.fits import log_rate
 
-    spde = config.spde()
-    g = spde.make_grid()
-    noise = spde.make_noise()
-    path = spde.make_path(noise, config.realisation)
-    rho = initial_density(spde, g)
-    y = g.xyz.reshape(-1, 3)
-    area = g.cell_area.reshape(-1)
-    xq, wq = points_from_density(g, rho)  # weights < 1e-13·max carry < 1e-9 of the mass
-    particles = ParticleSDE(noise=noise, path=path)
-    # each scheme: its state, one step, and E_β of its state
-    if config.scheme == "ffsl-ppm":
-        stepper = SPDEFFSL(g, None, noise=noise, path=path, polar=config.polar, dt=config.dt)
-        state = rho
-
-        def advance(state, t):
-            return stepper.step(state, t, config.dt)
-
-        def energy(state):
-            w = np.clip(state.reshape(-1) * area, 0.0, None)
-            return interaction_energy(y, w / w.sum(), config.beta)
-    else:  # the same quadrature points as the reference, then remapped (module docstring)
-        stepper = LagrangianRemap(ParticleSDE(noise=noise, path=path), grid_nlat=config.nlat)
-        state = (xq.copy(), wq.copy())
-
-        def advance(state, t):
-            return stepper.step(*state, t, config.dt)
-
-        def energy(state):
-            return interaction_energy(state[0], state[1], config.beta)
-    nsteps = int(round(config.t_end / config.dt))
-    every = max(1, int(round(config.output_every / config.dt)))
-    out = {"times": [], "energy_density": [], "energy_reference": [], "ratio": []}
-    seconds = {"density": 0.0, "reference": 0.0}
-    bar = None
-    if progress:
-        from tqdm import tqdm
-
-        bar = tqdm(total=nsteps, desc="sync-path", unit="step", leave=False)
-    interrupted = False
-    try:
-        for k in range(nsteps + 1):
-            t = k * config.dt
-            if k % every == 0 or k == nsteps:
-                ed, er = energy(state), interaction_energy(xq, wq, config.beta)
-                for key, v in (("times", t), ("energy_density", ed), ("energy_reference", er),
-                               ("ratio", ed / er if er > 0 else math.nan)):
-                    out[key].append(float(v))
-            if k == nsteps:
-                break
-            t0 = time.perf_counter()
-            state = advance(state, t)
-            t1 = time.perf_counter()
-            xq = particles.step(xq, t, config.dt)
-            seconds["density"] += t1 - t0
-            seconds["reference"] += time.perf_counter() - t1
-            if bar is not None:
-                bar.update(1)
-    except KeyboardInterrupt:
-        interrupted = True
-    finally:
-        if bar is not None:
-            bar.close()
-    e_ref, times = out["energy_reference"], np.asarray(out["times"])
-    late = times >= 0.5 * times[-1] if times.size else times
-    lam1 = -noise.variance  # λ₁ = −κ_{n_max}(1) on S² (see paper2.synchronization)
+    raw = config.run_config()
+    model = build(RunConfig.from_dict(raw))
+    with contextlib.ExitStack() as stack:
+        outdir = (Path(output) if output is not None else
+                  Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sync-path-"))))
+        interrupted = False
+        try:
+            summary = run_model(model, outdir, progress=progress)
+        except KeyboardInterrupt:
+            if not (outdir / "summary.json").is_file():
+                raise  # stopped before the run started: nothing reached
+            interrupted = True
+            summary = json.loads((outdir / "summary.json").read_text())
+        res = _read_run(outdir / "run.nc")
+    times, e_den, e_ref = res["times"], res["energy_density"], res["energy_reference"]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(e_ref > 0, e_den / e_ref, math.nan)
+    out = {"times": times.tolist(), "energy_density": e_den.tolist(),
+           "energy_reference": e_ref.tolist(), "ratio": ratio.tolist()}
+    late = times >= 0.5 * times[-1] if times.size else np.zeros(0, dtype=bool)
+    lam1 = -model.noise.variance  # λ₁ = −κ_{n_max}(1) on S² (see paper2.synchronization)
+    state = model.density0 if res["state"] is None else res["state"]
+    # the steps alone (the run's "seconds" also hold the O(N²) energy at every output)
+    seconds = {"density": summary.get("density", {}).get("step_seconds", 0.0),
+               "reference": summary.get("particles", {}).get("step_seconds", 0.0)}
     out.update(
-        decades=float(math.log10(e_ref[0] / e_ref[-1])) if len(e_ref) > 1 and e_ref[-1] > 0 else math.nan,
-        ratio_range=[float(min(out["ratio"])), float(max(out["ratio"]))] if out["ratio"] else [],
-        rate_density=log_rate(times[late], np.asarray(out["energy_density"])[late])[0],
-        rate_reference=log_rate(times[late], np.asarray(e_ref)[late])[0],
+        decades=float(math.log10(e_ref[0] / e_ref[-1])) if e_ref.size > 1 and e_ref[-1] > 0 else math.nan,
+        ratio_range=[float(ratio.min()), float(ratio.max())] if ratio.size else [],
+        rate_density=log_rate(times[late], e_den[late])[0],
+        rate_reference=log_rate(times[late], e_ref[late])[0],
         two_lambda_1=2.0 * lam1, seconds=seconds, scheme=config.scheme,
-        **_state_checks(config.scheme, state, g, stepper),
-        reference_points=int(xq.shape[0]), interrupted=interrupted,
-        config=asdict(config), spherepde_version=__version__)
+        **_state_checks(model, state),
+        reference_points=int(model.x0.shape[0]), interrupted=interrupted,
+        config=asdict(config), run_config=raw, spherepde_version=__version__)
+    if output is not None:
+        out["file"] = str(outdir / "run.nc")
     return out

@@ -93,7 +93,11 @@ def _sync_run(d, activation, sigma, scale, beta, n_tokens, t_end, dt, n_outputs,
 def lyapunov_exponent(kernel, t_end: float, dt: float, seed: int, delta0: float = 1e-4) -> float:
     """Top Lyapunov exponent of the noise-only flow from one pair of nearby tokens (Benettin):
     after every step the separation δ is logged and reset to δ0 along the same direction;
-    the exponent is Σ log(δ/δ0) / t_end."""
+    the exponent is Σ log(δ/δ0) / t_end.  The n = round(t_end/dt) steps of h = t_end/n are
+    those of the run loop (:class:`~spherepde.solvers.controller.Controller` driving a
+    :class:`~spherepde.solvers.lagrangian.lyapunov.BenettinStepper`, whose state carries Σ log)."""
+    from spherepde.solvers.controller import Controller
+    from spherepde.solvers.lagrangian.lyapunov import BenettinStepper
     from spherepde.solvers.lagrangian.particles import retract
     from spherepde.solvers.lagrangian.sde import ParticleSDE
 
@@ -103,18 +107,13 @@ def lyapunov_exponent(kernel, t_end: float, dt: float, seed: int, delta0: float 
     x /= np.linalg.norm(x)
     v = rng.standard_normal(d)
     v -= (v @ x) * x
-    state = np.stack([x, retract(x + delta0 * v / np.linalg.norm(v))])
     sde = ParticleSDE(kernel=kernel, seed=int(rng.integers(2**31)), method="heun")
     n = max(1, int(round(t_end / dt)))
     h = t_end / n
-    total = 0.0
-    for k in range(n):
-        state = sde.step(state, k * h, h)
-        sep = state[1] - state[0]
-        dist = float(np.linalg.norm(sep))
-        total += math.log(dist / delta0)
-        state[1] = retract(state[0] + delta0 * sep / dist)
-    return total / t_end
+    stepper = BenettinStepper(sde, delta0, h)
+    state = stepper.pack(x, retract(x + delta0 * v / np.linalg.norm(v)))
+    res = Controller(stepper, dt=h).run(state, (0.0, t_end))
+    return stepper.log_sum(res.state) / t_end
 
 
 class _SerialClient:

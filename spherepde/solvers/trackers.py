@@ -18,6 +18,7 @@ Trackers must not modify the state they are shown; those that keep it store a co
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -230,11 +231,41 @@ class ProgressTracker(Tracker):
             self._bar = None
 
 
+@register_tracker
+class StepTimer(Tracker):
+    """Wall-clock seconds spent stepping, without what the trackers given before it spend at
+    output times.  Give it last: its clock restarts after the others' ``handle`` at every output
+    and at every step (``on_step``), so it sums the time from there to the end of the next step
+    (including the other trackers' ``on_step``, which are cheap).  ``result``: the seconds."""
+
+    name = "step-timer"
+
+    def __init__(self, *, name: str | None = None) -> None:
+        super().__init__(name=name)
+        self.seconds = 0.0
+
+    def initialize(self, state, t, info) -> None:
+        self.seconds, self._mark = 0.0, time.perf_counter()
+
+    def handle(self, state, t) -> None:
+        self._mark = time.perf_counter()
+
+    def on_step(self, t) -> None:
+        now = time.perf_counter()
+        self.seconds += now - self._mark
+        self._mark = now
+
+    @property
+    def result(self) -> float:
+        return self.seconds
+
+
 __all__ = [
     "TRACKERS",
     "DiagnosticsTracker",
     "MemoryTracker",
     "ProgressTracker",
+    "StepTimer",
     "Tracker",
     "cell_measure",
     "register_tracker",

@@ -273,3 +273,34 @@ def test_usage_page_configuration_is_valid():
     block = text.split("```toml\n", 1)[1].split("```", 1)[0]
     c = RunConfig.from_dict(tomllib.loads(block))
     assert c.dynamics.noise is not None and c.representations.particles.n == 500
+
+
+def test_quadrature_particles_round_trip_and_ignore_n_and_seed():
+    """representations.particles.initial = "quadrature" (validate sync-path's reference): n and
+    seed are not used (kept at their defaults, not written); "sample" is the default and is not
+    written either, so existing configurations write what they wrote before."""
+    raw = apply_set(DEFAULT, 'representations.particles={initial = "quadrature", n = 7, seed = 3}')
+    c = RunConfig.from_dict(raw)
+    p = c.representations.particles
+    assert (p.initial, p.n, p.seed) == ("quadrature", 1000, 0)
+    assert c.to_dict()["representations"]["particles"] == {"initial": "quadrature"}
+    assert RunConfig.from_dict(tomllib.loads(dumps_toml(c.to_dict()))) == c
+    assert default_config().to_dict()["representations"]["particles"] == {"n": 500, "seed": 0}
+
+
+@pytest.mark.parametrize("change, words", [
+    ('representations.particles.initial="grid"', "representations.particles.initial: must be one of"),
+    ('grid={kind = "circle", n = 64}', "'quadrature' (the weighted cell centres of ρ_0) needs "
+                                       "grid.kind = 'sphere'"),
+    ("grid.nlat=256", "at most 100000; got grid.nlat = 256"),
+])
+def test_quadrature_particles_bad_input(change, words):
+    raw = apply_set(DEFAULT, 'representations.particles={initial = "quadrature"}')
+    raw = apply_set(raw, change)
+    if "circle" in change:  # a circle needs 2×2 matrices and a 2-vector
+        raw = apply_set(raw, "dynamics.attention={Q = [[1, 0], [0, 1]], K = [[1, 0], [0, 1]], "
+                             "V = [[1, 0], [0, 1]], beta = 1.0}")
+        raw = apply_set(raw, 'initial={kind = "uniform"}')
+        raw = apply_set(raw, 'outputs.diagnostics=["mass"]')
+    with pytest.raises(ValueError, match=words.replace("(", r"\(").replace(")", r"\)")):
+        RunConfig.from_dict(raw)

@@ -97,6 +97,9 @@ CASES = {
     "points": ({"density": True}, False, 10, POINTS),
     "noise-points-particles": ({"density": True, "particles": {"n": 12, "seed": 3}}, True, 23,
                                POINTS),
+    # the particles at the weighted cell centres of ρ_0 (validate sync-path's reference)
+    "noise-points-quadrature": ({"density": True, "particles": {"initial": "quadrature"}}, True,
+                                23, POINTS),
 }
 
 

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from spherepde.cli import main
-from spherepde.experiments.sync_path import SyncPathConfig, run_sync_path
+from spherepde.experiments.sync_path import SyncPathConfig, default_output_every, run_sync_path
 
 KEYS = ("times", "energy_density", "energy_reference", "ratio", "decades", "seconds", "scheme")
 
@@ -66,10 +66,24 @@ def test_default_scheme_follows_the_reference():
     ({"t_end": 0.305}, "whole number"), ({"output_every": 0.125, "dt": 0.05}, "whole number"),
     ({"seed": -1}, "seed"), ({"realisation": 1.5}, "realisation"), ({"scheme": "upwind"}, "scheme"),
     ({"polar": "caps"}, "polar"),
+    ({"t_end": 1.0, "output_every": 0.3}, "output_every must divide t_end"),
 ])
 def test_bad_input_is_refused_before_work(kw, name):
     with pytest.raises(ValueError, match=name):
         SyncPathConfig(**kw)
+
+
+def test_cli_output_keeps_the_run_and_is_checked_first(tmp_path, capsys):
+    out = tmp_path / "sp"
+    assert main(["validate", "sync-path", "--nlat", "16", "--t-end", "0.25", "--json",
+                 "--output", str(out)]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["file"] == str(out / "run.nc")
+    assert sorted(p.name for p in out.iterdir()) == ["config.toml", "run.nc", "summary.json"]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["validate", "sync-path", "--json", "--output", str(blocker)]) == 2
+    assert "--output" in capsys.readouterr().err
 
 
 def test_cli_json(capsys):
@@ -104,3 +118,148 @@ def test_ffsl_ppm_misses_the_issue_target():
     assert out["decades"] >= 2.5
     r = np.asarray(out["ratio"])
     assert np.all((r >= 0.67) & (r <= 1.5)), out["ratio_range"]
+
+
+# ---- sync-path as a spherepde run configuration plus analysis --------------------------------
+def _model(config):
+    from spherepde.experiments.config import RunConfig
+    from spherepde.experiments.run import build
+
+    return build(RunConfig.from_dict(config.run_config()))
+
+
+def _quadrature_reference(config):
+    """The reference computed on its own: the quadrature of ρ₀ (points_from_density), moved by a
+    ParticleSDE through the run loop with the run's step and output times."""
+    from spherepde.solvers.controller import Controller
+    from spherepde.solvers.lagrangian.particles import ParticleStepper
+    from spherepde.solvers.lagrangian.remap import points_from_density
+    from spherepde.solvers.lagrangian.sde import ParticleSDE
+    from spherepde.solvers.trackers import MemoryTracker
+    from spherepde.validation.metrics import interaction_energy
+
+    m = _model(config)  # a fresh noise field and path: the path is a function of (seed, t)
+    xq, wq = points_from_density(m.grid, m.rho0)
+    sde = ParticleSDE(noise=m.noise, path=m.path, weights=wq)
+    mem = MemoryTracker()
+    Controller(ParticleStepper(sde, xq.shape[0]), mem, dt=config.dt).run(
+        xq, (0.0, config.t_end), output_times=m.times)
+    e = [interaction_energy(x, wq, config.beta) for x in mem.result["state"]]
+    return m, xq, wq, np.array(e)
+
+
+@pytest.mark.parametrize("scheme", ["lagrangian-remap", "ffsl-ppm"])
+def test_the_reference_is_the_quadrature_pushforward_bit_for_bit(tmp_path, scheme):
+    """run.nc holds the quadrature weights (weight(particle)) and the reference's energies are
+    those of the weighted cell centres moved by the particle SDE on the same path and steps —
+    the same bits (nothing else enters)."""
+    import netCDF4
+
+    cfg = SyncPathConfig(nlat=16, t_end=0.5, scheme=scheme)
+    out = run_sync_path(cfg, output=tmp_path / "run")
+    m, xq, wq, e_ref = _quadrature_reference(cfg)
+    assert out["file"] == str(tmp_path / "run" / "run.nc") and out["reference_points"] == wq.size
+    with netCDF4.Dataset(out["file"]) as ds:
+        assert np.array_equal(ds["weight"][:], wq)
+        assert ds["weight"].dimensions == ("particle",)
+    assert np.all(e_ref > 0)
+    assert np.array_equal(np.array(out["energy_reference"]), e_ref)
+    assert out["run_config"]["representations"]["particles"] == {"initial": "quadrature"}
+    # the time lattice of the run loop: output i at i·output_every
+    assert out["times"] == (0.25 * np.arange(3)).tolist()
+    # the seconds are those of the steps (summary.json step_seconds), not of the diagnostics
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert out["seconds"] == {"density": summary["density"]["step_seconds"],
+                              "reference": summary["particles"]["step_seconds"]}
+    assert summary["particles"]["step_seconds"] <= summary["particles"]["seconds"]
+
+
+def test_against_the_plain_loop_on_k_dt_within_the_time_lattice_error_model():
+    """The loop sync-path had (reference stepped at t_k = k·Δt) against the run loop's times
+    (even split: t_k up to a few ulps δt).  Error model (sync_path module docstring): B is linear
+    on leaves of h_B = t_end/2⁴⁸, so ΔW moves by a relative ≤ δt/√(h_B Δt) per step; over n
+    steps E (∝ width²) by at most 2n times that.  Measured ~1e-8; the bound is ~1e-6."""
+    from spherepde.solvers.controller import next_step
+    from spherepde.solvers.lagrangian.sde import ParticleSDE
+    from spherepde.validation.metrics import interaction_energy
+
+    cfg = SyncPathConfig(nlat=16, t_end=0.5)
+    m, xq, wq, e_run = _quadrature_reference(cfg)
+    n, every = 50, 25
+    sde = ParticleSDE(noise=m.noise, path=m.path, weights=wq)
+    x, e_plain = xq.copy(), []
+    for k in range(n + 1):
+        if k % every == 0:
+            e_plain.append(interaction_energy(x, wq, cfg.beta))
+        if k < n:
+            x = sde.step(x, k * cfg.dt, cfg.dt)
+    t, ts = 0.0, [0.0]
+    for target in m.times[1:]:
+        while t < target:
+            t = next_step(t, float(target), cfg.dt)[1]
+            ts.append(t)
+    dt_max = max(max(abs(a - k * cfg.dt) for k, a in enumerate(ts)), np.spacing(cfg.t_end))
+    h_b = cfg.t_end / 2.0 ** 48
+    bound = 2 * n * dt_max / math.sqrt(h_b * cfg.dt)
+    rel = np.abs(np.array(e_plain) / e_run - 1.0)
+    assert np.all(np.isfinite(rel)) and rel.max() <= bound, (rel.max(), bound)
+    assert bound <= 1e-5  # the model says these are the same numbers to well below the ratio's 1e-3
+
+
+def test_ctrl_c_returns_the_outputs_both_reached(monkeypatch):
+    """Ctrl-C in the reference (the density ran first, all 50 steps; then 30 reference steps):
+    the outputs both reached (t = 0, 0.25), the same numbers as the full run, interrupted true."""
+    from spherepde.solvers import controller as controller_module
+
+    cfg = SyncPathConfig(nlat=16, t_end=0.5)
+    full = run_sync_path(cfg)
+    calls = {"n": 0}
+    original = controller_module.next_step
+
+    def next_step(*args):
+        calls["n"] += 1
+        if calls["n"] > 50 + 30:
+            raise KeyboardInterrupt
+        return original(*args)
+
+    monkeypatch.setattr(controller_module, "next_step", next_step)
+    cut = run_sync_path(cfg)
+    assert cut["interrupted"] is True and full["interrupted"] is False
+    assert cut["times"] == [0.0, 0.25]
+    for key in ("energy_density", "energy_reference", "ratio"):
+        assert cut[key] == full[key][:2], key
+    assert cut["seconds"]["reference"] == 0.0  # its summary was never written
+    # the state checks are the density's at its last output (t_end: it had finished)
+    assert cut["points"] == full["points"] and cut["remaps"] == full["remaps"]
+
+
+def test_ctrl_c_in_the_density_pass_returns_no_common_output(monkeypatch):
+    """Stopped in the density's pass (the reference, which runs next, never started): no output
+    both reached — empty series, NaN fits — but the state checks of the density's last output."""
+    from spherepde.solvers import controller as controller_module
+
+    calls = {"n": 0}
+    original = controller_module.next_step
+
+    def next_step(*args):
+        calls["n"] += 1
+        if calls["n"] > 30:
+            raise KeyboardInterrupt
+        return original(*args)
+
+    monkeypatch.setattr(controller_module, "next_step", next_step)
+    out = run_sync_path(SyncPathConfig(nlat=16, t_end=0.5))
+    assert out["interrupted"] is True and out["times"] == [] and out["ratio_range"] == []
+    assert math.isnan(out["decades"]) and math.isnan(out["rate_reference"])
+    assert abs(out["mass_error"]) <= 1e-14 and out["min_density"] > 0
+
+
+@pytest.mark.parametrize("t_end, dt, want", [(6.0, 0.01, 0.25), (0.5, 0.01, 0.25), (0.1, 0.01, 0.1),
+                                             (0.3, 0.01, 0.15), (0.31, 0.01, 0.01)])
+def test_default_output_every_divides_t_end_in_whole_steps(t_end, dt, want):
+    """Outputs are at i·output_every (spherepde run): the default is 0.25 where it divides t_end,
+    else the largest t_end/n below 0.25 that is a whole number of steps (31 steps: every step)."""
+    every = default_output_every(t_end, dt)
+    assert every == pytest.approx(want, rel=1e-12)
+    SyncPathConfig(t_end=t_end, dt=dt, output_every=every)  # accepted
+

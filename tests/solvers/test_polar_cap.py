@@ -157,11 +157,14 @@ def test_advance_needs_the_cap_velocities():
 
 
 def _noise_path(nlat, t_end):
+    """The grid, noise field and Brownian path of ``validate sync-path`` (its run configuration)."""
+    from spherepde.experiments.config import RunConfig
+    from spherepde.experiments.run import build
     from spherepde.experiments.sync_path import SyncPathConfig
 
-    spde = SyncPathConfig(nlat=nlat, t_end=t_end, output_every=t_end).spde()
-    noise = spde.make_noise()
-    return spde.make_grid(), noise, spde.make_path(noise, 0)
+    raw = SyncPathConfig(nlat=nlat, t_end=t_end, output_every=t_end, scheme="ffsl-ppm").run_config()
+    model = build(RunConfig.from_dict(raw))
+    return model.grid, model.noise, model.path
 
 
 def test_cap_under_noise_is_positive_conservative_and_falls_back_when_the_buffer_is_left():
