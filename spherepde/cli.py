@@ -70,6 +70,20 @@ def _transport_parser(sub, name: str, help_: str, many: bool):
     return p
 
 
+def _sweep_options(p, output: str) -> None:
+    """The options of the commands that run a sweep on dask (``sweep``, ``ensemble``)."""
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
+                   help="override one key before expansion (a TOML literal); repeatable")
+    p.add_argument("--seed", type=int, default=None, help="set every seed of every member")
+    p.add_argument("--workers", type=int, default=2,
+                   help="worker processes of the LocalCluster (default 2; 0: in this process)")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="address of a running dask scheduler (e.g. tcp://host:8786) instead of a LocalCluster")
+    p.add_argument("--output", default=output, help=f"output folder (created), default ./{output}")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
 def _experiment_parsers(sub) -> None:
     """``spherepde experiment NAME``: one sub-command per entry of the experiments' registry."""
     from spherepde.experiments.registry import EXPERIMENTS
@@ -152,16 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
                                     "LocalCluster (or --scheduler), skip members already finished, and "
                                     "collect DIR/sweep.nc with the swept dimensions.")
     sw.add_argument("config", metavar="CONFIG", help="a .toml or .json configuration with a [sweep] table")
-    sw.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                    help="override one key before expansion (a TOML literal); repeatable")
-    sw.add_argument("--seed", type=int, default=None, help="set every seed of every member")
-    sw.add_argument("--workers", type=int, default=2,
-                    help="worker processes of the LocalCluster (default 2; 0: in this process)")
-    sw.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                    help="address of a running dask scheduler (e.g. tcp://host:8786) instead of a LocalCluster")
-    sw.add_argument("--output", default="out/sweep", help="output folder (created), default ./out/sweep")
-    sw.add_argument("--quiet", action="store_true", help="no progress bar")
-    sw.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _sweep_options(sw, "out/sweep")
 
     _experiment_parsers(sub)
 
@@ -171,22 +176,14 @@ def build_parser() -> argparse.ArgumentParser:
                                      "embedded noise-only SPDE on S²) on the Brownian paths r = 0..R−1 "
                                      "(antithetic pairs with dynamics.noise.antithetic = true), as a sweep "
                                      "over dynamics.noise.realisation; DIR/sweep.nc has the dimension "
-                                     "realisation, DIR/realisation0.png and DIR/mean.png map the density.")
+                                     "realisation; DIR/realisation0.png and DIR/mean.png map one path and the mean "
+                                     "density, DIR/ensemble_diagnostics.png every path's diagnostics and their mean.")
     ens.add_argument("config", nargs="?", default=None, metavar="CONFIG",
                      help="a .toml or .json run configuration (default: the embedded one)")
     ens.add_argument("--config", dest="config_option", default=None, metavar="CONFIG",
                      help="the same as the positional CONFIG (older spelling)")
     ens.add_argument("--realisations", type=int, default=8, help="number of Brownian paths R (default 8)")
-    ens.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
-                     help="override one key (a TOML literal); repeatable")
-    ens.add_argument("--seed", type=int, default=None, help="set every seed")
-    ens.add_argument("--workers", type=int, default=2,
-                     help="worker processes of the LocalCluster (default 2; 0: in this process)")
-    ens.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                     help="address of a running dask scheduler instead of a LocalCluster")
-    ens.add_argument("--output", default="out/ensemble", help="output folder (created), default ./out/ensemble")
-    ens.add_argument("--quiet", action="store_true", help="no progress bar")
-    ens.add_argument("--json", action="store_true", help="print the summary as JSON")
+    _sweep_options(ens, "out/ensemble")
 
     val = sub.add_parser("validate", help="standard test suites")
     vsub = val.add_subparsers(dest="suite", required=True)

@@ -7,7 +7,8 @@
   thread and one numba thread, as the dask workers of an ensemble do, for tests that compare
   bits with a worker's result.
 * helpers that several test files use, imported there with ``from conftest import …``: unit
-  vectors, random points on the sphere, random rotations, fitted orders of convergence.
+  vectors, random points on the sphere, random rotations, fitted orders of convergence, and
+  ``interrupt_after`` (a function that raises KeyboardInterrupt once it has run n times).
 """
 from __future__ import annotations
 
@@ -47,6 +48,21 @@ def random_orthogonal(rng, d=3):
 def fitted_order(n, err):
     """Least-squares slope of log err against log(1/n) (n = grid size or number of steps)."""
     return -np.polyfit(np.log(np.asarray(n, float)), np.log(np.asarray(err, float)), 1)[0]
+
+
+def interrupt_after(monkeypatch, module, name: str, n: int = 1) -> None:
+    """Patch ``module.name`` so that its first ``n`` calls run it and the next raises
+    KeyboardInterrupt (a Ctrl-C in the middle of a run)."""
+    real = getattr(module, name)
+    calls = {"n": 0}
+
+    def wrapper(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] > n:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(module, name, wrapper)
 
 
 @pytest.fixture(autouse=True)

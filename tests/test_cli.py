@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import interrupt_after
 
 from spherepde.cli import main
 from spherepde.io.netcdf import file_status, open_dataset, read_config
@@ -349,16 +350,7 @@ def test_sigterm_handler_raises_terminated_and_is_restored():
 def test_interrupted_ensemble_command_writes_summary(tmp_path, monkeypatch, capsys):
     import spherepde.experiments.sweep as sweep
 
-    real = sweep._run_member
-    calls = {"n": 0}
-
-    def second_one_interrupts(config, folder):
-        calls["n"] += 1
-        if calls["n"] > 1:
-            raise KeyboardInterrupt
-        return real(config, folder)
-
-    monkeypatch.setattr(sweep, "_run_member", second_one_interrupts)
+    interrupt_after(monkeypatch, sweep, "_run_member", 1)
     cfg = _small_ensemble(tmp_path)
     rc, _, err = run_cli(["ensemble", str(cfg), "--realisations", "3", "--workers", "0",
                           "--output", str(tmp_path / "out")], capsys)

@@ -5,6 +5,7 @@ import json
 
 import numpy as np
 import pytest
+from conftest import interrupt_after
 
 from spherepde.experiments import sweep as sweep_module
 from spherepde.experiments.config import RunConfig, apply_set
@@ -147,16 +148,7 @@ def test_float32_fields_restart_bit_for_bit(tmp_path):
 
 
 def test_interrupted_ensemble_keeps_the_finished_members_and_their_pictures(tmp_path, monkeypatch):
-    real = sweep_module._run_member
-    calls = {"n": 0}
-
-    def second_one_interrupts(config, folder):
-        calls["n"] += 1
-        if calls["n"] > 1:
-            raise KeyboardInterrupt
-        return real(config, folder)
-
-    monkeypatch.setattr(sweep_module, "_run_member", second_one_interrupts)
+    interrupt_after(monkeypatch, sweep_module, "_run_member", 1)
     with pytest.raises(KeyboardInterrupt):
         run_ensemble(SPHERE, 3, tmp_path / "o", workers=0, progress=False)
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
