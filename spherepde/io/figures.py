@@ -222,9 +222,8 @@ def read_run(path: str | os.PathLike) -> RunData:
             grid = None if gd.get("kind") == "none" else grid_from_dict(gd)
         except (ValueError, KeyError, TypeError, AttributeError) as err:
             raise _not_a_run(path, f"grid_json: {err}") from None
-        if "density" not in ds.variables and "position" not in ds.variables \
-                and "transformer_position" not in ds.variables:
-            raise _not_a_run(path, "no density, position or transformer_position variable")
+        if not any(v.dimensions[:1] == ("time",) and name != "time" for name, v in ds.variables.items()):
+            raise _not_a_run(path, "no variable over time (density, positions or diagnostics)")
 
         def get(name):
             if name not in ds.variables:
@@ -924,8 +923,10 @@ def plot_run(path: str | os.PathLike, output: str | os.PathLike | None = None, *
     if times.size == 0:
         raise ValueError(f"{str(path)!r}: no output time was written (the run stopped before its first output)")
     figures = []
-    if data.grid is None:
-        pass  # tokens on S^{d−1}, d ≥ 4: no map to draw, the diagnostics only
+    maps = data.grid is not None and any(a is not None for a in (data.density, data.positions,
+                                                                   data.tokens))
+    if not maps:
+        pass  # tokens on S^{d−1}, d ≥ 4, or a run that stored no fields or positions: diagnostics only
     elif data.sphere:
         figures.append(plot_orthographic(data, out / "density_orthographic.png", times, log=log,
                                          dpi=dpi))
@@ -935,7 +936,7 @@ def plot_run(path: str | os.PathLike, output: str | os.PathLike | None = None, *
     diag = plot_diagnostics(data, out / "diagnostics.png", dpi=dpi)
     if diag is not None:
         figures.append(diag)
-    if animation and data.grid is not None:
+    if animation and maps:
         anim = animate(data, out / "animation", log=log)
         if anim is not None:
             figures.append(anim)

@@ -77,6 +77,18 @@ def test_ensemble_draws_one_path_the_mean_and_the_diagnostics(raw, tmp_path, cap
     assert [p.rsplit("/", 1)[-1] for p in out["figures"]] == PICTURES
 
 
+def test_ensemble_without_fields_draws_its_diagnostics(tmp_path):
+    """outputs.fields = false (what heat-kernel runs): no maps, the diagnostics of every path;
+    ``spherepde plot`` of one member's run.nc draws its diagnostics alone, no empty maps."""
+    from spherepde.io.figures import plot_run
+
+    raw = _with(CIRCLE, "outputs.fields=false")
+    res = run_ensemble(raw, 2, tmp_path / "e", workers=0, progress=False)
+    assert [p.rsplit("/", 1)[-1] for p in res["figures"]] == ["ensemble_diagnostics.png"]
+    out = plot_run(tmp_path / "e" / "members" / "member-0000" / "run.nc", tmp_path / "p")
+    assert [p.rsplit("/", 1)[-1] for p in out["figures"]] == ["diagnostics.png"]
+
+
 def test_antithetic_pairs_are_path_and_minus_path():
     raw = _with(CIRCLE, "dynamics.noise.antithetic=true")
     paths = [build(RunConfig.from_dict(_with(raw, f"dynamics.noise.realisation={r}"))).path
