@@ -58,6 +58,8 @@ _GRID_D: contextvars.ContextVar = contextvars.ContextVar("grid_d", default=None)
 MAX_NLAT, MAX_CIRCLE_N, MAX_PARTICLES, MAX_NOISE_DEGREE, MAX_OUTPUTS = 512, 65536, 100_000, 128, 10_000
 #: the most realisations of the transformer in one run (representations.transformer.realisations)
 MAX_TOKEN_REALISATIONS = 100_000
+#: the most tokens of all the transformer's realisations together (its state, R·n·d floats)
+MAX_TOKENS_IN_ALL = 1_000_000
 #: the token dimension d of grid.kind = "none" (d = 2, 3 have grids: "circle", "sphere")
 MIN_DIMENSION, MAX_DIMENSION = 4, 1024
 #: initial kinds that can be sampled exactly on S^{d−1} without a grid (grid.kind = "none")
@@ -605,9 +607,9 @@ class TransformerConfig(_Section):
         check_int(f"{p}.seed", self.seed, 0)
         if self.realisations is not None:
             check_int(f"{p}.realisations", self.realisations, 1, MAX_TOKEN_REALISATIONS)
-            if self.realisations * self.n > MAX_PARTICLES:
+            if self.realisations * self.n > MAX_TOKENS_IN_ALL:
                 raise ValueError(f"{p}.realisations: realisations × n must be at most "
-                                 f"{MAX_PARTICLES} tokens in all, got {self.realisations} × {self.n}")
+                                 f"{MAX_TOKENS_IN_ALL} tokens in all, got {self.realisations} × {self.n}")
 
     @property
     def r(self) -> int:
