@@ -93,3 +93,19 @@ def test_bad_realisations_and_output_grids(sets, words):
         RunConfig.from_dict(_with(raw, **sets))
     for w in words:
         assert w in str(err.value)
+
+
+def test_realisations_without_a_grid(tmp_path):
+    """grid.kind = "none" (d = 4): R finite-width transformers on the exactly sampled tokens."""
+    raw = {"grid": {"kind": "none", "dimension": 4}, "initial": {"kind": "uniform"},
+           "dynamics": {"noise": {"activation": "relu", "sigma_u": 0.5, "sigma_w": 0.5}},
+           "representations": {"density": False, "transformer": {"depth": 4, "width": 5, "n": 6,
+                                                                 "realisations": 2}},
+           "stepping": {"t_end": 1.0, "dt": 0.25, "output_every": 0.5},
+           "outputs": {"diagnostics": ["energy"]}}
+    run(RunConfig.from_dict(raw), tmp_path / "a", progress=False)
+    z = _tokens(tmp_path / "a" / "run.nc")
+    assert z.shape == (3, 2, 6, 4) and np.all(np.isfinite(z))
+    np.testing.assert_allclose(np.linalg.norm(z, axis=-1), 1.0, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(z[0, 0], z[0, 1])
+    assert np.max(np.abs(z[-1, 0] - z[-1, 1])) > 1e-3
