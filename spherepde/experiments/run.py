@@ -13,7 +13,7 @@ both see the same increments ΔW over the same steps.  Trackers write each outpu
 from the exact state ``run.nc`` keeps (:mod:`spherepde.experiments.output`) and writes the
 whole run to a new file that equals an uninterrupted run's bit for bit.  What makes the bits
 equal: each representation continues from its last complete output with the state stored in
-float64 (and the transformer's generator state); output i is at i·output_every, so the
+float64 (and the transformer's generator states, one per realisation); output i is at i·output_every, so the
 controller's even split of each output interval — a function of the interval's two ends and
 the step only — takes the same steps; the Brownian path is a pure function of (seed, t) on
 [0, horizon], so a new path object gives the same increments; caches are either keyed by
