@@ -11,7 +11,7 @@ A run is described by one :class:`RunConfig`, a tree of frozen dataclasses::
       noise          activation, sigma_u, sigma_w, n_max or variance_fraction, seed, calculus
     representations  density (true/false); particles (n, seed; or initial = "quadrature": the
                      weighted cell centres of ρ_0) on the same noise path;
-                     transformer (depth L, width m or inf, n, seed)
+                     transformer (depth L, width m or inf, n, seed, realisations)
     stepping         t_end, dt or courant, output_every
     outputs          fields, positions, diagnostics, energy_beta
 
@@ -60,6 +60,10 @@ _GRID_D: contextvars.ContextVar = contextvars.ContextVar("grid_d", default=None)
 #: limits that keep a configuration inside what this machine can hold
 MAX_NLAT, MAX_CIRCLE_N, MAX_PARTICLES, MAX_NOISE_DEGREE, MAX_OUTPUTS = 512, 65536, 100_000, 128, 10_000
 MAX_MOMENT_DEGREE = 64
+#: the most realisations of the transformer in one run (representations.transformer.realisations)
+MAX_TOKEN_REALISATIONS = 100_000
+#: the most tokens of all the transformer's realisations together (its state, R·n·d floats)
+MAX_TOKENS_IN_ALL = 1_000_000
 #: the token dimension d of grid.kind = "none" (d = 2, 3 have grids: "circle", "sphere")
 MIN_DIMENSION, MAX_DIMENSION = 4, 1024
 #: initial kinds that can be sampled exactly on S^{d−1} without a grid (grid.kind = "none")
@@ -584,11 +588,24 @@ class ParticlesConfig(_Section):
 @dataclass(frozen=True)
 class TransformerConfig(_Section):
     """The discrete transformer of Paper 2: ``n`` tokens drawn from ρ_0 with ``seed``, ``depth``
-    L layers over [0, t_end] (Δt = t_end/L; L a multiple of the number of output intervals), MLP
-    ``width`` m (an int: layers drawn from ``seed``; ``inf``: the Gaussian m = ∞ layers built
-    from the run's Brownian path, so the transformer is coupled path by path with the density
-    and the particles; absent: attention only, no noise).  Activation, σ_U, σ_W come from
-    ``dynamics.noise``."""
+    L layers over [0, t_end] (Δt = t_end/L), MLP ``width`` m (an int: layers drawn from
+    ``seed``; ``inf``: the Gaussian m = ∞ layers built from the run's Brownian path, so the
+    transformer is coupled path by path with the density and the particles; absent: attention
+    only, no noise).  Activation, σ_U, σ_W come from ``dynamics.noise``.
+
+    The output intervals (``stepping.output_every``) hold whole layers (L a multiple of their
+    number K) or divide them (K a multiple of L): then output t holds X_{⌊Lt/T⌋}, the tokens
+    after the last layer that ended by t (Thm 1.1's interpolation).
+
+    ``realisations`` R (absent: one, stored without a realisation dimension): R independent
+    transformers on the same tokens, state (R, N, d), stored as
+    ``transformer_position(time, transformer_realisation, token, dim)``.  With noise
+    realisation r (``dynamics.noise.realisation``, default 0), realisation k uses noise
+    realisation j = r + k: for width m the layer generator ``SeedSequence(seed).spawn(j + 1)[j]``
+    (layer after layer, as ``DiscreteTransformer.run``), for inf the Brownian path j of the
+    noise seed.  So realisation 0 is the one-realisation run, coupled with the density and the
+    particles, and a sweep over ``dynamics.noise.realisation`` in steps of R runs disjoint
+    batches."""
 
     PATH: ClassVar[str] = "representations.transformer"
     REQUIRED: ClassVar[tuple] = ("depth",)
@@ -597,6 +614,7 @@ class TransformerConfig(_Section):
     width: float | int | None = None
     n: int = 256
     seed: int = 0
+    realisations: int | None = None
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -612,6 +630,16 @@ class TransformerConfig(_Section):
                     raise ValueError(f"{p}.width: must be an integer in 1..100000 or inf, got {w!r}") from None
         check_int(f"{p}.n", self.n, 1, MAX_PARTICLES)
         check_int(f"{p}.seed", self.seed, 0)
+        if self.realisations is not None:
+            check_int(f"{p}.realisations", self.realisations, 1, MAX_TOKEN_REALISATIONS)
+            if self.realisations * self.n > MAX_TOKENS_IN_ALL:
+                raise ValueError(f"{p}.realisations: realisations × n must be at most "
+                                 f"{MAX_TOKENS_IN_ALL} tokens in all, got {self.realisations} × {self.n}")
+
+    @property
+    def r(self) -> int:
+        """The number of realisations R (1 when ``realisations`` is absent)."""
+        return 1 if self.realisations is None else self.realisations
 
 
 @dataclass(frozen=True)
@@ -799,9 +827,10 @@ class RunConfig(_Section):
             if tr.width is None and noise is not None:
                 raise ValueError(f"{p}.width: required with dynamics.noise (an integer m, or inf for "
                                  "the Gaussian layers on the run's Brownian path)")
-            if tr.depth % step.n_outputs:
-                raise ValueError(f"{p}.depth: must be a multiple of the number of output intervals "
-                                 f"t_end/output_every = {step.n_outputs}, got {tr.depth}")
+            if tr.depth % step.n_outputs and step.n_outputs % tr.depth:
+                raise ValueError(f"{p}.depth: must be a multiple or a divisor of the number of "
+                                 f"output intervals t_end/output_every = {step.n_outputs}, got "
+                                 f"{tr.depth}")
         names = set(out.diagnostics)
         if "w2_particles_density" in names and not (reps.density and reps.particles is not None):
             raise ValueError("outputs.diagnostics: 'w2_particles_density' needs both "

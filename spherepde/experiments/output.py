@@ -9,6 +9,10 @@ Layout (the grid description and provenance attributes of :mod:`spherepde.io.net
     data    density(time, lat, lon)     ρ at the output times (outputs.fields)
             position(time, particle, dim)   particle positions (outputs.positions)
             transformer_position(time, token, dim)   the discrete transformer's tokens
+                                        ((time, transformer_realisation, token, dim) with
+                                        representations.transformer.realisations; its
+                                        transformer_* diagnostics are then (time,
+                                        transformer_realisation))
             weight(particle)            w_i of μ^N = Σ_i w_i δ_{x_i}
             <diagnostic>(time)          one per diagnostic, e.g. mass, energy,
                                         particles_energy, w2_particles_density
@@ -19,7 +23,7 @@ Layout (the grid description and provenance attributes of :mod:`spherepde.io.net
             restart_density(restart_slot, lat, lon), restart_position(restart_slot, particle, dim),
             (restart_density(restart_slot, density_point, xyzw): the rows (x, y, z, w) of a
             density of weighted points, grid.scheme = "lagrangian-remap"),
-            restart_transformer_position(restart_slot, token, dim)
+            restart_transformer_position(restart_slot, [transformer_realisation,] token, dim)
                                         the exact state of each representation at its last
                                         complete output (for ``spherepde run --restart``)
     attrs   config_json (the whole configuration), seed, seeds_json, spherepde_version, …
@@ -34,7 +38,8 @@ every variable is written, and is set only after that output and its slot are, s
 anywhere (Ctrl-C inside a write included) leaves a slot that is complete.  Generator states
 that a representation draws from (the transformer's finite-width MLP layers), and the counters
 of a stepper (``lagrangian-remap``: the steps since the start, which decide the next remap), are
-kept as JSON in the attributes ``rng_state_0`` / ``rng_state_1`` of the slots.
+kept as JSON in the attributes ``rng_state_0`` / ``rng_state_1`` of the slots (a list of R
+states for R transformer realisations).
 """
 from __future__ import annotations
 
@@ -77,7 +82,10 @@ class RunFile:
     positions : bool
         Whether ``position`` (and ``transformer_position``) is stored.
     tokens : (N_T, d) or None
-        Shape of the transformer's token state (dimension ``token``).
+        Shape of the transformer's tokens (dimension ``token``).
+    token_realisations : int, optional
+        R: the transformer's state is (R, N_T, d), with the dimension ``transformer_realisation``
+        in front of ``token`` (and behind ``time`` in its ``transformer_*`` diagnostics).
     series : dict
         ``name -> attributes`` of the diagnostics, (time,) variables, or (time, *dims) with the
         attribute ``dims`` (e.g. ``("moment",)``, a dimension a ``static`` variable creates).
@@ -100,7 +108,8 @@ class RunFile:
                  positions: bool = True, tokens: tuple[int, int] | None = None,
                  series: Mapping[str, Mapping] = {},
                  static: Mapping[str, tuple] = {}, density: bool | None = None,
-                 density_points: int | None = None, precision: str = "float64") -> None:
+                 density_points: int | None = None, token_realisations: int | None = None,
+                 precision: str = "float64") -> None:
         density = fields if density is None else density
         store = {"float64": "f8", "float32": "f4"}[precision]
         seed = next((seeds[k] for k in ("noise", "particles") if seeds.get(k) is not None), None)
@@ -138,13 +147,17 @@ class RunFile:
                                           fill_value=np.nan)
                     p.setncatts({"units": "1", "long_name": f"Cartesian coordinates of the tokens "
                                  f"on the unit sphere S^{d - 1} in R^{d}"})
+            tdims = ("token", "dim")
             if tokens is not None:
                 n, d = tokens
                 ds.createDimension("token", n)
                 if "dim" not in ds.dimensions:
                     ds.createDimension("dim", d)
+                if token_realisations is not None:
+                    ds.createDimension("transformer_realisation", token_realisations)
+                    tdims = ("transformer_realisation", *tdims)
                 if positions:
-                    p = ds.createVariable("transformer_position", store, ("time", "token", "dim"),
+                    p = ds.createVariable("transformer_position", store, ("time", *tdims),
                                           fill_value=np.nan)
                     p.setncatts({"units": "1", "long_name": f"tokens of the discrete transformer "
                                  f"(after the layers up to this time) on S^{d - 1} in R^{d}"})
@@ -162,7 +175,7 @@ class RunFile:
                                  "(density is their mass per cell divided by the cell area)"})
             for rep, dims in (("density", ddims if density else None),
                               ("particles", ("particle", "dim") if particles is not None else None),
-                              ("transformer", ("token", "dim") if tokens is not None else None)):
+                              ("transformer", tdims if tokens is not None else None)):
                 if dims is None:
                     continue
                 r = ds.createVariable(RESTART_VARIABLES[rep], "f8", ("restart_slot", *dims),
@@ -182,6 +195,8 @@ class RunFile:
             for name, vattrs in series.items():
                 vattrs = dict(vattrs)
                 dims = tuple(vattrs.pop("dims", ()))
+                if token_realisations is not None and name.startswith("transformer_"):
+                    dims = ("transformer_realisation", *dims)
                 s = ds.createVariable(name, "f8", ("time", *dims), fill_value=np.nan)
                 s.setncatts(vattrs)
             ds.sync()

@@ -212,7 +212,7 @@ EXPERIMENTS: dict[str, Experiment] = dict([
            (PARTICLE_COUNTS, NLAT_S2.with_(check=_nlat_chaos), T_END, RUN_WORKERS), PAPER2_QUICK),
     _entry("depth-width", "Paper 2: the discrete transformer vs the limit SDE, errors vs depth L and width m",
            "depth_width", "DepthWidthConfig", "run_depth_width",
-           (T_END,), PAPER2_QUICK),
+           (T_END, RUN_WORKERS), PAPER2_QUICK),
 ])
 
 __all__ = ["EXPERIMENTS", "Experiment", "OPTION_ORDER", "Option"]

@@ -13,7 +13,7 @@ both see the same increments ΔW over the same steps.  Trackers write each outpu
 from the exact state ``run.nc`` keeps (:mod:`spherepde.experiments.output`) and writes the
 whole run to a new file that equals an uninterrupted run's bit for bit.  What makes the bits
 equal: each representation continues from its last complete output with the state stored in
-float64 (and the transformer's generator state); output i is at i·output_every, so the
+float64 (and the transformer's generator states, one per realisation); output i is at i·output_every, so the
 controller's even split of each output interval — a function of the interval's two ends and
 the step only — takes the same steps; the Brownian path is a pure function of (seed, t) on
 [0, horizon], so a new path object gives the same increments; caches are either keyed by
@@ -74,7 +74,8 @@ class Model:
     (None without a grid); times : (k,) output times;
     dt : the fixed step; attention, noise, path : Attention / NoiseField / BrownianPath or None;
     density : the density stepper or None; particles : ParticleStepper or None; x0 : (N, d);
-    transformer : TransformerStepper or None; z0 : its tokens (N_T, d);
+    transformer : TransformerStepper or None; z0 : its tokens (N_T, d), or (R, N_T, d) with
+    ``representations.transformer.realisations`` R (the same tokens in every realisation);
     eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None; eigenspace_V : the same
     for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None;
     density0 : the density stepper's initial state (ρ_0 itself, or for ``lagrangian-remap`` its
@@ -193,24 +194,50 @@ def build(config: RunConfig) -> Model:
                                    "sigma_w": n.sigma_w}
         tr = DiscreteTransformer(d=config.d, depth=tc.depth, T=st.t_end, width=tc.width,
                                  attention=att, **kw)
-        transformer = _transformer_stepper(tr, tc, noise, path)
-        z0 = retract(sample_density(grid, rho0, tc.n, seed=tc.seed))
+        transformer = _transformer_stepper(tr, tc, n, noise, path)
+        z0 = _token_state(tc, retract(sample_density(grid, rho0, tc.n, seed=tc.seed)))
     basis, basis_v, projection = _reference_sets(config, att, grid, rho0)
     return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
                  transformer, z0, basis, basis_v, projection,
                  density0=rho0 if density0 is None else density0, weights=weights)
 
 
-def _transformer_stepper(tr: DiscreteTransformer, tc, noise=None, path=None) -> TransformerStepper:
-    """The transformer on tokens (N_T, d), one layer per step of Δt = t_end/L: layer ℓ drawn from
-    the generator of ``tc.seed`` in order (width m), or for m = ∞ built from the Brownian path
-    over the step (its noise is the increment W(t + Δt) − W(t) the density and the particles
-    see)."""
+def _transformer_stepper(tr: DiscreteTransformer, tc, n=None, noise=None, path=None) -> TransformerStepper:
+    """The transformer on tokens (N_T, d) (or (R, N_T, d) with ``tc.realisations``), one layer per
+    step of Δt = t_end/L.  Realisation k uses noise realisation j = r + k, r =
+    ``dynamics.noise.realisation`` (``n``): for width m its layers are drawn in order from the
+    generator ``SeedSequence(tc.seed).spawn(j + 1)[j]``; for m = ∞ they are built from the
+    Brownian path j over the step (for k = 0 the run's ``path``: its noise is the increment
+    W(t + Δt) − W(t) the density and the particles see)."""
+    R = tc.realisations
     if not tr.has_mlp:
-        return TransformerStepper(tr, tc.n)
+        return TransformerStepper(tr, tc.n, realisations=R)
+    first = 0 if n is None else n.realisation
+    js = range(first, first + tc.r)
     if tr.is_gaussian:
-        return TransformerStepper(tr, tc.n, noise=noise, path=path)
-    return TransformerStepper(tr, tc.n, rngs=DiscreteTransformer.realisation_rngs(tc.seed, 1))
+        paths = [path] + [BrownianPath(path.shape, seed=path.seed, t0=path.t0, t1=path.t1,
+                                       realisation=j, antithetic=path.antithetic) for j in js[1:]]
+        return TransformerStepper(tr, tc.n, realisations=R, noise=noise,
+                                  path=path if R is None else paths)
+    rngs = [np.random.default_rng(np.random.SeedSequence(tc.seed, spawn_key=(j,))) for j in js]
+    return TransformerStepper(tr, tc.n, realisations=R, rngs=rngs)
+
+
+def _token_state(tc, z: np.ndarray) -> np.ndarray:
+    """The transformer's initial state: the tokens z (N, d), or R copies (R, N, d)."""
+    return z if tc.realisations is None else np.broadcast_to(z, (tc.realisations, *z.shape)).copy()
+
+
+def transformer_anchors(n_outputs: int, depth: int) -> np.ndarray:
+    """For every output i = 0..K (K = ``n_outputs``), the output at which its tokens were reached:
+    i itself when the K output intervals hold whole layers (L a multiple of K), else (K a
+    multiple of L, q = K/L outputs per layer) ⌊i/q⌋·q, the output at the end of layer ⌊iL/K⌋:
+    output i holds X_{⌊iL/K⌋} (K + 1,)."""
+    i = np.arange(n_outputs + 1)
+    if depth % n_outputs == 0:
+        return i
+    q = n_outputs // depth
+    return (i // q) * q
 
 
 def _particle_system(att, n, d: int, weights=None, **noise_source):
@@ -279,8 +306,8 @@ def _build_gridless(config: RunConfig) -> Model:
                                    "sigma_w": n.sigma_w}
         tr = DiscreteTransformer(d=d, depth=tc.depth, T=st.t_end, width=tc.width,
                                  attention=att, **kw)
-        transformer = _transformer_stepper(tr, tc)
-        z0 = sample_initial(config.initial, d, tc.n, tc.seed)
+        transformer = _transformer_stepper(tr, tc, n)
+        z0 = _token_state(tc, sample_initial(config.initial, d, tc.n, tc.seed))
     basis, basis_v, projection = _reference_sets(config, att, None, None)
     return Model(config, None, None, times, float(st.dt), att, None, None, None, particles, x0,
                  transformer, z0, basis, basis_v, projection, kernel=kernel)
@@ -412,17 +439,20 @@ class DensityOutput(Tracker):
 class ParticleOutput(Tracker):
     """Write the positions (variable ``variable``) and diagnostics (names starting ``prefix``) of
     a weighted point set at every output time; W₂ against the kept density snapshots of a
-    :class:`DensityOutput` when given."""
+    :class:`DensityOutput` when given.  A state (R, N, d) (the transformer's realisations) gets
+    its diagnostics per realisation, (R,).  ``blocks``: the output indices each call writes
+    (default: one, counting from ``start``); ``rng``: a generator or a list of them whose states
+    are kept with the restart state."""
 
     name = "particle-output"
 
     def __init__(self, file: RunFile, model: Model, weights: np.ndarray,
                  density: DensityOutput | None = None, *, prefix: str = "particles_",
                  variable: str = "position", rep: str = "particles", start: int = 0,
-                 rng: np.random.Generator | None = None) -> None:
+                 rng: np.random.Generator | list | None = None, blocks: list | None = None) -> None:
         super().__init__()
         self.file, self.model, self.w, self.density = file, model, weights, density
-        self.rep, self.start, self.rng = rep, start, rng
+        self.rep, self.start, self.rng, self.blocks = rep, start, rng, blocks
         self.measures = _measure_diagnostics(model, model.config.outputs.diagnostics, prefix)
         self.positions = model.config.outputs.positions
         self.variable = variable
@@ -431,17 +461,30 @@ class ParticleOutput(Tracker):
     def initialize(self, state, t, info) -> None:
         self.i = self.start
 
+    def _rng_state(self):
+        if self.rng is None:
+            return None
+        if isinstance(self.rng, list):
+            return [g.bit_generator.state for g in self.rng]
+        return self.rng.bit_generator.state
+
     def handle(self, state, t) -> None:
-        values = _evaluate(self.measures, state, self.w)
+        if state.ndim == 3:  # realisations (R, N, d): each diagnostic per realisation
+            per = [_evaluate(self.measures, s, self.w) for s in state]
+            values = {k: np.array([v[k] for v in per], float) for k in self.measures}
+        else:
+            values = _evaluate(self.measures, state, self.w)
         if self.density is not None:
             x, w = self.density.measure(self.density.snapshots[self.i])
             values["w2_particles_density"] = float(w2_with_bound(state, self.w, x, w).value)
         if self.positions:
             values[self.variable] = state
-        self.file.write(self.i, **values)
-        self.file.save_state(self.rep, self.i, state,
-                             None if self.rng is None else self.rng.bit_generator.state)
-        self.last = {k: v for k, v in values.items() if isinstance(v, float)}
+        block = [self.i] if self.blocks is None else self.blocks[self.i - self.start]
+        for i in block:
+            self.file.write(i, **values)
+            self.file.save_state(self.rep, i, state, self._rng_state())
+        self.last = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in values.items()
+                     if k != self.variable and not k.endswith(MOMENT_SERIES)}
         self.i += 1
 
 
@@ -519,7 +562,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
     nc = outdir / "run.nc"
     reps = config.representations
     n_part = None if model.particles is None else model.particles.grid.shape
-    n_tok = None if model.transformer is None else model.transformer.grid.shape
+    n_tok = None if model.transformer is None else tuple(model.transformer.grid.shape[-2:])
+    tc = reps.transformer
     weights = (None if n_part is None else model.weights if model.weights is not None
                else np.full(n_part[0], 1.0 / n_part[0]))
     static = {}
@@ -537,6 +581,7 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
     file = RunFile(nc, model.grid, model.times, config=cfg, seeds=config.seeds(),
                    fields=reps.density and config.outputs.fields, particles=n_part,
                    weights=weights, positions=config.outputs.positions, tokens=n_tok,
+                   token_realisations=None if tc is None else tc.realisations,
                    series={k: series_attrs(k) for k in names}, static=static,
                    density=reps.density,
                    density_points=(model.density0.shape[0] if reps.density and
@@ -624,24 +669,35 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
         if model.transformer is not None:
             ts = model.transformer
             tr = ts.transformer
-            rng = None if ts.rngs is None else ts.rngs[0]
+            rngs = ts.rngs  # R generators (width m), restored from the file on a restart
             first, state = begin("transformer", model.z0)
-            if first > 0 and rng is not None:
-                rng.bit_generator.state = resume.rng_state["transformer"]
-            toks = ParticleOutput(file, model, np.full(n_tok[0], 1.0 / n_tok[0]),
+            if first > 0 and rngs is not None:
+                saved = resume.rng_state["transformer"]
+                for g, st in zip(rngs, [saved] if tc.realisations is None else saved):
+                    g.bit_generator.state = st
+            # output i holds the tokens reached at output anchor[i] (X_{⌊iL/K⌋}); the loop
+            # stops at the distinct anchors from output first on, and writes each one's outputs
+            anchor = transformer_anchors(last, tr.depth)
+            stops = np.unique(anchor[first:])
+            toks = ParticleOutput(file, model, np.full(tc.n, 1.0 / tc.n),
                                   prefix="transformer_", variable="transformer_position",
-                                  rep="transformer", start=first, rng=rng)
+                                  rep="transformer", start=first,
+                                  rng=None if rngs is None else (rngs[0] if tc.realisations is None else rngs),
+                                  blocks=[[i for i in range(first, last + 1) if anchor[i] == a]
+                                          for a in stops])
+            info = {"n": tc.n, "realisations": tc.r, "depth": tr.depth, "width": tr.width}
             if first <= last:
-                res = go(ts, [toks, ProgressTracker(disable=quiet, desc="transformer")],
-                         tr.dt, first, state)
-                summary["transformer"] = {"n": n_tok[0], "depth": tr.depth, "width": tr.width,
-                                          "layers": res.n_steps,
+                t0 = times[anchor[first - 1]] if first > 0 else times[0]
+                # the step timer last: seconds of the steps alone (as go() does)
+                res = Controller(ts, [toks, ProgressTracker(disable=quiet, desc="transformer"),
+                                      StepTimer()],
+                                 dt=tr.dt).run(state, (t0, times[-1]), output_times=times[stops])
+                summary["transformer"] = {**info, "layers": res.n_steps,
                                           "seconds": round(res.wall_time, 2),
                                           "step_seconds": round(res.trackers["step-timer"], 2),
                                           "final": toks.last}
             else:
-                summary["transformer"] = {"n": n_tok[0], "depth": tr.depth, "width": tr.width,
-                                          "layers": 0, "complete_before_restart": True}
+                summary["transformer"] = {**info, "layers": 0, "complete_before_restart": True}
         status = "complete"
     except KeyboardInterrupt:
         summary["interrupted"] = True

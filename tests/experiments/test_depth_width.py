@@ -10,65 +10,96 @@ import pytest
 import xarray as xr
 
 from spherepde.dynamics.attention import Attention
-from spherepde.noise import BrownianPath, NoiseKernel
+from spherepde.noise import NoiseKernel
 from spherepde.solvers.lagrangian import ParticleODE
 from spherepde.solvers.lagrangian.transformer import DiscreteTransformer
 from spherepde.experiments import depth_width as dw
 from spherepde.experiments.registry import EXPERIMENTS
+from spherepde.experiments.sweep import expand, select
 
 # N = 8 tokens, the field truncated at degree 4, depths 4..64, reference 8 Heun steps per
-# layer of L = 64 (dt = 1/512), 4 paths: about 3 s.
+# layer of L = 64 (dt = 1/512), 4 paths, the runs in this process: about 15 s.
 SMALL = dw.DepthWidthConfig(n_tokens=8, nmax=4, depths=(4, 8, 16, 32, 64), paths=4,
                             ref_steps_per_layer=8, widths=(2, 8), width_depth=4,
-                            width_realisations=60, batch=25, seed=0)
+                            width_realisations=60, batch=25, seed=0, workers=0)
 
 
-def test_gaussian_transformer_converges_to_the_limit_sde_on_the_same_path():
+def test_the_studies_are_sweeps_of_one_run_configuration():
+    """Every run is the base configuration with its representation switched on: the depth
+    sweep over depth × path, the reference and check over the paths (same tokens: same n and
+    seed), the width sweeps over disjoint blocks of noise realisations (no two widths, and no
+    two batches, share a layer generator or a path)."""
+    base = dw.run_config(SMALL)
+    raws = {**dw.depth_sweeps(SMALL), **dw.width_sweeps(SMALL)}
+    assert sorted(raws) == ["check", "depth", "reference", "width-2", "width-8", "width-inf"]
+    for raw in raws.values():
+        assert {k: v for k, v in raw.items() if k not in ("representations", "sweep", "stepping")} == \
+            {k: v for k, v in base.items() if k not in ("representations", "stepping")}
+    sweeps = {k: expand(v) for k, v in raws.items()}
+    assert sweeps["depth"].dims == {dw.DEPTH: list(SMALL.depths), dw.PATH: [0, 1, 2, 3]}
+    assert sweeps["reference"].dims == sweeps["check"].dims == {dw.PATH: [0, 1, 2, 3]}
+    ref = sweeps["reference"].members[0].config
+    assert ref.stepping.output_every == ref.stepping.dt == SMALL.dt_ref
+    assert sweeps["check"].members[0].config.stepping.dt == 2 * SMALL.dt_ref
+    tr = sweeps["depth"].members[0].config.representations.transformer
+    assert (tr.n, tr.seed) == (ref.representations.particles.n, ref.representations.particles.seed)
+    B, nb = dw.width_batches(SMALL)
+    assert (B, nb) == (25, 3)
+    used = [r + k for name in ("width-2", "width-8", "width-inf")
+            for r in sweeps[name].dims[dw.PATH] for k in range(B)]
+    assert len(used) == len(set(used)) == 3 * B * nb
+
+
+def test_gaussian_transformer_converges_to_the_limit_sde_on_the_same_path(tmp_path):
     """The m = ∞ transformer and the limit SDE driven by the same Brownian path: the error
     E max_ℓ (1/N) Σ|X_ℓ − X̄(t_ℓ)|² falls with L.  Strong order 1/2 predicts slope −1.
-    Measured on this configuration for seeds 0..5 (4 paths each): slopes −0.69, −1.08,
-    −0.80, −0.96, −0.60, −0.97 (mean −0.85, sd 0.18) — pre-asymptotic and noisy with 4 paths;
-    the threshold −0.5 is about 2 sd above the mean.  Seed 0 gives −0.69."""
-    d = dw.depth_study(SMALL, SMALL.tokens())
+    Measured on this configuration for seeds 0..5 (4 paths each): slopes −0.80, −1.02, −0.94,
+    −0.96, −0.87, −1.19 (mean −0.96, sd 0.13) — pre-asymptotic and noisy with 4 paths; the
+    threshold −0.5 is more than 3 sd above the mean.  Seed 0 gives −0.80."""
+    d = dw.depth_study(SMALL, tmp_path)
     err = d["errors"].mean(axis=1)
     fits = dw.depth_fits(SMALL.depths, d["errors"])
     assert fits["slope_vs_L"] < -0.5
     assert err[-1] < err[0] / 4
     # Thm 1.1's sup over t contains the layer times and falls too (measured slopes for seeds
-    # 0..3: −0.64, −0.90, −0.74, −0.74; p against log L/L: 1.06, 1.46, 1.22, 1.21)
+    # 0..5: −0.62, −0.85, −0.80, −0.75, −0.75, −0.77; p against log L/L: 1.01, 1.39, 1.31,
+    # 1.24, 1.23, 1.25)
     assert np.all(d["errors_sup_t"] >= d["errors"])
     assert dw.depth_fits(SMALL.depths, d["errors_sup_t"])["slope_vs_L"] < -0.5
-    # the reference is converged well below the error of the deepest transformer
+    # the reference is converged well below the error of the deepest transformer (measured
+    # ratio 0.055 for seed 0; 0.055..0.12 over seeds 0..5, err[-1]/err[0] 0.03..0.10)
     assert d["ref_check"].mean() < 0.1 * err[-1]
     # control: against the reference of a *different* path the error does not fall (it is
     # the coupling, not the law, that converges)
-    other = d["x_reference"][None]  # the reference of path 0
-    tr = SMALL.transformer(SMALL.depths[-1], math.inf)
-    field = SMALL.field()
-    x1 = tr.run(SMALL.tokens(), layers=tr.gaussian_layers(
-        field, BrownianPath(field.shape, SMALL.seed, 0.0, SMALL.t_end, realisation=1))).x
-    assert dw.sup_error(x1, other)[0] > 10 * err[-1]
+    other = d["x_reference"]  # the reference of path 0, the deepest transformer on path 1
+    with xr.open_dataset(d["files"]["depth"]) as ds:
+        x1 = select(ds, "transformer_position", {dw.DEPTH: SMALL.depths[-1], dw.PATH: 1})
+    np.testing.assert_array_equal(x1[0], other[0])  # the same tokens
+    assert dw.sup_error(x1, other) > 10 * err[-1]
 
 
-def test_without_noise_the_transformer_converges_to_the_attention_ode_at_first_order():
+def test_without_noise_the_transformer_converges_to_the_attention_ode_at_first_order(tmp_path):
     """Noise off: the transformer is explicit Euler (split, with LN) for the attention ODE,
-    so the squared error falls like L^{-2}.  Measured slope −1.87 over L = 4..64 (deterministic;
+    so the squared error falls like L^{-2}.  Measured slope −1.89 over L = 4..64 (deterministic;
     the pre-asymptotic range makes it slightly shallower than −2)."""
-    x0 = SMALL.tokens()
-    d = dw.depth_study(SMALL, x0, noise=False)
+    d = dw.depth_study(SMALL, tmp_path, noise=False)
+    assert sorted(p.name for p in (tmp_path / "runs").iterdir()) == [
+        "control-check", "control-depth", "control-reference"]
+    # the reference is the run's ParticleODE (RK4, error O(dt⁴) at dt = 1/512): its check
+    # against 2dt is ~1e-26 (measured 5.4e-27), far below the bound
     assert d["errors"].shape == (5, 1) and d["ref_check"][0] < 1e-12
     slope = dw.depth_fits(SMALL.depths, d["errors"])["slope_vs_L"]
     assert -2.15 < slope < -1.75
-    # the reference (ParticleSDE without noise: Heun, error O(dt²) at dt = 1/512, measured
-    # 4.3e-8) is the ParticleODE (RK4) solution, far below the transformer's error at L = 64
-    # (sqrt(3.6e-6) ≈ 2e-3)
-    ode = ParticleODE(SMALL.attention(), method="rk4").run(x0, (0.0, SMALL.t_end), dt=1e-3)
+    # and RK4 at dt = 1e-3 from the same tokens agrees with it to O(1e-3⁴) (1e-12 ≪ 2e-7),
+    # far below the transformer's error at L = 64 (sqrt(3.6e-6) ≈ 2e-3)
+    x0 = d["x_reference"][0]
+    att = Attention(np.eye(3), np.eye(3), np.eye(3), SMALL.beta)
+    ode = ParticleODE(att, method="rk4").run(x0, (0.0, SMALL.t_end), dt=1e-3)
     np.testing.assert_allclose(d["x_reference"][-1], ode.positions[-1], rtol=0, atol=2e-7)
 
 
-def test_width_study_gives_finite_differences_with_standard_errors():
-    x0 = SMALL.tokens()
-    w = dw.width_study(SMALL, x0)
+def test_width_study_gives_finite_differences_with_standard_errors(tmp_path):
+    w = dw.width_study(SMALL, tmp_path / "a")
     assert set(w["samples"]) == {2, 8, "inf"}
     for obs in w["samples"].values():
         assert set(obs) == set(dw.OBSERVABLES)
@@ -80,7 +111,7 @@ def test_width_study_gives_finite_differences_with_standard_errors():
             assert math.isfinite(row["diff"]) and row["stderr"] > 0
         assert entry["resolution"] > 0 and isinstance(entry["statement"], str)
     # reproducible from the seed
-    w2 = dw.width_study(SMALL, x0)
+    w2 = dw.width_study(SMALL, tmp_path / "b")
     np.testing.assert_array_equal(w2["samples"][2]["energy"], w["samples"][2]["energy"])
     np.testing.assert_array_equal(w2["samples"]["inf"]["energy"], w["samples"]["inf"]["energy"])
 
@@ -155,6 +186,8 @@ def test_quick_experiment_writes_its_files(tmp_path):
     ds.close()
     for png in ("depth_width_depth.png", "depth_width_width.png"):
         assert (tmp_path / png).stat().st_size > 10_000
+    assert sorted(s["sweep_files"]) == ["check", "depth", "reference", "width-2", "width-8", "width-inf"]
+    assert all((tmp_path / "runs" / name / "sweep.nc").is_file() for name in s["sweep_files"])
     assert EXPERIMENTS["depth-width"].load() == (dw.DepthWidthConfig, dw.run_depth_width)
     assert dw.DepthWidthConfig.quick().depths[-1] < dw.DepthWidthConfig().depths[-1]
 
@@ -178,6 +211,9 @@ def test_quick_experiment_writes_its_files(tmp_path):
     (dict(ref_steps_per_layer=3), ValueError, "even"),
     (dict(width_realisations=1), ValueError, "width_realisations"),
     (dict(seed=-1), ValueError, "seed"),
+    (dict(workers=-1), ValueError, "workers"),
+    # a run configuration's limit, named with its key path and the runs it is in
+    (dict(width_realisations=200_000, batch=200_000), ValueError, "width-2 runs.*realisations"),
 ])
 def test_bad_config(kw, exc, name):
     with pytest.raises(exc, match=name):

@@ -94,6 +94,14 @@ CASES = {
                                                            "seed": 2}}, True, 6),
     "transformer-gaussian": ({"density": False, "transformer": {"depth": 8, "width": "inf",
                                                                 "n": 10, "seed": 2}}, True, 3),
+    # R = 3 realisations: the state (3, N, d) and the 3 layer generators' states are restored
+    "transformer-mlp-realisations": ({"density": False, "transformer": {
+        "depth": 16, "width": 5, "n": 10, "seed": 2, "realisations": 3}}, True, 6),
+    "transformer-gaussian-realisations": ({"density": False, "transformer": {
+        "depth": 8, "width": "inf", "n": 10, "seed": 2, "realisations": 2}}, True, 3),
+    # 2 layers on 4 output intervals: outputs 2ℓ and 2ℓ + 1 hold X_ℓ; stopped in layer 1
+    "transformer-outputs-between-layers": ({"density": False, "transformer": {
+        "depth": 2, "width": 5, "n": 10, "seed": 2}}, True, 1),
     "points": ({"density": True}, False, 10, POINTS),
     "noise-points-particles": ({"density": True, "particles": {"n": 12, "seed": 3}}, True, 23,
                                POINTS),

@@ -385,6 +385,17 @@ def test_gaussian_step_matches_run_and_realisations():
     np.testing.assert_allclose(x, res.x[1, -1], rtol=0, atol=1e-14)
     np.testing.assert_array_equal(tr.run(x0, layers=nested[0]).x[0], res.x[0])
     assert not np.allclose(res.x[0, -1], res.x[1, -1])
+    # the stepper driven by the R paths themselves (layers from each path over the step) takes
+    # the same layers up to where B is evaluated: the controller's step times may differ from
+    # ℓ·Δt in the last bit, and B(t) is interpolated linearly in intervals of 2^-48, which moves
+    # B by up to the interpolation error 3e-8·sqrt(T) per evaluation (noise.brownian); over
+    # 5 layers of 2 evaluations, with √κ(1) < 1, at most 3e-7 (measured 3.1e-9)
+    from spherepde.solvers.controller import Controller
+    from spherepde.solvers.lagrangian.transformer import TransformerStepper
+
+    stepper = TransformerStepper(tr, 4, realisations=2, noise=field, path=paths)
+    out = Controller(stepper, [], dt=tr.dt).run(res.x[:, 0], (0.0, tr.T)).state
+    np.testing.assert_allclose(out, res.x[:, -1], rtol=0, atol=3e-7)
 
 
 def test_bad_gaussian_arguments():
@@ -560,7 +571,8 @@ def test_stepper_on_one_realisation_is_the_step_loop_and_refuses_bad_sources():
         (tr, dict(noise=field, path=path), ValueError, "exactly one"),
         (tr, dict(rngs=[np.random.default_rng(0)] * 2), ValueError, "rngs"),
         (gauss, dict(rngs=[np.random.default_rng(0)]), ValueError, "layers | noise and path"),
-        (gauss, dict(noise=field, path=path, realisations=2), ValueError, "one realisation"),
+        (gauss, dict(noise=field, path=path, realisations=2), ValueError, "one BrownianPath per realisation"),
+        (gauss, dict(noise=field, path=[path, "x"], realisations=2), TypeError, "BrownianPath"),
         (gauss, dict(noise=field, path=np.zeros(3)), TypeError, "BrownianPath"),
         (DiscreteTransformer(d=d, depth=2, T=1.0), dict(rngs=[np.random.default_rng(0)]), ValueError,
          "without MLP"),

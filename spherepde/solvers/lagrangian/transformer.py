@@ -695,10 +695,11 @@ class TransformerStepper:
     layers : sequence, optional
         R sequences (one for ``realisations=None``) of L layers (:class:`MLPLayer`, or
         :class:`GaussianLayer` for width = ∞); the step at t uses layer ℓ = round(t/Δt).
-    noise, path : NoiseField, BrownianPath, optional
-        Width = ∞, one realisation: the layer of the step (t, t + Δt) is
-        ``GaussianLayer.from_path(noise, path, t, t + Δt)``, so its noise is the increment
-        W(t + Δt) − W(t) that the density and the particles see.
+    noise, path : NoiseField, BrownianPath (or R BrownianPaths), optional
+        Width = ∞: the layer of realisation r for the step (t, t + Δt) is
+        ``GaussianLayer.from_path(noise, path_r, t, t + Δt)``, so its noise is the increment
+        W(t + Δt) − W(t) of path r (the one the density and the particles see, for the path
+        they are given).  One path for ``realisations=None``, a sequence of R otherwise.
 
     A transformer with an MLP needs exactly one of ``rngs``, ``layers``, (``noise``, ``path``)
     (``rngs`` only for finite width); one without needs none.  Steps must be Δt (the controller
@@ -734,11 +735,14 @@ class TransformerStepper:
             raise ValueError(f"rngs must be {R} numpy Generators (one per realisation)")
         self.layers = None if layers is None else tr._check_layers(layers, R)
         self.noise, self.path = noise, path
+        self.paths = None
         if noise is not None:
-            if R != 1:
-                raise ValueError("noise and path drive one realisation; pass layers for R > 1")
-            if not isinstance(path, BrownianPath):
-                raise TypeError(f"path must be a BrownianPath, got {type(path).__name__}")
+            paths = [path] if isinstance(path, BrownianPath) else path
+            if not isinstance(paths, Sequence) or not all(isinstance(p, BrownianPath) for p in paths):
+                raise TypeError(f"path must be a BrownianPath or a sequence of {R}, got {type(path).__name__}")
+            if len(paths) != R:
+                raise ValueError(f"path: one BrownianPath per realisation ({R}), got {len(paths)}")
+            self.paths = list(paths)
             tr._check_field(noise, "noise")
         if tr.has_mlp and not tr.is_gaussian and self.realisations is not None:
             m, d = tr.width, tr.d  # the layer buffers of all realisations (memory 2·R·m·d floats)
@@ -762,7 +766,7 @@ class TransformerStepper:
             return self.layers[r][ell]
         if self.rngs is not None:
             return self.transformer.draw_layer(self.rngs[r])
-        return GaussianLayer.from_path(self.noise, self.path, t, t + dt)
+        return GaussianLayer.from_path(self.noise, self.paths[r], t, t + dt)
 
     def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
         """Layer ℓ = t/Δt: X_ℓ -> X_{ℓ+1} for the state x ((R, N, d) or (N, d)); a new array
