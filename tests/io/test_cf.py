@@ -138,7 +138,8 @@ def _particles(path):
 
 
 def _depth_width(path):
-    from spherepde.experiments.depth_width import OBSERVABLES, DepthWidthConfig, write_depth_width_netcdf
+    from spherepde.experiments.depth_width import OBSERVABLES, DepthWidthConfig
+    from spherepde.experiments.depth_width_output import write_depth_width_netcdf
 
     c = DepthWidthConfig.quick()
     L, n_depths = c.depths[-1], len(c.depths)
