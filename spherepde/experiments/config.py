@@ -565,24 +565,35 @@ class ParticlesConfig(_Section):
     ρ_0(y_j)|cell_j| (cells of weight ≤ 1e-13·max left out, the rest normalised to Σ w = 1;
     :func:`~spherepde.solvers.lagrangian.remap.points_from_density`), so there is no Monte
     Carlo error — ``n`` and ``seed`` are not used then (kept at their defaults), the weights
-    are written to run.nc (``weight(particle)``) and the attention sees them."""
+    are written to run.nc (``weight(particle)``) and the attention sees them.
+    ``per_realisation = true`` (with ``"sample"`` and noise) draws the tokens anew for every
+    realisation of the noise: the generator is seeded by (``seed``,
+    ``dynamics.noise.realisation``), so that an ensemble (a sweep over the realisation) averages
+    over the initial tokens too."""
 
     PATH: ClassVar[str] = "representations.particles"
 
     n: int = 1000
     seed: int = 0
     initial: str = "sample"
+    per_realisation: bool = False
 
     def __post_init__(self) -> None:
         check_choice(f"{self.PATH}.initial", self.initial, PARTICLE_INITIAL)
         check_int(f"{self.PATH}.n", self.n, 1, MAX_PARTICLES)
         check_int(f"{self.PATH}.seed", self.seed, 0)
+        check_bool(f"{self.PATH}.per_realisation", self.per_realisation)
         if self.initial == "quadrature":
+            if self.per_realisation:
+                raise ValueError(f"{self.PATH}.per_realisation: only with initial = 'sample' (the "
+                                 f"quadrature of ρ_0 draws nothing)")
             for key in ("n", "seed"):
                 _set(self, key, self.__dataclass_fields__[key].default)
 
     def _kept(self) -> list[str]:
-        return ["initial"] if self.initial == "quadrature" else ["n", "seed"]
+        if self.initial == "quadrature":
+            return ["initial"]
+        return ["n", "seed"] + (["per_realisation"] if self.per_realisation else [])
 
 
 @dataclass(frozen=True)
@@ -818,6 +829,9 @@ class RunConfig(_Section):
             if step.dt is None:
                 raise ValueError("stepping.dt: required with dynamics.noise (a fixed step that "
                                  "does not depend on the path; stepping.courant is for noise-free runs)")
+        if reps.particles is not None and reps.particles.per_realisation and noise is None:
+            raise ValueError("representations.particles.per_realisation: needs dynamics.noise (the "
+                             "tokens are drawn per realisation of the noise)")
         tr = reps.transformer
         if tr is not None:
             p = tr.PATH

@@ -185,7 +185,7 @@ def build(config: RunConfig) -> Model:
         if p.initial == "quadrature":  # the weighted cell centres of ρ_0 (no Monte Carlo error)
             x0, weights = points_from_density(grid, rho0)
         else:
-            x0 = retract(sample_density(grid, rho0, p.n, seed=p.seed))
+            x0 = retract(sample_density(grid, rho0, p.n, seed=_particle_seed(p, n)))
         particles = ParticleStepper(particle_system(weights), x0.shape[0])
     transformer = z0 = None
     tc = config.representations.transformer
@@ -238,6 +238,14 @@ def transformer_anchors(n_outputs: int, depth: int) -> np.ndarray:
         return i
     q = n_outputs // depth
     return (i // q) * q
+
+
+def _particle_seed(p, n) -> int:
+    """The seed of the particles' draw: ``p.seed``, or with ``p.per_realisation`` one derived from
+    (seed, noise realisation) by ``SeedSequence`` (a different draw for every realisation)."""
+    if not p.per_realisation:
+        return p.seed
+    return int(np.random.SeedSequence([p.seed, n.realisation]).generate_state(1)[0])
 
 
 def _particle_system(att, n, d: int, weights=None, **noise_source):
@@ -298,7 +306,7 @@ def _build_gridless(config: RunConfig) -> Model:
         system = (_particle_system(att, None, d) if kernel is None else
                   _particle_system(att, n, d, kernel=kernel, seed=[n.seed, n.realisation]))
         particles = ParticleStepper(system, p.n)
-        x0 = sample_initial(config.initial, d, p.n, p.seed)
+        x0 = sample_initial(config.initial, d, p.n, _particle_seed(p, n))
     transformer = z0 = None
     tc = config.representations.transformer
     if tc is not None:

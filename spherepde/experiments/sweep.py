@@ -236,7 +236,7 @@ def member_runs(sweep_file: str | os.PathLike) -> list:
 
 
 def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, scheduler: str | None = None,
-              seed: int | None = None, progress: bool = True) -> dict:
+              seed: int | None = None, progress: bool = True, client=None) -> dict:
     """Expand, run the members not yet finished on dask, collect ``sweep.nc``; return the summary.
 
     Every member's configuration is validated, and the first and the last (the largest swept
@@ -245,6 +245,8 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
     workers : processes of the LocalCluster started here (ignored with ``scheduler``);
         ``workers=0`` runs the members in this process, one after the other.
     scheduler : the address of a running dask scheduler (``tcp://host:8786``).
+    client : a ``dask.distributed.Client`` to submit to (used, not closed; ``workers`` and
+        ``scheduler`` are then ignored), e.g. one cluster shared by an experiment's sweeps.
     The summary (also ``DIR/summary.json``) has ``members``, ``completed`` (run now),
     ``skipped`` (finished before), ``file`` and ``seconds``.
     """
@@ -267,12 +269,12 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
                                "scheduler": scheduler, "version": __version__}
     t0 = time.perf_counter()
     try:
-        if todo and workers == 0 and scheduler is None:
+        if todo and workers == 0 and scheduler is None and client is None:
             for m in todo:
                 _run_member(m.config.to_dict(), str(folders[m.name]))
                 summary["completed"] += 1
         elif todo:
-            summary["completed"] = _run_on_dask(todo, folders, workers, scheduler, progress)
+            summary["completed"] = _run_on_dask(todo, folders, workers, scheduler, progress, client)
         summary["file"] = str(collect(sweep, outdir, config))
     except KeyboardInterrupt:
         summary["interrupted"] = True
@@ -283,14 +285,19 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
     return summary
 
 
-def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: bool) -> int:
-    """Submit the members; return how many finished (a failure re-raises its error)."""
+def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: bool,
+                 client=None) -> int:
+    """Submit the members (to ``client`` if given, else to a cluster started and closed here);
+    return how many finished (a failure re-raises its error)."""
     import sys
 
     from dask.distributed import Client, as_completed
     from tqdm import tqdm
 
-    if scheduler is not None:
+    own = client is None
+    if not own:
+        cluster = None
+    elif scheduler is not None:
         client, cluster = Client(scheduler), None
     else:
         client, cluster = local_client(min(workers, len(todo)))
@@ -313,7 +320,8 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
         raise
     finally:
         bar.close()
-        client.close()
+        if own:
+            client.close()
         if cluster is not None:
             cluster.close()
 

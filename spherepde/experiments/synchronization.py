@@ -7,6 +7,12 @@ E[E_β(μ_t)] against λ̄' (Thm 1.4, where λ̄ < 0), single-path E_β, the pat
 of two nearby tokens against the top Lyapunov exponent λ₁, and tanh without biases (an odd
 field) ending in two antipodal clusters.  On S² as a density: single SPDE paths concentrate at
 the pathwise rate 2λ₁ = −2κ(1) of E_β although λ̄ > 0 there.
+
+Every run is a ``spherepde run`` configuration run as a sweep over the noise realisations: the
+particles per (d, case, attention scale) (:func:`particle_run_config`, ``DIR/particles/…/``; the
+tokens drawn anew for every realisation), the S² density (:func:`_density_run_config`,
+``DIR/sync_density/``); the Lyapunov pairs are :class:`BenettinStepper` runs of the controller,
+on the same dask cluster.
 """
 from __future__ import annotations
 
@@ -71,23 +77,49 @@ class SynchronizationConfig:
         return {"experiment": "synchronization", **asdict(self)}
 
 
-def _sync_run(d, activation, sigma, scale, beta, n_tokens, t_end, dt, n_outputs, seed, r):
-    """One particle realisation: (times, scaled E_β (T,), final cosine matrix (N, N))."""
-    from spherepde.dynamics.attention import Attention
-    from spherepde.noise import NoiseKernel
-    from spherepde.solvers.lagrangian.sde import ParticleSDE
-    from spherepde.solvers.lagrangian.transformer import cosine_similarity, token_interaction_energy
+def particle_run_config(config: SynchronizationConfig, d: int, activation: str, sigma: float,
+                        scale: float) -> dict:
+    """The ``spherepde run`` configuration of the particle study in dimension d (no grid: tokens
+    on S^{d−1}, uniform, drawn anew for every realisation), with a ``[sweep]`` over the noise
+    realisations 0..R−1: the exact Gaussian MLP noise (σ_U = σ_W = ``sigma``) and attention
+    Q = K = I, V = ``scale``·I with β (none for scale 0), stochastic Heun to t_end, the scaled
+    E_β at n_outputs + 1 times and the positions."""
+    eye = np.eye(d).tolist()
+    dyn = {"noise": {"activation": activation, "sigma_u": float(sigma), "sigma_w": float(sigma),
+                     "seed": int(config.seed)}}
+    if scale != 0:
+        dyn["attention"] = {"Q": eye, "K": eye, "V": (float(scale) * np.eye(d)).tolist(),
+                            "beta": float(config.beta)}
+    return {"grid": {"kind": "none", "dimension": int(d)}, "initial": {"kind": "uniform"},
+            "dynamics": dyn,
+            "representations": {"density": False,
+                                "particles": {"n": int(config.n_tokens), "seed": int(config.seed),
+                                              "per_realisation": True}},
+            "stepping": {"t_end": float(config.t_end), "dt": float(config.dt),
+                         "output_every": float(config.t_end) / config.n_outputs},
+            "outputs": {"diagnostics": ["energy"], "energy_beta": float(config.beta)},
+            "sweep": {"dynamics.noise.realisation": list(range(config.realisations))}}
 
-    rng = np.random.default_rng([seed, r, d])
-    x0 = rng.standard_normal((n_tokens, d))
-    x0 /= np.linalg.norm(x0, axis=1, keepdims=True)
-    kernel = NoiseKernel(activation, d=d, sigma_u=sigma, sigma_w=sigma)
-    att = Attention(np.eye(d), np.eye(d), np.eye(d), beta=beta)
-    sde = ParticleSDE(att, kernel=kernel, seed=int(rng.integers(2**31)), method="heun", attention_scale=scale)
-    times = np.linspace(0, t_end, n_outputs + 1)
-    res = sde.run(x0, (0.0, t_end), dt=dt, output_times=times)
-    energy = token_interaction_energy(res.positions, beta, form="scaled")
-    return times, np.asarray(energy), cosine_similarity(res.positions[-1])
+
+def _particle_sweep(config, key: tuple, outdir: Path, progress: bool, client) -> tuple:
+    """Run one particle sweep into ``DIR/particles/d{d}_{activation}_{sigma}_s{scale}/``; returns
+    (times, scaled E_β (R, T), final cosine matrices (R, N, N))."""
+    from spherepde.experiments.sweep import run_sweep
+    from spherepde.io.netcdf import open_dataset
+    from spherepde.solvers.lagrangian.transformer import cosine_similarity
+
+    d, act, sigma, s = key
+    folder = outdir / "particles" / f"d{d}_{act}_{sigma:g}_s{s:g}"
+    res = run_sweep(particle_run_config(config, d, act, sigma, s), folder, progress=progress,
+                    **({"workers": 0} if client is None else {"client": client}))
+    ds = open_dataset(res["file"])
+    try:
+        times = ds["time"].values
+        energy = ds["particles_energy"].transpose("realisation", "time").values
+        final = ds["position"].transpose("realisation", "time", "particle", "dim").values[:, -1]
+    finally:
+        ds.close()
+    return times, energy, cosine_similarity(final)
 
 
 def lyapunov_exponent(kernel, t_end: float, dt: float, seed: int, delta0: float = 1e-4) -> float:
@@ -138,20 +170,21 @@ def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, pr
     rows = []
     partial = {"experiment": "synchronization", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
-        client, cluster = (_SerialClient(), _SerialClient()) if config.workers == 0 else local_client(config.workers)
+        serial = config.workers == 0
+        client, cluster = (_SerialClient(), _SerialClient()) if serial else local_client(config.workers)
         try:
             jobs = {}
-            for d in config.dims:
+            for d in config.dims:  # the Lyapunov pairs first: they run while the sweeps do
                 for act, sigma in config.cases:
-                    for s in config.attention_scales:
-                        for r in range(config.realisations):
-                            jobs[(d, act, sigma, s, r)] = client.submit(
-                                _sync_run, d, act, sigma, s, config.beta, config.n_tokens, config.t_end,
-                                config.dt, config.n_outputs, config.seed, r, pure=False)
                     lyap = [client.submit(lyapunov_exponent, NoiseKernel(act, d=d, sigma_u=sigma, sigma_w=sigma),
                                           config.lyapunov_t, config.dt, config.seed + 1000 + p, pure=False)
                             for p in range(config.lyapunov_pairs)]
                     jobs[(d, act, sigma, "lyapunov")] = lyap
+            for d in config.dims:
+                for act, sigma in config.cases:
+                    for s in config.attention_scales:
+                        jobs[(d, act, sigma, s)] = _particle_sweep(
+                            config, (d, act, sigma, s), outdir, progress, None if serial else client)
             for d in config.dims:
                 for act, sigma in config.cases:
                     k = NoiseKernel(act, d=d, sigma_u=sigma, sigma_w=sigma)
@@ -162,10 +195,7 @@ def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, pr
                             "lyapunov_measured": float(lam.mean()),
                             "lyapunov_stderr": float(lam.std(ddof=1) / math.sqrt(lam.size)) if lam.size > 1 else math.nan}
                     for s in config.attention_scales:
-                        outs = client.gather([jobs[(d, act, sigma, s, r)] for r in range(config.realisations)])
-                        times = outs[0][0]
-                        e = np.array([o[1] for o in outs])  # (R, T)
-                        cos = np.array([o[2] for o in outs])
+                        times, e, cos = jobs[(d, act, sigma, s)]  # (T,), (R, T), (R, N, N)
                         iu = np.triu_indices(config.n_tokens, 1)
                         pairs = cos[:, iu[0], iu[1]]
                         mean_rate, mean_se = log_rate(times[1:], e.mean(0)[1:])

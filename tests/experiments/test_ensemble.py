@@ -209,3 +209,35 @@ def test_ensemble_config_adds_the_realisations_to_the_sweep():
     raw = ensemble_config({**CIRCLE, "sweep": {"grid.n": [16, 32]}}, 3)
     assert raw["sweep"] == {"grid.n": [16, 32], "dynamics.noise.realisation": [0, 1, 2]}
     assert len(sweep_module.expand(raw).members) == 6
+
+
+@pytest.mark.parametrize("grid", [{"kind": "circle", "n": 32}, {"kind": "none", "dimension": 4}],
+                         ids=["circle", "gridless"])
+def test_particles_per_realisation_draw_new_tokens_for_every_path(grid):
+    """representations.particles.per_realisation: realisation r draws its tokens from the
+    generator of (seed, r): the same r gives the same tokens, another r others; without it every
+    realisation starts from the same tokens."""
+    base = {**CIRCLE, "grid": grid, "initial": {"kind": "uniform"},
+            "representations": {"density": False, "particles": {"n": 20, "seed": 3}},
+            "outputs": {"diagnostics": ["energy"]}}
+    x0 = {}
+    for per in (False, True):
+        raw = _with(base, f"representations.particles.per_realisation={str(per).lower()}")
+        x0[per] = [build(RunConfig.from_dict(_with(raw, f"dynamics.noise.realisation={r}"))).x0
+                   for r in (0, 1, 1)]
+    assert np.array_equal(x0[False][0], x0[False][1])
+    assert np.array_equal(x0[True][1], x0[True][2]) and not np.allclose(x0[True][0], x0[True][1])
+    assert "per_realisation" not in RunConfig.from_dict(base).to_dict()["representations"]["particles"]
+
+
+def test_particles_per_realisation_bad_input():
+    with pytest.raises(ValueError, match=r"representations.particles.per_realisation: needs dynamics.noise"):
+        RunConfig.from_dict({**CIRCLE, "dynamics": {"attention": {
+            "Q": [[1.0, 0.0], [0.0, 1.0]], "K": [[1.0, 0.0], [0.0, 1.0]], "V": [[1.0, 0.0], [0.0, 1.0]],
+            "beta": 1.0}}, "representations": {"density": True, "particles": {"n": 5, "per_realisation": True}},
+            "stepping": {"t_end": 0.4, "dt": 0.05, "output_every": 0.1}})
+    with pytest.raises(ValueError, match=r"per_realisation: only with initial = 'sample'"):
+        RunConfig.from_dict(_with(SPHERE, "representations.particles={initial = 'quadrature', "
+                                          "per_realisation = true}"))
+    with pytest.raises(ValueError, match=r"per_realisation: must be true or false"):
+        RunConfig.from_dict(_with(CIRCLE, "representations.particles={n = 5, per_realisation = 1}"))
