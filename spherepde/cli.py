@@ -70,6 +70,27 @@ def _transport_parser(sub, name: str, help_: str, many: bool):
     return p
 
 
+def _config_arguments(p) -> None:
+    """CONFIG, positional or as --config (``run``, ``ensemble``); read by :func:`_raw_config`."""
+    p.add_argument("config", nargs="?", default=None, metavar="CONFIG",
+                   help="a .toml or .json configuration (default: the embedded one)")
+    p.add_argument("--config", dest="config_option", default=None, metavar="CONFIG",
+                   help="the same as the positional CONFIG (older spelling)")
+
+
+def _raw_config(args, default: dict) -> dict:
+    """The raw configuration of CONFIG (``default`` without one) with the --set assignments."""
+    from spherepde.experiments.config import apply_set, read_raw
+
+    if args.config is not None and args.config_option is not None:
+        raise ValueError("give the configuration once: CONFIG or --config, not both")
+    source = args.config if args.config is not None else args.config_option
+    raw = default if source is None else read_raw(source)
+    for assignment in args.overrides:
+        raw = apply_set(raw, assignment)
+    return raw
+
+
 def _sweep_options(p, output: str) -> None:
     """The options of the commands that run a sweep on dask (``sweep``, ``ensemble``)."""
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
@@ -140,10 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "configuration tree; default: the embedded Paper 1 set-up, "
                                      "density beside particles). Writes DIR/run.nc, "
                                      "DIR/summary.json and DIR/config.toml.")
-    run.add_argument("config", nargs="?", default=None, metavar="CONFIG",
-                     help="a .toml or .json configuration (default: the embedded one)")
-    run.add_argument("--config", dest="config_option", default=None, metavar="CONFIG",
-                     help="the same as the positional CONFIG (older spelling)")
+    _config_arguments(run)
     run.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY.PATH=VALUE",
                      help="override one key before validation; VALUE is a TOML literal "
                           "(e.g. --set dynamics.attention.beta=30 --set grid.nlat=24); repeatable")
@@ -178,10 +196,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "over dynamics.noise.realisation; DIR/sweep.nc has the dimension "
                                      "realisation; DIR/realisation0.png and DIR/mean.png map one path and the mean "
                                      "density, DIR/ensemble_diagnostics.png every path's diagnostics and their mean.")
-    ens.add_argument("config", nargs="?", default=None, metavar="CONFIG",
-                     help="a .toml or .json run configuration (default: the embedded one)")
-    ens.add_argument("--config", dest="config_option", default=None, metavar="CONFIG",
-                     help="the same as the positional CONFIG (older spelling)")
+    _config_arguments(ens)
     ens.add_argument("--realisations", type=int, default=8, help="number of Brownian paths R (default 8)")
     _sweep_options(ens, "out/ensemble")
 
@@ -298,15 +313,10 @@ def _cmd_run(args) -> int:
 
 
 def _run_config(args) -> dict:
-    from spherepde.experiments.config import DEFAULT, RunConfig, apply_seed, apply_set, read_raw
+    from spherepde.experiments.config import DEFAULT, RunConfig, apply_seed
     from spherepde.experiments.run import run
 
-    if args.config is not None and args.config_option is not None:
-        raise ValueError("give the configuration once: CONFIG or --config, not both")
-    source = args.config if args.config is not None else args.config_option
-    raw = DEFAULT if source is None else read_raw(source)
-    for assignment in args.overrides:
-        raw = apply_set(raw, assignment)
+    raw = _raw_config(args, DEFAULT)
     if args.seed is not None:
         raw = apply_seed(raw, args.seed)
     config = RunConfig.from_dict(raw)  # validated completely before any file is created
@@ -371,17 +381,11 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_ensemble(args) -> int:
-    from spherepde.experiments.config import apply_set, read_raw
     from spherepde.experiments.ensemble import DEFAULT, run_ensemble
 
-    if args.config is not None and args.config_option is not None:
-        raise ValueError("give the configuration once: CONFIG or --config, not both")
-    source = args.config or args.config_option
-    raw = DEFAULT if source is None else read_raw(source)
-    for assignment in args.overrides:
-        raw = apply_set(raw, assignment)
-    summary = run_ensemble(raw, args.realisations, args.output, workers=args.workers,
-                           scheduler=args.scheduler, seed=args.seed, progress=not args.quiet)
+    summary = run_ensemble(_raw_config(args, DEFAULT), args.realisations, args.output,
+                           workers=args.workers, scheduler=args.scheduler, seed=args.seed,
+                           progress=not args.quiet)
     _emit(summary, args.json)
     return 0
 
