@@ -68,12 +68,11 @@ def run_ensemble(raw: dict, realisations: int, output: str | os.PathLike, *, wor
     """Run the ensemble of ``raw`` (module docstring); return the sweep's summary with the
     pictures (``figures``) and ``realisations``.  Every check is done before any file exists."""
     raw = ensemble_config(raw if seed is None else apply_seed(raw, seed), realisations)
-    expand(raw)  # validates every member before the folder is created
-    summary = None
+    members = expand(raw).members  # every member validated before the folder is created
     try:
         summary = run_sweep(raw, output, workers=workers, scheduler=scheduler, progress=progress)
     finally:  # also after Ctrl-C: the pictures of the members finished by then
-        figures = _pictures(raw, Path(output)) if Path(output).is_dir() else []
+        figures = _pictures(members, Path(output)) if Path(output).is_dir() else []
         path = Path(output) / "summary.json"
         if path.is_file():
             written = json.loads(path.read_text())
@@ -82,11 +81,10 @@ def run_ensemble(raw: dict, realisations: int, output: str | os.PathLike, *, wor
     return {**summary, "realisations": realisations, "figures": figures}
 
 
-def _pictures(raw: dict, outdir: Path) -> list:
+def _pictures(members: list, outdir: Path) -> list:
     """:func:`plot_ensemble` of the members finished so far (only the realisation swept)."""
-    members = [m for m in expand(raw).members if list(m.values) == [REALISATION]]
     done = [outdir / "members" / m.name / "run.nc" for m in members
-            if finished_run(m.config, outdir / "members" / m.name)]
+            if list(m.values) == [REALISATION] and finished_run(m.config, outdir / "members" / m.name)]
     return plot_ensemble(done, outdir) if done else []
 
 

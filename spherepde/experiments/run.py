@@ -356,13 +356,13 @@ def series_attrs(name: str) -> dict:
 
 def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
     """name -> f(x, w) for the measure diagnostics in ``names`` (energy, dist_eigenspace, …);
-    ``moments`` gives two: the real and imaginary parts (moment,) of the complex moments."""
+    ``moments`` (key ``PREFIXmoments``) returns the complex moments (moment,), which
+    :func:`_evaluate` writes as the two variables :data:`MOMENT_SERIES`."""
     beta = model.config.energy_beta()
     out = {}
     if "moments" in names:
         lmax = model.config.outputs.moments_lmax
-        out[prefix + "moment_re"] = lambda x, w: moments(x, w, lmax).real
-        out[prefix + "moment_im"] = lambda x, w: moments(x, w, lmax).imag
+        out[prefix + "moments"] = lambda x, w: moments(x, w, lmax)
     if "energy" in names:
         out[prefix + "energy"] = lambda x, w: interaction_energy(x, w, beta)
     if "dist_eigenspace" in names:
@@ -375,26 +375,43 @@ def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
     return out
 
 
+def _variables(key: str) -> list[str]:
+    """The run.nc variables of the measure diagnostic ``key`` (``PREFIXmoments``: two)."""
+    if key.endswith("moments"):
+        return [key[:-len("moments")] + m for m in MOMENT_SERIES]
+    return [key]
+
+
 def series_names(model: Model) -> list[str]:
     """The diagnostic variables of run.nc for this model, in order ((time,), moments (time, moment))."""
     names, cfg = model.config.outputs.diagnostics, model.config
+
+    def measures(prefix):
+        return [v for k in _measure_diagnostics(model, names, prefix) for v in _variables(k)]
+
     out = [k for k in ("mass", "min_density", "max_density") if k in names]
     if cfg.representations.density:
-        out += list(_measure_diagnostics(model, names, ""))
+        out += measures("")
     if model.particles is not None:
-        out += list(_measure_diagnostics(model, names, "particles_"))
+        out += measures("particles_")
         if "w2_particles_density" in names:
             out.append("w2_particles_density")
     if model.transformer is not None:
-        out += list(_measure_diagnostics(model, names, "transformer_"))
+        out += measures("transformer_")
     return out
 
 
 def _evaluate(measures: dict, x, w) -> dict:
-    """The diagnostics ``measures`` (name -> f(x, w)) of the measure (x, w): floats, and the
-    (moment,) arrays of the moments."""
-    return {k: (np.asarray(f(x, w), float) if k.endswith(MOMENT_SERIES) else float(f(x, w)))
-            for k, f in measures.items()}
+    """The diagnostics ``measures`` (name -> f(x, w)) of the measure (x, w) by variable: floats,
+    and the real and imaginary parts (moment,) of the moments (computed once)."""
+    out = {}
+    for k, f in measures.items():
+        v = f(x, w)
+        if k.endswith("moments"):
+            out.update(zip(_variables(k), (np.real(v), np.imag(v))))
+        else:
+            out[k] = float(v)
+    return out
 
 
 class DensityOutput(Tracker):
@@ -479,7 +496,7 @@ class ParticleOutput(Tracker):
     def handle(self, state, t) -> None:
         if state.ndim == 3:  # realisations (R, N, d): each diagnostic per realisation
             per = [_evaluate(self.measures, s, self.w) for s in state]
-            values = {k: np.array([v[k] for v in per], float) for k in self.measures}
+            values = {k: np.array([v[k] for v in per], float) for k in per[0]}
         else:
             values = _evaluate(self.measures, state, self.w)
         if self.density is not None:
