@@ -303,7 +303,7 @@ def _client(config: DepthWidthConfig):
     """One LocalCluster for all the sweeps (None with workers = 0): (scheduler address, closer)."""
     if config.workers == 0:
         return None, lambda: None
-    from spherepde.experiments.ensemble import local_client
+    from spherepde.experiments.sweep import local_client
 
     client, cluster = local_client(config.workers)
 

@@ -49,13 +49,13 @@ from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.sampling import sample_density
 from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
 from spherepde.solvers import make_stepper
-from spherepde.solvers.controller import Controller
+from spherepde.solvers.controller import Controller, Lane, run_lanes
 from spherepde.solvers.eulerian.spde import SPDEFFSL
 from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, ParticleSDE, retract
 from spherepde.solvers.lagrangian.particles import ParticleStepper
 from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, points_from_density
 from spherepde.solvers.lagrangian.transformer import TransformerStepper
-from spherepde.solvers.trackers import ProgressTracker, StepTimer, Tracker
+from spherepde.solvers.trackers import RunProgress, Tracker
 from spherepde.validation.metrics import (as_measure, dist_to_subspace, interaction_energy,
                                           moment_degrees, moments, top_eigenspace,
                                           two_point_weight, w2_two_point, w2_with_bound)
@@ -140,6 +140,9 @@ def build(config: RunConfig) -> Model:
                      else NoiseField(kernel, variance_fraction=n.variance_fraction))
         except (ValueError, TypeError) as err:
             raise _named("dynamics.noise", err) from None
+        # each representation evaluates its own copy of the field: the evaluation cache
+        # (NoiseField.prime) then sees the same points whatever the order of the steps
+        nmax = noise.nmax
         # antithetic: realisations 2j and 2j + 1 are path j and −path j (NoiseConfig)
         r, flip = (n.realisation // 2, bool(n.realisation % 2)) if n.antithetic else (n.realisation, False)
         path = BrownianPath(noise.shape, seed=n.seed, realisation=r, antithetic=flip,
@@ -149,10 +152,14 @@ def build(config: RunConfig) -> Model:
         except ValueError as err:
             raise _named("stepping.dt", err) from None
 
+    def own_noise() -> NoiseField | None:
+        """A new NoiseField equal to ``noise`` (one per representation, see above)."""
+        return None if noise is None else NoiseField(noise.kernel, nmax=nmax)
+
     def particle_system(weights=None):
         """The particle ODE/SDE of this model (the density points' and the particles' own)."""
         return _particle_system(att, None if noise is None else n, config.d, weights,
-                                noise=noise, path=path)
+                                noise=own_noise(), path=path)
 
     density = density0 = None
     if config.representations.density and g.scheme == "lagrangian-remap":
@@ -194,7 +201,7 @@ def build(config: RunConfig) -> Model:
                                    "sigma_w": n.sigma_w}
         tr = DiscreteTransformer(d=config.d, depth=tc.depth, T=st.t_end, width=tc.width,
                                  attention=att, **kw)
-        transformer = _transformer_stepper(tr, tc, n, noise, path)
+        transformer = _transformer_stepper(tr, tc, n, own_noise(), path)
         z0 = _token_state(tc, retract(sample_density(grid, rho0, tc.n, seed=tc.seed)))
     basis, basis_v, projection = _reference_sets(config, att, grid, rho0)
     return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
@@ -628,9 +635,54 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
         summary["restart"] = {"from": str(resume.source),
                               "outputs_before": {k: v + 1 for k, v in resume.index.items()}}
     t_start = time.perf_counter()
-    quiet = None if progress else True
     status = "interrupted"  # until every representation has reached t_end
-    times = model.times
+    bar = RunProgress(disable=None if progress else True)
+    lanes: list[_RepLane] = []
+    try:
+        lanes = _lanes(model, file, resume, bar)
+        run_lanes([rl.lane for rl in lanes if rl.lane is not None])
+        status = "complete"
+    except KeyboardInterrupt:
+        summary["interrupted"] = True
+        raise
+    finally:
+        bar.close()
+        summary.update({rl.rep: rl.summary() for rl in lanes})
+        file.close(status)
+        summary["seconds"] = round(time.perf_counter() - t_start, 2)
+        summary["config"] = cfg
+        (outdir / "summary.json").write_text(json.dumps(jsonable(summary), indent=2))
+    return summary
+
+
+@dataclass
+class _RepLane:
+    """One representation of a run: its controller lane (None when it was complete before a
+    restart), its output tracker, what its summary adds (``info``, and ``extra(state)`` at the
+    end), and the summary's name for its steps."""
+
+    rep: str
+    lane: Lane | None
+    output: Any
+    info: dict
+    extra: Any = None
+    steps: str = "steps"
+
+    def summary(self) -> dict:
+        if self.lane is None:
+            return {**self.info, self.steps: 0, "complete_before_restart": True}
+        res = self.lane.result(interrupted=not self.lane.done)
+        out = {**self.info, self.steps: res.n_steps, "seconds": round(res.wall_time, 2),
+               "step_seconds": round(res.step_time, 2)}
+        out.update({} if self.extra is None else self.extra(res.state))
+        return {**out, "final": self.output.last}
+
+
+def _lanes(model: Model, file: RunFile, resume: _Resume | None, bar: RunProgress) -> list[_RepLane]:
+    """The representations of ``model`` as controller lanes from where ``resume`` says: density,
+    particles, transformer, in the order each output time is handled (the particles' W₂ to
+    the density needs the density's snapshot of the same time)."""
+    config, times = model.config, model.times
     last = times.size - 1
 
     def begin(rep: str, initial: np.ndarray) -> tuple[int, np.ndarray]:
@@ -639,100 +691,80 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: _Resume 
             return 0, initial
         return resume.index[rep] + 1, resume.state[rep]
 
-    def go(stepper, trackers, dt, first: int, state: np.ndarray):
-        t0 = times[max(first - 1, 0)]
-        # the step timer last: seconds of the steps alone (step_seconds in the summary)
-        return Controller(stepper, [*trackers, StepTimer()], dt=dt).run(
-            state, (t0, times[-1]), output_times=times[first:])
+    def lane(stepper, output, dt, first: int, state, t0: float, outs) -> Lane:
+        return Controller(stepper, [output, bar.tracker()], dt=dt).start(
+            state, (t0, times[-1]), output_times=outs)
 
-    try:
-        dens = None
-        if model.density is not None:
-            keep = "w2_particles_density" in config.outputs.diagnostics
-            first, state = begin("density", model.density0)
-            given = {} if resume is None or not keep else resume.snapshots
-            dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
-            if first >= 2 and callable(getattr(model.density, "prime", None)):
-                model.density.prime()  # caches as the uninterrupted run's first steps left them
-            if first > 0 and dens.points:
-                model.density.resume(resume.rng_state["density"])  # the steps to the next remap
-            if first <= last:
-                res = go(model.density, [dens, ProgressTracker(disable=quiet, desc="density")],
-                         model.dt, first, state)
-                summary["density"] = {"scheme": config.grid.scheme, "steps": res.n_steps,
-                                      "seconds": round(res.wall_time, 2),
-                                      "step_seconds": round(res.trackers["step-timer"], 2),
-                                      "mass_error": float(dens.mass(res.state)) - 1.0,
-                                      "min_density": float(np.min(dens.field(res.state))),
-                                      "final": dens.last}
+    lanes, dens = [], None
+    if model.density is not None:
+        keep = "w2_particles_density" in config.outputs.diagnostics
+        first, state = begin("density", model.density0)
+        given = {} if resume is None or not keep else resume.snapshots
+        dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
+        if first >= 2 and callable(getattr(model.density, "prime", None)):
+            model.density.prime()  # caches as the uninterrupted run's first steps left them
+        if first > 0 and dens.points:
+            model.density.resume(resume.rng_state["density"])  # the steps to the next remap
+        rl = _RepLane("density", None, dens, {"scheme": config.grid.scheme})
+        if first <= last:
+            rl.lane = lane(model.density, dens, model.dt, first, state, times[max(first - 1, 0)],
+                           times[first:])
+
+            def extra(state, dens=dens) -> dict:
+                out = {"mass_error": float(dens.mass(state)) - 1.0,
+                       "min_density": float(np.min(dens.field(state)))}
                 if dens.points:
-                    summary["density"].update(points=int(np.count_nonzero(res.state[:, 3])),
-                                              **model.density.restart_info())
+                    out.update(points=int(np.count_nonzero(state[:, 3])),
+                               **model.density.restart_info())
                 elif getattr(model.density.transport, "polar", "split") == "cap":
-                    summary["density"]["cap_fallbacks"] = model.density.transport.cap_fallbacks
-            else:
-                summary["density"] = {"steps": 0, "complete_before_restart": True}
-        if model.particles is not None:
-            first, state = begin("particles", model.x0)
-            sampler = getattr(model.particles.system, "sampler", None)
-            prng = None if sampler is None else sampler.rng  # the exact point noise draws from it
-            if first > 0 and prng is not None:
-                prng.bit_generator.state = resume.rng_state["particles"]
-            parts = ParticleOutput(file, model, weights,
-                                   dens if dens is not None and dens.keep else None, start=first,
-                                   rng=prng)
-            if first <= last:
-                res = go(model.particles,
-                         [parts, ProgressTracker(disable=quiet, desc="particles")],
-                         model.dt, first, state)
-                summary["particles"] = {"n": n_part[0], "steps": res.n_steps,
-                                        "seconds": round(res.wall_time, 2),
-                                        "step_seconds": round(res.trackers["step-timer"], 2),
-                                        "final": parts.last}
-            else:
-                summary["particles"] = {"n": n_part[0], "steps": 0, "complete_before_restart": True}
-        if model.transformer is not None:
-            ts = model.transformer
-            tr = ts.transformer
-            rngs = ts.rngs  # R generators (width m), restored from the file on a restart
-            first, state = begin("transformer", model.z0)
-            if first > 0 and rngs is not None:
-                saved = resume.rng_state["transformer"]
-                for g, st in zip(rngs, [saved] if tc.realisations is None else saved):
-                    g.bit_generator.state = st
-            # output i holds the tokens reached at output anchor[i] (X_{⌊iL/K⌋}); the loop
-            # stops at the distinct anchors from output first on, and writes each one's outputs
-            anchor = transformer_anchors(last, tr.depth)
-            stops = np.unique(anchor[first:])
-            toks = ParticleOutput(file, model, np.full(tc.n, 1.0 / tc.n),
-                                  prefix="transformer_", variable="transformer_position",
-                                  rep="transformer", start=first,
-                                  rng=None if rngs is None else (rngs[0] if tc.realisations is None else rngs),
-                                  blocks=[[i for i in range(first, last + 1) if anchor[i] == a]
-                                          for a in stops])
-            info = {"n": tc.n, "realisations": tc.r, "depth": tr.depth, "width": tr.width}
-            if first <= last:
-                t0 = times[anchor[first - 1]] if first > 0 else times[0]
-                # the step timer last: seconds of the steps alone (as go() does)
-                res = Controller(ts, [toks, ProgressTracker(disable=quiet, desc="transformer"),
-                                      StepTimer()],
-                                 dt=tr.dt).run(state, (t0, times[-1]), output_times=times[stops])
-                summary["transformer"] = {**info, "layers": res.n_steps,
-                                          "seconds": round(res.wall_time, 2),
-                                          "step_seconds": round(res.trackers["step-timer"], 2),
-                                          "final": toks.last}
-            else:
-                summary["transformer"] = {**info, "layers": 0, "complete_before_restart": True}
-        status = "complete"
-    except KeyboardInterrupt:
-        summary["interrupted"] = True
-        raise
-    finally:
-        file.close(status)
-        summary["seconds"] = round(time.perf_counter() - t_start, 2)
-        summary["config"] = cfg
-        (outdir / "summary.json").write_text(json.dumps(jsonable(summary), indent=2))
-    return summary
+                    out["cap_fallbacks"] = model.density.transport.cap_fallbacks
+                return out
+
+            rl.extra = extra
+        lanes.append(rl)
+    if model.particles is not None:
+        n_part = model.particles.grid.shape[0]
+        weights = model.weights if model.weights is not None else np.full(n_part, 1.0 / n_part)
+        first, state = begin("particles", model.x0)
+        sampler = getattr(model.particles.system, "sampler", None)
+        prng = None if sampler is None else sampler.rng  # the exact point noise draws from it
+        if first > 0 and prng is not None:
+            prng.bit_generator.state = resume.rng_state["particles"]
+        parts = ParticleOutput(file, model, weights,
+                               dens if dens is not None and dens.keep else None, start=first,
+                               rng=prng)
+        rl = _RepLane("particles", None, parts, {"n": n_part})
+        if first <= last:
+            rl.lane = lane(model.particles, parts, model.dt, first, state,
+                           times[max(first - 1, 0)], times[first:])
+        lanes.append(rl)
+    if model.transformer is not None:
+        ts, tc = model.transformer, config.representations.transformer
+        tr = ts.transformer
+        rngs = ts.rngs  # R generators (width m), restored from the file on a restart
+        first, state = begin("transformer", model.z0)
+        if first > 0 and rngs is not None:
+            saved = resume.rng_state["transformer"]
+            for g, st in zip(rngs, [saved] if tc.realisations is None else saved):
+                g.bit_generator.state = st
+        # output i holds the tokens reached at output anchor[i] (X_{⌊iL/K⌋}); the lane stops
+        # at the distinct anchors from output first on, and writes each one's outputs
+        anchor = transformer_anchors(last, tr.depth)
+        stops = np.unique(anchor[first:])
+        toks = ParticleOutput(file, model, np.full(tc.n, 1.0 / tc.n),
+                              prefix="transformer_", variable="transformer_position",
+                              rep="transformer", start=first,
+                              rng=None if rngs is None else (rngs[0] if tc.realisations is None else rngs),
+                              blocks=[[i for i in range(first, last + 1) if anchor[i] == a]
+                                      for a in stops])
+        rl = _RepLane("transformer", None, toks, {"n": tc.n, "realisations": tc.r,
+                                                  "depth": tr.depth, "width": tr.width},
+                      steps="layers")
+        if first <= last:
+            t0 = times[anchor[first - 1]] if first > 0 else times[0]
+            rl.lane = lane(ts, toks, tr.dt, first, state, t0, times[stops])
+        lanes.append(rl)
+    return lanes
 
 
 # ---- restart ----------------------------------------------------------------------------------

@@ -13,6 +13,10 @@ The loop (py-pde style)::
         if target is an output time: trackers.handle(rho, target)
     trackers.finalize()                 # after trackers.abort(error) if the loop raised
 
+The loop is a :class:`Lane` advanced target by target; :func:`run_lanes` advances several
+lanes (the representations of one run) in step, so an interrupt leaves them all at the same
+last output time, and each takes exactly the steps it would take alone.
+
 Step-size policy (even splitting)
 ---------------------------------
 Output times and ``t_end`` are hit exactly (``t`` is *set* to the target on the last step, so
@@ -35,7 +39,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -80,6 +84,8 @@ class RunResult:
         True if the run was stopped by ``KeyboardInterrupt``.
     trackers : dict
         ``tracker.name -> tracker.result``.
+    step_time : float
+        Wall-clock seconds inside ``stepper.step`` alone.
     """
 
     state: np.ndarray
@@ -88,6 +94,7 @@ class RunResult:
     wall_time: float
     interrupted: bool = False
     trackers: dict[str, Any] = field(default_factory=dict)
+    step_time: float = 0.0
 
 
 def _check_time(name: str, value: Any) -> float:
@@ -260,6 +267,18 @@ class Controller:
         return h
 
     # ---- the loop ----------------------------------------------------------------------
+    def start(
+        self,
+        rho0: np.ndarray,
+        t_span: tuple[float, float],
+        *,
+        output_times: Sequence[float] | None = None,
+    ) -> Lane:
+        """Validate the input and initialize the trackers; the returned :class:`Lane` then
+        advances on demand (:meth:`Lane.advance`).  :meth:`run` is ``start`` followed by
+        advancing through every target; :func:`run_lanes` advances several lanes in step."""
+        return Lane(self, *self._validate(rho0, t_span, output_times))
+
     def run(
         self,
         rho0: np.ndarray,
@@ -294,68 +313,138 @@ class Controller:
         RuntimeError
             ``max_steps`` exceeded or an invalid ``stable_dt``.
         """
-        rho, t0, t_end, outs = self._validate(rho0, t_span, output_times)
+        return run_lanes([self.start(rho0, t_span, output_times=output_times)])[0]
+
+
+class Lane:
+    """One controller's run, advanced target by target (made by :meth:`Controller.start`).
+
+    ``targets`` are the output times and ``t_end`` (sorted); :meth:`advance` steps to the next
+    one and shows the state to the trackers if it is an output time; :meth:`close` finalizes
+    the trackers (after ``abort(error)``) and sets ``controller.result``.  Several lanes advanced
+    in step (:func:`run_lanes`) take exactly the steps each would take alone: the steps of an
+    interval depend only on its two ends and the step size (:func:`next_step`).
+    """
+
+    def __init__(self, controller: Controller, rho: np.ndarray, t0: float, t_end: float,
+                 outs: np.ndarray) -> None:
+        self.controller, self.state, self.t, self.n_steps = controller, rho, t0, 0
         targets = np.union1d(outs, [t_end])
-        is_output = np.isin(targets, outs)
+        self.targets = targets.tolist()
+        self._is_output = dict(zip(self.targets, np.isin(targets, outs).tolist()))
+        self.wall_time = self.step_time = 0.0
+        self._started: list[Tracker] = []
+        controller.result = None
         info = {
-            "grid": self.stepper.grid,
-            "stepper": getattr(self.stepper, "name", type(self.stepper).__name__),
+            "grid": controller.stepper.grid,
+            "stepper": getattr(controller.stepper, "name", type(controller.stepper).__name__),
             "t_span": (t0, t_end),
             "output_times": outs.copy(),
-            "dt": self.dt,
+            "dt": controller.dt,
         }
-        self.result = None
-        started: list[Tracker] = []
-        t, n_steps = t0, 0
-        wall0 = time.perf_counter()
-
-        def make_result(interrupted: bool) -> RunResult:
-            return RunResult(
-                state=rho, t=t, n_steps=n_steps, wall_time=time.perf_counter() - wall0,
-                interrupted=interrupted,
-                trackers={tr.name: tr.result for tr in self.trackers},
-            )
-
         try:
-            for tr in self.trackers:
-                started.append(tr)
+            for tr in controller.trackers:
+                self._started.append(tr)
                 tr.initialize(rho, t0, info)
-            for target, output in zip(targets.tolist(), is_output.tolist()):
-                while t < target:
-                    if self.max_steps is not None and n_steps >= self.max_steps:
-                        raise RuntimeError(f"max_steps={self.max_steps} reached at t={t} < {target}")
-                    tau, t_new = next_step(t, target, self._step_size(rho, t))
-                    new = self.stepper.step(rho, t, tau)
-                    new = np.asarray(new)
-                    if new.shape != rho.shape:
-                        raise RuntimeError(f"stepper.step returned shape {new.shape}, expected {rho.shape}")
-                    if not np.all(np.isfinite(new)):
-                        raise FloatingPointError(
-                            f"the state became non-finite in the step from t={t} to t={t_new}"
-                        )
-                    rho, t = new, t_new
-                    n_steps += 1
-                    for tr in self.trackers:
-                        tr.on_step(t)
-                if output:
-                    for tr in self.trackers:
-                        tr.handle(rho, t)
-        except KeyboardInterrupt as err:
-            _finalize(started, err)
-            self.result = make_result(interrupted=True)
-            err.add_note(
-                f"spherepde: run interrupted at t={t} after {n_steps} steps; trackers finalized, "
-                "partial result in Controller.result"
-            )
-            raise
         except BaseException as err:
-            _finalize(started, err)
+            self.close(err)
             raise
-        errors = _finalize(started, None)
-        if errors:
+
+    @property
+    def done(self) -> bool:
+        """True when every target has been reached."""
+        return not self.targets
+
+    def advance(self, target: float) -> None:
+        """Step from ``t`` to ``target`` (the next of :attr:`targets`) and hand the state to the
+        trackers there if it is an output time."""
+        if not self.targets or target != self.targets[0]:
+            raise ValueError(f"advance: the next target is {self.targets[:1]}, not {target}")
+        ctl, wall0 = self.controller, time.perf_counter()
+        rho, t = self.state, self.t
+        try:
+            while t < target:
+                if ctl.max_steps is not None and self.n_steps >= ctl.max_steps:
+                    raise RuntimeError(f"max_steps={ctl.max_steps} reached at t={t} < {target}")
+                tau, t_new = next_step(t, target, ctl._step_size(rho, t))
+                step0 = time.perf_counter()
+                new = np.asarray(ctl.stepper.step(rho, t, tau))
+                self.step_time += time.perf_counter() - step0
+                if new.shape != rho.shape:
+                    raise RuntimeError(f"stepper.step returned shape {new.shape}, expected {rho.shape}")
+                if not np.all(np.isfinite(new)):
+                    raise FloatingPointError(
+                        f"the state became non-finite in the step from t={t} to t={t_new}"
+                    )
+                rho, t = new, t_new
+                self.state, self.t = rho, t
+                self.n_steps += 1
+                for tr in ctl.trackers:
+                    tr.on_step(t)
+            self.targets.pop(0)
+            if self._is_output[target]:
+                for tr in ctl.trackers:
+                    tr.handle(rho, t)
+        finally:
+            self.wall_time += time.perf_counter() - wall0
+
+    def result(self, interrupted: bool) -> RunResult:
+        """The run so far as a :class:`RunResult`."""
+        return RunResult(state=self.state, t=self.t, n_steps=self.n_steps,
+                         wall_time=self.wall_time, interrupted=interrupted,
+                         trackers={tr.name: tr.result for tr in self.controller.trackers},
+                         step_time=self.step_time)
+
+    def close(self, pending: BaseException | None = None) -> RunResult:
+        """Finalize the started trackers (after ``abort(pending)``); set and return the
+        controller's result (``interrupted`` when ``pending`` is a KeyboardInterrupt).  Without
+        ``pending``, the first tracker failure is raised."""
+        started, self._started = self._started, []
+        errors = _finalize(started, pending)
+        if pending is None and errors:
             raise errors[0]
-        self.result = make_result(interrupted=False)
-        return self.result
+        result = self.result(interrupted=isinstance(pending, KeyboardInterrupt))
+        if pending is None or isinstance(pending, KeyboardInterrupt):
+            self.controller.result = result
+        return result
+
+
+def run_lanes(lanes: Sequence[Lane], on_target: Callable[[float], None] | None = None
+              ) -> list[RunResult]:
+    """Advance ``lanes`` in step: through the sorted union of their targets, each lane (in the
+    given order) advances to a time when it is its next target, then ``on_target(time)`` is
+    called.  An interrupt (or error) therefore leaves every lane at its last target before that
+    time.  Every lane is closed at the end, on error too (KeyboardInterrupt: each lane's
+    ``controller.result`` is its partial run, and the interrupt is re-raised with a note).
+    Returns the lanes' results."""
+    times = sorted(set().union(*(lane.targets for lane in lanes)))
+    try:
+        for target in times:
+            for lane in lanes:
+                if lane.targets and lane.targets[0] == target:
+                    lane.advance(target)
+            if on_target is not None:
+                on_target(target)
+    except KeyboardInterrupt as err:
+        for lane in lanes:
+            lane.close(err)
+        at = ", ".join(f"t={lane.t} after {lane.n_steps} steps" for lane in lanes)
+        err.add_note(f"spherepde: run interrupted at {at}; trackers finalized, "
+                     "partial result in Controller.result")
+        raise
+    except BaseException as err:
+        for lane in lanes:
+            lane.close(err)
+        raise
+    results, errors = [], []
+    for lane in lanes:
+        try:
+            results.append(lane.close())
+        except Exception as e:  # noqa: BLE001 - close the other lanes first
+            errors.append(e)
+    if errors:
+        raise errors[0]
+    return results
 
 
 def _finalize(trackers: list[Tracker], pending: BaseException | None) -> list[Exception]:
@@ -374,4 +463,4 @@ def _finalize(trackers: list[Tracker], pending: BaseException | None) -> list[Ex
     return errors
 
 
-__all__ = ["Controller", "RunResult", "Stepper", "SPLIT_RTOL", "check_time_span", "even_steps", "next_step"]
+__all__ = ["Controller", "Lane", "RunResult", "run_lanes", "Stepper", "SPLIT_RTOL", "check_time_span", "even_steps", "next_step"]

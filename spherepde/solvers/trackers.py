@@ -260,11 +260,100 @@ class StepTimer(Tracker):
         return self.seconds
 
 
+class RunProgress:
+    """One progress display for the representations of a run advanced in step
+    (:func:`~spherepde.solvers.controller.run_lanes`): :meth:`tracker` gives each lane a tracker
+    that adds its simulated time to the shared count.
+
+    On a terminal: a tqdm bar over the lanes' simulated time together.  Off a terminal (a batch
+    job's log): a plain line ``spherepde: t=… steps=… elapsed=…s`` at an output time at most
+    every ``every`` seconds (the first one after ``every`` seconds), so short runs print nothing.
+
+    Parameters
+    ----------
+    disable : bool or None
+        True: nothing; False: always a bar; None (default): a bar on a terminal, else log lines.
+    every : float
+        Seconds between log lines off a terminal.
+    """
+
+    def __init__(self, *, disable: bool | None = None, desc: str = "run", every: float = 10.0) -> None:
+        self.disable, self.desc, self.every = disable, desc, every
+        self.total = self.done = 0.0
+        self.steps, self.t = 0, 0.0
+        self._bar = None
+        self._start = self._last = time.perf_counter()
+
+    def tracker(self) -> Tracker:
+        """A tracker for one lane (give each lane its own)."""
+        return _LaneProgress(self)
+
+    @property
+    def _tty(self) -> bool:
+        return self.disable is False or (
+            self.disable is None and hasattr(sys.stderr, "isatty") and sys.stderr.isatty())
+
+    def _add_lane(self, t0: float, t_end: float) -> None:
+        self.total += float(t_end - t0)
+        if self._bar is None and self._tty:
+            from tqdm import tqdm
+
+            self._bar = tqdm(total=self.total, desc=self.desc, unit="t", file=sys.stderr,
+                             dynamic_ncols=True, bar_format="{l_bar}{bar}| [{elapsed}<{remaining}]")
+        elif self._bar is not None:
+            self._bar.total = self.total
+            self._bar.refresh()
+
+    def _advance(self, dt: float, t: float) -> None:
+        self.done += dt
+        self.steps += 1
+        self.t = max(self.t, t)
+        if self._bar is not None:
+            self._bar.update(dt)
+
+    def _output(self, t: float) -> None:
+        if self.disable is not None or self._tty:
+            return
+        now = time.perf_counter()
+        if now - self._last >= self.every:
+            self._last = now
+            print(f"spherepde: t={t:.6g} steps={self.steps} elapsed={now - self._start:.0f}s "
+                  f"({100.0 * self.done / max(self.total, 1e-300):.0f}%)", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+
+
+class _LaneProgress(Tracker):
+    """One lane's share of a :class:`RunProgress`."""
+
+    name = "progress"
+
+    def __init__(self, shared: RunProgress) -> None:
+        super().__init__()
+        self.shared = shared
+
+    def initialize(self, state, t, info) -> None:
+        t0, t_end = info["t_span"]
+        self._t = float(t0)
+        self.shared._add_lane(t0, t_end)
+
+    def on_step(self, t) -> None:
+        self.shared._advance(float(t) - self._t, float(t))
+        self._t = float(t)
+
+    def handle(self, state, t) -> None:
+        self.shared._output(float(t))
+
+
 __all__ = [
     "TRACKERS",
     "DiagnosticsTracker",
     "MemoryTracker",
     "ProgressTracker",
+    "RunProgress",
     "StepTimer",
     "Tracker",
     "cell_measure",

@@ -260,25 +260,37 @@ def test_every_example_runs_full_size(tmp_path, capsys, example):
     print(f"{example.stem}: {seconds:.1f} s")
 
 
-def test_interrupted_run_leaves_a_readable_file_and_summary(tmp_path, monkeypatch):
+@pytest.mark.parametrize("stop", ["density", "particles"])
+def test_interrupted_run_stops_every_representation_at_one_output_and_plots(tmp_path, monkeypatch,
+                                                                            capsys, stop):
+    """Ctrl-C in the 7th step of either representation: they advance in step (density, then
+    particles, to each output time), so the particles hold the outputs up to t = 0.25 (steps 1–5
+    reach it) and the density those up to the same time, or the next one when the particles
+    stopped; the summary says where each stopped, and ``spherepde plot`` draws the file."""
     from spherepde.experiments import run as run_module
 
+    cls = run_module.ParticleStepper if stop == "particles" else type(build(RunConfig.from_dict(NOISY)).density)
     calls = {"n": 0}
-    original = run_module.ParticleStepper.step
+    original = cls.step
 
     def step(self, x, t, dt):
         calls["n"] += 1
-        if calls["n"] > 5:
+        if calls["n"] > 6:
             raise KeyboardInterrupt
         return original(self, x, t, dt)
 
-    monkeypatch.setattr(run_module.ParticleStepper, "step", step)
+    monkeypatch.setattr(cls, "step", step)
     with pytest.raises(KeyboardInterrupt):
         run(RunConfig.from_dict(NOISY), tmp_path / "o", progress=False)
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
-    assert summary["interrupted"] is True and "density" in summary and "particles" not in summary
+    assert summary["interrupted"] is True
+    assert summary["density"]["steps"] >= 5 and summary["particles"]["steps"] >= 5
     ds = open_dataset(tmp_path / "o" / "run.nc", incomplete="ignore")
     assert ds.attrs["status"] == "interrupted"
-    assert np.all(np.isfinite(ds["density"].values))          # the density run finished
-    pos = ds["position"].values
-    assert np.all(np.isfinite(pos[0])) and np.all(np.isnan(pos[-1]))  # particles: up to the stop
+    written = {v: np.isfinite(ds[v].values) for v in ("energy", "particles_energy")}
+    assert written["particles_energy"].tolist() == [True, True, False]
+    assert written["energy"].tolist() == [True, True, stop == "particles"]
+    rc, _, err = _cli(["plot", str(tmp_path / "o" / "run.nc"), "--output", str(tmp_path / "p"),
+                       "--no-animation"], capsys)
+    assert rc == 0, err
+    assert any((tmp_path / "p").glob("*.png"))
