@@ -93,7 +93,8 @@ def main():
            "density_time_to_target_s": td, "density_time_vs_error_exponent": bd,
            "particle_time_to_target_s": tp, "particle_time_vs_error_exponent": bp,
            "speedup_at_target": tp / td, "aim": 100.0, "quick": args.quick,
-           "note": "times to target come from power-law fits (extrapolated when the target lies outside the measured range)"}
+           "note": "times to target come from power-law fits (extrapolated when the target lies "
+                   "outside the measured range)"}
     print(f"{'run':>14} {'seconds':>9} {'error':>10}")
     for r in drows:
         print(f"{'nlat ' + str(r['nlat']):>14} {r['seconds']:9.2f} {r['error']:10.2e}")

@@ -115,10 +115,10 @@ from spherepde.noise import BrownianPath, NoiseField, NoiseKernel  # noqa: E402
 from spherepde.noise.brownian import CHUNK  # noqa: E402
 from spherepde.solvers.eulerian.meanfield import MeanFieldFFSL  # noqa: E402
 from spherepde.solvers.eulerian.spde import SPDEFFSL  # noqa: E402
-from spherepde.experiments.config import RunConfig  # noqa: E402
-from spherepde.experiments.ensemble import run_ensemble  # noqa: E402
-from spherepde.experiments.run import run  # noqa: E402
-from spherepde.experiments.sweep import _run_member  # noqa: E402
+from spherepde.runs.config import RunConfig  # noqa: E402
+from spherepde.runs.ensemble import run_ensemble  # noqa: E402
+from spherepde.runs.execute import run  # noqa: E402
+from spherepde.runs.sweep import _run_member  # noqa: E402
 
 from _common import batch  # noqa: E402  (this folder: the timing helpers of every benchmark)
 
@@ -360,9 +360,9 @@ def bench_steps(nlat: int, reps: int, min_sample: float, rng, slow: float, quick
                   flush=True)
         if dname == "B=I" and nlat in (64, 128):
             nprof = 3 if nlat == 128 else 10
-            profiles[f"spde[auto]@courant B=I"] = profile_lines(fns["spde[auto]@courant"], nprof)
+            profiles["spde[auto]@courant B=I"] = profile_lines(fns["spde[auto]@courant"], nprof)
             if nlat == 128:
-                profiles[f"spde[16]@courant B=I"] = profile_lines(fns["spde[16]@courant"], nprof)
+                profiles["spde[16]@courant B=I"] = profile_lines(fns["spde[16]@courant"], nprof)
     out["noise_only"] = bench_noise_only(grid, rho, noises, paper1_faces, reps, min_sample, rng, profiles)
     return out
 

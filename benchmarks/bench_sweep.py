@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from spherepde.experiments.sweep import run_sweep
+from spherepde.runs.sweep import run_sweep
 
 I2 = [[1.0, 0.0], [0.0, 1.0]]
 SWEEP = {

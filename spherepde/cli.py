@@ -80,7 +80,7 @@ def _config_arguments(p) -> None:
 
 def _raw_config(args, default: dict) -> dict:
     """The raw configuration of CONFIG (``default`` without one) with the --set assignments."""
-    from spherepde.experiments.config import apply_set, read_raw
+    from spherepde.runs.config import apply_set, read_raw
 
     if args.config is not None and args.config_option is not None:
         raise ValueError("give the configuration once: CONFIG or --config, not both")
@@ -297,7 +297,7 @@ def _cmd_validate(args) -> int:
 
 def _cmd_run(args) -> int:
     if args.restart is not None:
-        from spherepde.experiments.run import restart
+        from spherepde.runs.restart import restart
 
         if args.config is not None or args.config_option is not None or args.seed is not None:
             raise ValueError("--restart: the configuration is the one stored in the file; give "
@@ -313,8 +313,8 @@ def _cmd_run(args) -> int:
 
 
 def _run_config(args) -> dict:
-    from spherepde.experiments.config import DEFAULT, RunConfig, apply_seed
-    from spherepde.experiments.run import run
+    from spherepde.runs.config import DEFAULT, RunConfig, apply_seed
+    from spherepde.runs.execute import run
 
     raw = _raw_config(args, DEFAULT)
     if args.seed is not None:
@@ -324,8 +324,8 @@ def _run_config(args) -> dict:
 
 
 def _cmd_sweep(args) -> int:
-    from spherepde.experiments.config import apply_set, read_raw
-    from spherepde.experiments.sweep import run_sweep
+    from spherepde.runs.config import apply_set, read_raw
+    from spherepde.runs.sweep import run_sweep
 
     raw = read_raw(args.config)
     for assignment in args.overrides:
@@ -364,7 +364,7 @@ def _cmd_plot(args) -> int:
         raise ValueError(f"--dpi must be an integer in [20, 600], got {args.dpi}")
     log = {"auto": None, "on": True, "off": False}[args.log]
     if Path(args.file).is_file() and is_sweep_file(args.file):
-        from spherepde.experiments.ensemble import is_ensemble_file, plot_ensemble_file
+        from spherepde.runs.ensemble import is_ensemble_file, plot_ensemble_file
 
         if is_ensemble_file(args.file):  # a sweep over the realisations only: ensemble pictures
             out = plot_ensemble_file(args.file, args.output, dpi=args.dpi)
@@ -381,7 +381,7 @@ def _cmd_plot(args) -> int:
 
 
 def _cmd_ensemble(args) -> int:
-    from spherepde.experiments.ensemble import DEFAULT, run_ensemble
+    from spherepde.runs.ensemble import DEFAULT, run_ensemble
 
     summary = run_ensemble(_raw_config(args, DEFAULT), args.realisations, args.output,
                            workers=args.workers, scheduler=args.scheduler, seed=args.seed,

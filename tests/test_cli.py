@@ -200,7 +200,7 @@ def test_noise_kernel_nmax_and_fraction_exclusive(capsys):
 
 
 def _small_ensemble(tmp_path, **changes):
-    from spherepde.experiments.ensemble import DEFAULT
+    from spherepde.runs.ensemble import DEFAULT
 
     raw = {**DEFAULT, "grid": {"kind": "sphere", "nlat": 8},
            "stepping": {"t_end": 0.2, "dt": 0.05, "output_every": 0.1}, **changes}
@@ -316,7 +316,7 @@ def test_sigterm_stops_a_command_with_an_interrupted_file(tmp_path):
      "dynamics.attention.V"),
 ])
 def test_ensemble_bad_attention_reported_before_any_file(attention, word, tmp_path, capsys):
-    from spherepde.experiments.ensemble import DEFAULT
+    from spherepde.runs.ensemble import DEFAULT
 
     cfg = _small_ensemble(tmp_path, dynamics={**DEFAULT["dynamics"], "attention": attention})
     out = tmp_path / "out"
@@ -348,7 +348,7 @@ def test_sigterm_handler_raises_terminated_and_is_restored():
 
 
 def test_interrupted_ensemble_command_writes_summary(tmp_path, monkeypatch, capsys):
-    import spherepde.experiments.sweep as sweep
+    import spherepde.runs.sweep as sweep
 
     interrupt_after(monkeypatch, sweep, "_run_member", 1)
     cfg = _small_ensemble(tmp_path)

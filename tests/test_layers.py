@@ -65,23 +65,71 @@ def test_the_scan_sees_lazy_and_relative_imports(tmp_path):
     assert {"spherepde.io.netcdf", "spherepde.validation.metrics", "spherepde.experiments.run"} <= mods
 
 
+ABOVE_IO = ("spherepde.io", "spherepde.runs", "spherepde.experiments", "spherepde.cli")
+
+
 def test_validation_imports_no_io_and_no_experiments():
     paths = modules_of("validation")
     assert len(paths) >= 5
-    assert _hits(paths, ("spherepde.io", "spherepde.experiments", "spherepde.cli")) == {}
+    assert _hits(paths, ABOVE_IO) == {}
 
 
 @pytest.mark.parametrize("layer", ["grids", "noise", "dynamics", "solvers", "validation", "checks"])
 def test_layers_below_io_import_nothing_above(layer):
-    assert _hits(modules_of(layer), ("spherepde.io", "spherepde.experiments", "spherepde.cli")) == {}
+    assert _hits(modules_of(layer), ABOVE_IO) == {}
 
 
-def test_io_imports_no_experiments_and_no_cli():
-    assert _hits(modules_of("io"), ("spherepde.experiments", "spherepde.cli")) == {}
+def test_io_imports_no_runs_no_experiments_and_no_cli():
+    assert _hits(modules_of("io"), ABOVE_IO[1:]) == {}
+
+
+def test_runs_import_no_experiments_and_no_cli():
+    assert len(modules_of("runs")) >= 8
+    assert _hits(modules_of("runs"), ABOVE_IO[2:]) == {}
 
 
 def test_experiments_import_no_cli():
     assert _hits(modules_of("experiments"), ("spherepde.cli",)) == {}
+
+
+def test_no_import_circle_between_modules():
+    """No two modules import each other, directly or around a longer circle (lazy imports
+    inside functions count too; a package's ``__init__`` re-exporting its modules does not)."""
+    packages = {_module_name(p) for p in PACKAGE.rglob("__init__.py")}
+    modules = {_module_name(p) for p in PACKAGE.rglob("*.py")} - packages
+
+    def target(m):  # spherepde.a.b.name -> the module spherepde.a.b (None: a package)
+        while m not in modules and "." in m:
+            m = m.rsplit(".", 1)[0]
+        return m if m in modules else None
+
+    edges = {_module_name(p): {t for m in imported_modules(p) if (t := target(m))} - {_module_name(p)}
+             for p in PACKAGE.rglob("*.py") if _module_name(p) in modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(v):  # Tarjan's strongly connected components
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = [stack.pop()]
+            while comp[-1] != v:
+                comp.append(stack.pop())
+            if len(comp) > 1:
+                circles.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    assert circles == []
 
 
 #: what assembles a run: the run loop, steppers, particle systems, attention, sampling
@@ -92,11 +140,12 @@ RUN_PIECES = ("spherepde.solvers.controller", "spherepde.solvers.make_stepper", 
               "spherepde.noise.field")
 
 
-def test_experiments_is_the_only_layer_above_io_that_assembles_runs():
-    """The command line hands every run to :mod:`spherepde.experiments`; of the layers above io
-    only experiments imports the pieces of a run (io itself only their result types)."""
+def test_runs_and_experiments_are_the_only_layers_above_io_that_assemble_runs():
+    """The command line hands every run to :mod:`spherepde.runs` or :mod:`spherepde.experiments`;
+    of the layers above io only these import the pieces of a run (io itself only their result
+    types)."""
     assert _hits(modules_of("cli"), RUN_PIECES) == {}
     assert _hits(modules_of("__main__"), RUN_PIECES) == {}
     assembling = {p.parent.name for p in PACKAGE.rglob("*.py")
                   if _hits([p], RUN_PIECES) and _hits([p], ("spherepde.io",)) and p.parent.name != "io"}
-    assert assembling <= {"experiments"}, assembling
+    assert assembling <= {"experiments", "runs"}, assembling

@@ -30,3 +30,20 @@ def test_sources_parse_as_python_3_11():
     assert len(files) > 30
     for f in files:
         ast.parse(f.read_text(), filename=str(f), feature_version=MIN)
+
+
+def test_nothing_points_outside_the_repository():
+    """Users get a clone: README, docs, examples and sources may not send them to the developers'
+    folder beside it (``../shared``: SPEC.md, the anchors); the equations are in docs/."""
+    import subprocess
+
+    listed = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True)
+    files = ([ROOT / f for f in listed.stdout.splitlines()] if listed.returncode == 0
+             else [p for p in ROOT.rglob("*") if ".git" not in p.parts])
+    # docs/prototypes: earlier issues' research scripts, kept as they ran
+    texts = [p for p in files if p.suffix in (".md", ".py", ".toml", ".sh") and p.is_file()
+             and "prototypes" not in p.parts]
+    here = pathlib.Path(__file__).resolve()
+    bad = {str(p.relative_to(ROOT)): m.group(0) for p in texts if p != here
+           for m in [re.search(r"\.\./shared|shared/anchors|SPEC\.md|DESIGN\.md", p.read_text(errors="ignore"))] if m}
+    assert bad == {}

@@ -9,6 +9,6 @@ experiments ← cli.
 """
 from __future__ import annotations
 
-from spherepde.experiments.config import RunConfig, default_config, load
+from spherepde.runs.config import RunConfig, default_config, load
 
 __all__ = ["RunConfig", "default_config", "load"]

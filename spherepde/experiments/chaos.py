@@ -147,8 +147,8 @@ def _write_particle_file(path: Path, run_nc: Path, config: ChaosConfig, n: int, 
 def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False) -> dict:
     """Run the sweeps of :func:`sweep_configs` into ``DIR/runs/{density,particles,control}/``
     (``sweep.nc`` and ``members/*/run.nc``) and compute the errors at t_end from those files."""
-    from spherepde.experiments.run import build
-    from spherepde.experiments.sweep import expand, member_runs, run_sweep
+    from spherepde.runs.build import build
+    from spherepde.runs.sweep import expand, member_runs, run_sweep
     from spherepde.io.netcdf import open_dataset
     from spherepde.validation.metrics import as_measure, harmonic_moments, w2_with_bound
 

@@ -5,7 +5,7 @@ uniform density — the number and positions of the metastable clusters against 
 The runs are ``spherepde run`` configurations (:func:`setup_run_config`, the structure of
 ``examples/circle_clusters.toml``), one per β: the grid size depends on β (``cells(beta)``
 cells), so they are not one sweep (a sweep's members share everything but the swept keys) but
-one :func:`~spherepde.experiments.run.run` each into ``DIR/runs/beta{β:g}/`` (``run.nc``,
+one :func:`~spherepde.runs.execute.run` each into ``DIR/runs/beta{β:g}/`` (``run.nc``,
 ``summary.json``, ``config.toml``); a re-run skips a β whose ``run.nc`` is complete and holds
 the same configuration.  The clusters are counted on the densities read back from ``run.nc``.
 """
@@ -76,8 +76,8 @@ def setup_run_config(config: CircleClustersConfig, beta: float) -> dict:
 
 def run_configs(config: CircleClustersConfig) -> dict:
     """β → its validated :class:`RunConfig` (every model is built here: errors before any work)."""
-    from spherepde.experiments.config import RunConfig
-    from spherepde.experiments.run import build
+    from spherepde.runs.config import RunConfig
+    from spherepde.runs.build import build
 
     out = {}
     for beta in config.betas:
@@ -91,8 +91,8 @@ def run_configs(config: CircleClustersConfig) -> dict:
 
 
 def run_circle_clusters(config: CircleClustersConfig, outdir: str | Path, *, progress: bool = False) -> dict:
-    from spherepde.experiments.run import prepare_output, run
-    from spherepde.experiments.sweep import finished_run
+    from spherepde.runs.execute import prepare_output, run
+    from spherepde.runs.sweep import finished_run
     from spherepde.grids import CircleGrid
     from spherepde.io.netcdf import open_dataset
 
@@ -149,7 +149,8 @@ def plot_circle_clusters(summary: dict, outdir: Path) -> Path:
     for ax, r in zip(axes, runs):
         ds = open_dataset(r["file"])
         field = np.asarray(ds["density"].values)
-        ax.pcolormesh(np.degrees(np.asarray(ds["theta"].values)), ds["time"].values, np.log10(np.maximum(field * 2 * np.pi, 1e-3)),
+        ax.pcolormesh(np.degrees(np.asarray(ds["theta"].values)), ds["time"].values,
+                      np.log10(np.maximum(field * 2 * np.pi, 1e-3)),
                       shading="nearest", cmap="magma", vmin=-1, vmax=2)
         ax.set_title(f"β = {r['beta']:g}: {r['n_clusters'][-1]} clusters", fontsize=9)
         ax.set_xlabel("θ (°)")

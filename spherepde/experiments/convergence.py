@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.experiments.sweep import _dim_name
+from spherepde.io.runfile import sweep_dim as _dim_name
 from spherepde.io.plots import _plt
 from spherepde.validation.fits import fit_order
 
@@ -202,7 +202,7 @@ def plot_sweep(path: str | os.PathLike, output: str | os.PathLike | None = None,
     sweep, sweeps no resolution-like key, or the output folder cannot be written."""
     import xarray as xr
 
-    from spherepde.experiments.run import prepare_output
+    from spherepde.runs.execute import prepare_output
 
     path = Path(path)
     if not path.is_file() or not is_sweep_file(path):

@@ -1,9 +1,10 @@
 """``spherepde demo``: Paper 1's low-temperature picture, run from an embedded configuration.
 
-The configuration (:data:`DEMO`) is an ordinary :class:`~spherepde.experiments.config.RunConfig`
-run by :func:`spherepde.experiments.run.run` — no separate code path — followed by the figures
+The configuration (:data:`DEMO`) is an ordinary :class:`~spherepde.runs.config.RunConfig`
+run by :func:`spherepde.runs.execute.run` — no separate code path — followed by the figures
 of :func:`spherepde.io.figures.plot_run`.  The matrices are those of ``examples/metastability.toml``
-(:class:`~spherepde.experiments.metastability.MetastabilityConfig`): Q = I, K = B = diag(0.1, 1, 1), V = diag(1, 0.5, 0.1), so
+(:class:`~spherepde.experiments.metastability.MetastabilityConfig`): Q = I, K = B = diag(0.1, 1, 1),
+V = diag(1, 0.5, 0.1), so
 A = VBᵀ = diag(0.1, 0.5, 0.01) has top eigenvector e_y and V has e_x.  At β = 30 the density
 ρ₀ ∝ 1 + ½⟨x, a⟩ first gathers into two metastable clusters near ±e_y (W₂ to Π#ρ₀ smallest at
 t ≈ 6.5), then leaves them for V's eigenspace ±e_x (the terminal phase, t ≳ 11); 400 particles
@@ -17,8 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.experiments.config import DEFAULT, RunConfig
-from spherepde.experiments.run import run
+from spherepde.runs.config import DEFAULT, RunConfig
+from spherepde.runs.execute import run
 
 #: the demo: the embedded default of ``spherepde run`` (Paper 1's metastability set-up, nlat 24,
 #: β = 30) with 400 particles to t = 18 and every eigenspace diagnostic (about a minute here)

@@ -1,13 +1,13 @@
 r"""Paper 2, Thm 1.1: the discrete transformer against its limit SDE, in depth L and width m.
 
 ``spherepde experiment depth-width``.  Tokens on S² (d = 3), Q = K = I, V = s·I with β
-(s ∈ {+1, 0, −1} the attention scale), a ReLU MLP with biases σ_U = σ_W = 0.5 (SPEC.md,
+(s ∈ {+1, 0, −1} the attention scale), a ReLU MLP with biases σ_U = σ_W = 0.5 (docs/equations.md,
 "Paper 2").  Thm 1.1:  E sup_t (1/N) Σ_i |X^i_{⌊Lt/T⌋} − X̄^i_t|² ≤ c (log L / L + 1/m).
 
 The runs are ``spherepde run`` configurations of one base (:func:`run_config`: N tokens drawn
 from the uniform ρ_0 with ``seed``, the transformer and/or the limit SDE's particles, the MLP
 noise on the Brownian paths of ``seed``), run as sweeps (:func:`depth_sweeps`,
-:func:`width_sweeps`, :func:`~spherepde.experiments.sweep.run_sweep`, members on ``workers``
+:func:`width_sweeps`, :func:`~spherepde.runs.sweep.run_sweep`, members on ``workers``
 dask processes) into ``DIR/runs/NAME/`` (``sweep.nc``, ``members/*/run.nc``); every number
 below is computed from those files.
 
@@ -78,7 +78,7 @@ Outputs: ``depth_width.nc`` (trajectories of path 0 for the largest L and the re
 same layer times, the per-path errors, the width differences), ``depth_width_depth.png``,
 ``depth_width_width.png``, ``summary.json`` and the sweeps under ``runs/``.
 
-Seeds (the run configuration's; ``spherepde.experiments.run``).  Tokens: N points drawn from
+Seeds (the run configuration's; ``spherepde.runs.build``).  Tokens: N points drawn from
 the uniform ρ_0 on a Gauss grid of :data:`GRID_NLAT` rings with ``seed`` (uniform in each cell
 chosen by its area: iid uniform on S²), the same in every run.  Noise seed ``seed``: the depth
 study's path r is Brownian path r; in the width study, realisation k of the batch starting at
@@ -101,15 +101,10 @@ from spherepde.io.summary import summary_on_interrupt, write_summary
 from spherepde.noise import NoiseField, NoiseKernel
 from spherepde.solvers.lagrangian.transformer import cosine_similarity, token_interaction_energy
 from spherepde.validation.fits import fit_order
+from spherepde.experiments.depth_width_output import (OBSERVABLES, RESOLVED_SE, plot_depth, plot_width,
+                                                   write_depth_width_netcdf)
 
 #: observables of the width study (name -> description)
-OBSERVABLES = {
-    "cosine": "mean pairwise cosine similarity (i ≠ j)",
-    "energy": "scaled interaction energy e^{-β} E_β",
-    "first_moment": "|mean of the tokens|",
-}
-#: a width difference counts as resolved when |diff| > RESOLVED_SE · se
-RESOLVED_SE = 3.0
 #: two-sided probability that a centred Gaussian exceeds RESOLVED_SE standard deviations
 _FALSE_ALARM = math.erfc(RESOLVED_SE / math.sqrt(2.0))
 #: the swept key paths of the runs
@@ -202,7 +197,7 @@ class DepthWidthConfig:
 
 
 def _expand(raw: dict):
-    from spherepde.experiments.sweep import expand
+    from spherepde.runs.sweep import expand
 
     return expand(raw)
 
@@ -288,7 +283,7 @@ def width_sweeps(config: DepthWidthConfig) -> dict:
 
 def _run_sweeps(raws: dict, outdir: Path, config: DepthWidthConfig, scheduler, progress: bool) -> dict:
     """Run the sweeps into ``outdir/runs/NAME``; {NAME: sweep.nc path}."""
-    from spherepde.experiments.sweep import run_sweep
+    from spherepde.runs.sweep import run_sweep
 
     files = {}
     for name, raw in raws.items():
@@ -303,7 +298,7 @@ def _client(config: DepthWidthConfig):
     """One LocalCluster for all the sweeps (None with workers = 0): (scheduler address, closer)."""
     if config.workers == 0:
         return None, lambda: None
-    from spherepde.experiments.sweep import local_client
+    from spherepde.runs.sweep import local_client
 
     client, cluster = local_client(config.workers)
 
@@ -334,7 +329,7 @@ def depth_errors(config: DepthWidthConfig, files: dict, *, noise: bool = True) -
     Also ``x_transformer`` (L_max + 1, N, 3) and ``x_reference`` (same, at the layer times) of
     path 0.  Shapes: errors (n_depths, R), ref_check (R,); R = 1 without noise.
     """
-    from spherepde.experiments.sweep import select
+    from spherepde.runs.sweep import select
     from spherepde.io.netcdf import open_dataset
 
     R = config.paths if noise else 1
@@ -435,7 +430,9 @@ def mlp_excess_kurtosis(kernel: NoiseKernel) -> float:
     f, sd = kernel.activation.f, math.sqrt(kernel.s2)
 
     def moment(k):
-        g = lambda z: float(f(np.array(sd * z))) ** k * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+        def g(z):
+            return float(f(np.array(sd * z))) ** k * math.exp(-0.5 * z * z) / math.sqrt(2 * math.pi)
+
         return quad(g, -np.inf, 0.0)[0] + quad(g, 0.0, np.inf)[0]
 
     return 3.0 * (moment(4) - moment(2) ** 2) / kernel.kappa1 ** 2
@@ -444,7 +441,7 @@ def mlp_excess_kurtosis(kernel: NoiseKernel) -> float:
 def width_samples(config: DepthWidthConfig, files: dict) -> dict:
     """Observables at T of the first R realisations of each width sweep (members in batch
     order): {m or "inf": {observable: (R,) array}}."""
-    from spherepde.experiments.sweep import member_runs
+    from spherepde.runs.sweep import member_runs
     from spherepde.io.netcdf import open_dataset
 
     samples = {}
@@ -540,7 +537,6 @@ def run_depth_width(config: DepthWidthConfig, outdir: str | Path, *, progress: b
 
 def _run(config: DepthWidthConfig, outdir: Path, partial: dict, t_start: float, scheduler,
          progress: bool) -> dict:
-    from spherepde.experiments.depth_width_output import plot_depth, plot_width, write_depth_width_netcdf
 
     field = config.field()
     kernel = field.kernel

@@ -7,11 +7,19 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.experiments.depth_width import OBSERVABLES, RESOLVED_SE, DepthWidthConfig
+#: the observables of the width study and their long names
+OBSERVABLES = {
+    "cosine": "mean pairwise cosine similarity (i ≠ j)",
+    "energy": "scaled interaction energy e^{-β} E_β",
+    "first_moment": "|mean of the tokens|",
+}
+#: a width difference counts as resolved when |diff| > RESOLVED_SE · se
+RESOLVED_SE = 3.0
 
 
-def write_depth_width_netcdf(path: Path, config: DepthWidthConfig, dep: dict, wid: dict, diffs: dict) -> Path:
-    """One NetCDF: trajectories of path 0 (largest L and reference), per-path errors, width data."""
+def write_depth_width_netcdf(path: Path, config, dep: dict, wid: dict, diffs: dict) -> Path:
+    """One NetCDF: trajectories of path 0 (largest L and reference), per-path errors, width data
+    (``config`` the study's DepthWidthConfig)."""
     import xarray as xr
 
     from spherepde.io.netcdf import TIME_ATTRS, write_dataset
@@ -21,7 +29,8 @@ def write_depth_width_netcdf(path: Path, config: DepthWidthConfig, dep: dict, wi
     widths = np.asarray(config.widths, dtype=np.int64)
     ds = xr.Dataset(
         {"position_transformer": (("time", "particle", "dim"), dep["x_transformer"],
-                                  {"units": "1", "long_name": f"tokens of the m = inf transformer, L = {Lmax}, path 0"}),
+                                  {"units": "1",
+                                   "long_name": f"tokens of the m = inf transformer, L = {Lmax}, path 0"}),
          "position_reference": (("time", "particle", "dim"), dep["x_reference"],
                                 {"units": "1", "long_name": "limit SDE (Heun) on the same Brownian path, path 0"}),
          "sup_error": (("depth", "path"), dep["errors"],
@@ -39,7 +48,8 @@ def write_depth_width_netcdf(path: Path, config: DepthWidthConfig, dep: dict, wi
         coords={"time": ("time", np.linspace(0.0, config.t_end, Lmax + 1), dict(TIME_ATTRS)),
                 "particle": ("particle", np.arange(config.n_tokens), {"long_name": "token index", "units": "1"}),
                 "dim": ("dim", np.arange(3), {"long_name": "Cartesian component index", "units": "1"}),
-                "depth": ("depth", np.asarray(config.depths, dtype=np.int64), {"long_name": "number of layers L", "units": "1"}),
+                "depth": ("depth", np.asarray(config.depths, dtype=np.int64),
+                          {"long_name": "number of layers L", "units": "1"}),
                 "path": ("path", np.arange(dep["errors"].shape[1]), {"long_name": "Brownian path index", "units": "1"}),
                 "width": ("width", widths, {"long_name": "MLP width m", "units": "1"}),
                 "observable": ("observable", names, {"long_name": "observable name"})},

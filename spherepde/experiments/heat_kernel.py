@@ -96,9 +96,9 @@ def run_config(config: HeatKernelConfig, grid: str) -> dict:
 def _heat_grid(config: HeatKernelConfig, grid: str, outdir: Path, progress: bool) -> dict:
     """The ensemble of 2·pairs paths on ``grid`` (``DIR/heat_GRID/sweep.nc``) and the decay
     rate of each degree of its mean against κ λ_l / 2."""
-    from spherepde.experiments.ensemble import run_ensemble
-    from spherepde.experiments.run import build
-    from spherepde.experiments.config import RunConfig
+    from spherepde.runs.ensemble import run_ensemble
+    from spherepde.runs.build import build
+    from spherepde.runs.config import RunConfig
     from spherepde.io.netcdf import open_dataset
 
     sphere = grid == "sphere"
@@ -135,9 +135,12 @@ def _heat_grid(config: HeatKernelConfig, grid: str, outdir: Path, progress: bool
 def _ito_check(config: HeatKernelConfig) -> dict:
     """One step on S¹: (E[ρ̂_1(Δt)]/ρ̂_1(0) − 1)/Δt for Itô-Euler (exactly 0 over antithetic
     pairs) and Stratonovich (→ −κ/2); and a single Itô path over ``ito_steps`` steps: max |ρ|
-    relative to the start (None once it overflowed) and the minimum (negative: not positive)."""
-    from spherepde.experiments.config import RunConfig
-    from spherepde.experiments.run import build
+    relative to the start (None once it overflowed) and the minimum (negative: not positive).
+
+    A demonstration of a wrong scheme, so it steps ``SPDEFFSL`` by hand on purpose: the run loop
+    (Controller) stops at the first non-finite state, and the overflow is what this records."""
+    from spherepde.runs.config import RunConfig
+    from spherepde.runs.build import build
     from spherepde.noise import BrownianPath
     from spherepde.solvers.eulerian.spde import SPDEFFSL
 

@@ -125,7 +125,7 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     the order of ``config.betas``, read from those files.  A diagnostic whose matrix is not
     symmetric is not run (a warning; NaN in the row).
     """
-    from spherepde.experiments.sweep import member_runs, run_sweep, select
+    from spherepde.runs.sweep import member_runs, run_sweep, select
     from spherepde.io.netcdf import open_dataset
 
     grid = GaussGrid(config.nlat)
@@ -243,7 +243,8 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
         summary = {"experiment": "metastability", "config": config.to_dict(), "version": __version__,
                    "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],
                    "e": None if info["e"] is None else info["e"].tolist(),
-                   "spectral_gap": None if info["EA"] is None else info["EA"].gap, "times": times.tolist(), "runs": rows,
+                   "spectral_gap": None if info["EA"] is None else info["EA"].gap,
+                   "times": times.tolist(), "runs": rows,
                    "min_w2": {beta_key(r["beta"]): r["w2_min"] for r in rows}, "resolution_check": check,
                    "seconds": round(time.perf_counter() - t_start, 1)}
         if len(finite) >= 3 and all(math.isfinite(r["w2_min"]) for r in finite):

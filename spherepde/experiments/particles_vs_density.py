@@ -3,7 +3,7 @@ run of the metastability set-up, harmonic-moment and W₂ errors against N with 
 
 The runs are ``spherepde run`` configurations from one base (:func:`base_config`, the density
 and N particles on the same matrices at the same step), split into two sweeps
-(:func:`sweep_configs`, :func:`~spherepde.experiments.sweep.run_sweep`, members on dask): the
+(:func:`sweep_configs`, :func:`~spherepde.runs.sweep.run_sweep`, members on dask): the
 density alone over β into ``DIR/runs/density/sweep.nc``, and the particles alone over β ×
 ``representations.particles.n`` × ``representations.particles.seed`` into
 ``DIR/runs/particles/members/*/run.nc`` (the positions; ``DIR/runs/particles/sweep.nc`` lists
@@ -122,7 +122,7 @@ def sweep_configs(config: ParticlesVsDensityConfig) -> dict:
 
 def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Path, *,
                              progress: bool = False) -> dict:
-    from spherepde.experiments.sweep import expand, member_runs, run_sweep, select
+    from spherepde.runs.sweep import expand, member_runs, run_sweep, select
     from spherepde.grids import GaussGrid
     from spherepde.io.netcdf import open_dataset
     from spherepde.validation import metrics
@@ -161,7 +161,8 @@ def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Pat
                 per_n.append({"N": n, "moment_error": float(np.mean(errs)), "moment_error_std": float(np.std(errs)),
                               "w2": float(np.mean(dists)), "w2_std": float(np.std(dists)),
                               "w2_error_bound": float(max(bounds)),
-                              "spacing_over_kernel_width": spacing * math.sqrt(beta) if math.isfinite(beta) else math.inf,
+                              "spacing_over_kernel_width": (spacing * math.sqrt(beta) if math.isfinite(beta)
+                                                            else math.inf),
                               "files": files})
             ns = [p["N"] for p in per_n]
             rate_m, se_m = fit_order(ns, [p["moment_error"] for p in per_n])
@@ -172,7 +173,8 @@ def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Pat
                          "particles": per_n,
                          "rate_moment_error": {"exponent": rate_m, "stderr": se_m, "theory": -0.5},
                          "rate_w2": {"exponent": rate_w, "stderr": se_w,
-                                     "note": "W2 of N samples of a smooth density on S² decays like N^(-1/2)·log-factors"}})
+                                     "note": "W2 of N samples of a smooth density on S² decays like "
+                                             "N^(-1/2)·log-factors"}})
         summary = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__,
                    "grid_spacing_rad": float(grid.dlon),
                    "density_sweep_file": res["density"]["file"],

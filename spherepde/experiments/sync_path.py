@@ -22,7 +22,7 @@ How it runs: a ``spherepde run`` configuration plus analysis.  :meth:`SyncPathCo
 is the run (density with ``grid.scheme``; the reference as ``representations.particles.initial
 = "quadrature"``, whose weights run.nc keeps in ``weight(particle)``; the energy of both,
 ``energy`` and ``particles_energy``); :func:`run_sync_path` runs it through
-:mod:`spherepde.experiments.run` — each representation driven by the one run loop, the
+:mod:`spherepde.runs` — each representation driven by the one run loop, the
 :class:`~spherepde.solvers.controller.Controller` — and reads ratio, decades, rates, the state
 checks (the density's restart state at its last output) and the seconds of the steps
 (``step_seconds`` of summary.json) back from the run's files.
@@ -108,7 +108,7 @@ class SyncPathConfig:
             raise ValueError(f"polar must be one of {POLAR}, got {self.polar!r}")
 
     def run_config(self) -> dict:
-        """The ``spherepde run`` configuration (a raw dict, :class:`~spherepde.experiments.config
+        """The ``spherepde run`` configuration (a raw dict, :class:`~spherepde.runs.config
         .RunConfig`) of this run: the density with ``grid.scheme`` = ``scheme`` beside the
         reference, ``representations.particles.initial = "quadrature"`` (the weighted cell
         centres of ρ₀ on the same Brownian path), and the energy of both at every output."""
@@ -154,7 +154,7 @@ def _read_run(path: Path) -> dict:
     the last output both reached, and the density's state at its last complete output."""
     import netCDF4
 
-    from spherepde.experiments.run import read_restart
+    from spherepde.io.runfile import read_restart
 
     with netCDF4.Dataset(path, "r") as ds:
         ds.set_auto_mask(False)
@@ -176,8 +176,9 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     the state checks are those of the density's last complete output).
     """
     from spherepde import __version__
-    from spherepde.experiments.config import RunConfig
-    from spherepde.experiments.run import build, run_model
+    from spherepde.runs.config import RunConfig
+    from spherepde.runs.build import build
+    from spherepde.runs.execute import run_model
     from spherepde.validation.fits import log_rate
 
     raw = config.run_config()

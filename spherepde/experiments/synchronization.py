@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
-from spherepde.experiments.sweep import local_client
+from spherepde.runs.sweep import local_client
 from spherepde.io.plots import _plt
 from spherepde.io.summary import finish_summary, summary_on_interrupt
 from spherepde.validation.fits import log_rate
@@ -104,7 +104,7 @@ def particle_run_config(config: SynchronizationConfig, d: int, activation: str, 
 def _particle_sweep(config, key: tuple, outdir: Path, progress: bool, client) -> tuple:
     """Run one particle sweep into ``DIR/particles/d{d}_{activation}_{sigma}_s{scale}/``; returns
     (times, scaled E_β (R, T), final cosine matrices (R, N, N))."""
-    from spherepde.experiments.sweep import run_sweep
+    from spherepde.runs.sweep import run_sweep
     from spherepde.io.netcdf import open_dataset
     from spherepde.solvers.lagrangian.transformer import cosine_similarity
 
@@ -193,7 +193,8 @@ def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, pr
                             "lambda_1": k.lambda_1, "lambda_bar": k.lambda_bar,
                             "lambda_bar_prime": k.lambda_bar_prime(config.beta),
                             "lyapunov_measured": float(lam.mean()),
-                            "lyapunov_stderr": float(lam.std(ddof=1) / math.sqrt(lam.size)) if lam.size > 1 else math.nan}
+                            "lyapunov_stderr": (float(lam.std(ddof=1) / math.sqrt(lam.size)) if lam.size > 1
+                                                else math.nan)}
                     for s in config.attention_scales:
                         times, e, cos = jobs[(d, act, sigma, s)]  # (T,), (R, T), (R, N, N)
                         iu = np.triu_indices(config.n_tokens, 1)
@@ -250,9 +251,9 @@ def _sync_density(config: SynchronizationConfig, outdir: Path, progress: bool) -
     (``DIR/sync_density/sweep.nc``).  ``lagrangian-remap``: the points resolve the cluster below
     a cell, so the fit window is only bounded above; ``ffsl-ppm`` (the fixed grid): fitted while
     the width is ≥ 3 cells."""
-    from spherepde.experiments.config import RunConfig
-    from spherepde.experiments.run import build
-    from spherepde.experiments.sweep import run_sweep
+    from spherepde.runs.config import RunConfig
+    from spherepde.runs.build import build
+    from spherepde.runs.sweep import run_sweep
     from spherepde.io.netcdf import open_dataset
 
     raw = _density_run_config(config)

@@ -29,7 +29,8 @@ import math
 
 import numpy as np
 
-__all__ = ["legendre_recursion", "legendre_table", "legendre_at_colatitudes", "fourier_powers", "ring_synthesis", "RingLayout",
+__all__ = ["legendre_recursion", "legendre_table", "legendre_at_colatitudes", "fourier_powers", "ring_synthesis",
+           "RingLayout",
            "RING_LON_TOL"]
 
 _TWO_PI = 2.0 * math.pi

@@ -165,10 +165,12 @@ def quiet_longitude(lon, w, bins: int = 72) -> float:
 class RunData:
     """What the figures need from one run.nc.
 
-    grid : GaussGrid, CircleGrid or None (grid.kind = "none": tokens in R^d, d ≥ 4); times : (k,); density : (k, *grid.shape) or None;
+    grid : GaussGrid, CircleGrid or None (grid.kind = "none": tokens in R^d, d ≥ 4); times : (k,);
+    density : (k, *grid.shape) or None;
     positions : (k, N, d) or None (particles), tokens : (k, N_T, d) or None (transformer);
     series : name -> (k,) diagnostics; long_names : name -> text; label : a one-line title;
-    config : the run's configuration (config_json), {} when the file has none."""
+    config : the run's configuration (config_json), {} when the file has none; status : the file's
+    status ("complete", "interrupted" or "running"), said in the label when it is not complete."""
 
     path: Path
     grid: object
@@ -180,6 +182,7 @@ class RunData:
     long_names: dict = field(default_factory=dict)
     label: str = ""
     config: dict = field(default_factory=dict)
+    status: str = "complete"
 
     @property
     def sphere(self) -> bool:
@@ -241,7 +244,19 @@ def read_run(path: str | os.PathLike) -> RunData:
         if "config_json" in attrs:
             data.config = json.loads(ds.getncattr("config_json"))
             data.label = _config_label(data.config, data)
+        data.status = str(ds.getncattr("status")) if "status" in attrs else "complete"
+    if data.status != "complete":
+        data.label += f" [{data.status} at t = {_last_written(data):g}]"
     return data
+
+
+def _last_written(data: RunData) -> float:
+    """The last output time at which any representation or diagnostic was written (NaN: none)."""
+    written = np.zeros(data.times.size, bool)
+    for a in (data.density, data.positions, data.tokens, *data.series.values()):
+        if a is not None:
+            written |= np.any(np.isfinite(a.reshape(a.shape[0], -1)), axis=1)
+    return float(data.times[written][-1]) if written.any() else math.nan
 
 
 def _sup(n: int) -> str:

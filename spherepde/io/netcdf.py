@@ -568,7 +568,8 @@ class NetCDFTracker(Tracker):
     The file is created when the run starts (:meth:`initialize`) and closed by
     :meth:`finalize`, also after Ctrl-C or an error, so it always opens with the snapshots
     written so far; its ``status`` attribute is ``"running"`` meanwhile, then ``"complete"``,
-    or ``"interrupted"`` when the controller reported an error (:meth:`abort`).  See :class:`spherepde.io.netcdf.NetCDFWriter` for the layout.
+    or ``"interrupted"`` when the controller reported an error (:meth:`abort`).  See
+    :class:`spherepde.io.netcdf.NetCDFWriter` for the layout.
 
     Parameters
     ----------

@@ -18,10 +18,13 @@ from pathlib import Path
 
 def jsonable(obj):
     """Plain, standard JSON values (jq, JavaScript; not Python's NaN/Infinity): NaN → null,
-    ±inf → "inf"/"-inf", numpy scalars → Python numbers (ints stay ints), recursively through
-    dicts, lists and tuples."""
+    ±inf → "inf"/"-inf", numpy scalars → Python numbers (ints stay ints), numpy arrays → lists,
+    recursively through dicts, lists and tuples.  Every JSON file and ``--json`` output of the
+    package goes through it (one convention)."""
     import numpy as np
 
+    if isinstance(obj, np.ndarray):
+        obj = obj.tolist()
     if isinstance(obj, np.generic):
         obj = obj.item()
     if isinstance(obj, float) and not math.isfinite(obj):
@@ -34,9 +37,10 @@ def jsonable(obj):
 
 
 def write_summary(outdir: str | os.PathLike, summary: dict) -> Path:
-    """Write ``outdir/summary.json`` (numpy numbers as floats); return its path."""
+    """Write ``outdir/summary.json`` as strict JSON (:func:`jsonable`: NaN → null, ±inf →
+    "inf"/"-inf"); return its path."""
     path = Path(outdir) / "summary.json"
-    path.write_text(json.dumps(summary, indent=1, default=float))
+    path.write_text(json.dumps(jsonable(summary), indent=1, allow_nan=False, default=float))
     return path
 
 

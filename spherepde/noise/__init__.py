@@ -1,4 +1,4 @@
-"""The noise the MLP blocks induce (SPEC.md, Paper 2): activations, the covariance kernel κ and
+"""The noise the MLP blocks induce (docs/equations.md, Paper 2): activations, the covariance kernel κ and
 its derived rates (:mod:`.kernel`), the Karhunen–Loève field on S² and S¹ (:mod:`.field`) and the
 seeded, refinement-consistent Brownian path that drives it (:mod:`.brownian`)."""
 from __future__ import annotations

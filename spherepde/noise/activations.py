@@ -1,4 +1,4 @@
-"""Activation functions σ of the MLP blocks (SPEC.md, Paper 2) with their derivatives.
+"""Activation functions σ of the MLP blocks (docs/equations.md, Paper 2) with their derivatives.
 
 An :class:`Activation` holds σ and σ′ as vectorised numpy functions and whether σ is odd
 (σ(−z) = −σ(z)), which decides whether the MLP noise field can be odd (Assumption 1).

@@ -1,4 +1,4 @@
-"""The MLP noise as a Gaussian field on S² or S¹: truncated Karhunen–Loève expansion (SPEC.md).
+"""The MLP noise as a Gaussian field on S² or S¹: truncated Karhunen–Loève expansion (docs/equations.md).
 
 With real orthonormal spherical harmonics Y_{n,i} (∫ Y² dσ = 1) and the kernel's
 coefficients C_n (:meth:`NoiseKernel.kl_coefficients`),

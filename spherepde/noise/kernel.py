@@ -1,4 +1,4 @@
-"""Covariance kernel κ of the MLP noise field (SPEC.md, Paper 2) and the rates built from it.
+"""Covariance kernel κ of the MLP noise field (docs/equations.md, Paper 2) and the rates built from it.
 
 The MLP of one layer, with width m, is
 
@@ -22,7 +22,7 @@ converged to ~1e-13 for s ≲ 1 (the tests check that doubling the nodes changes
 that).  For a user callable the same rule is used: it is accurate only for smooth σ (a kink
 makes it converge algebraically), and σ′ is then a central difference (≈1e-10 accurate).
 
-From κ (SPEC.md, "Synchronization by noise"):
+From κ (docs/equations.md, "Synchronization by noise"):
     λ₁  = ((d−3)/2) κ′(1) − ((d−1)/2) κ(1)            (top Lyapunov exponent of the noise flow)
     λ̄  = (d−1) κ′(1) − (d−3) κ(1)                      (Assumption 1 needs λ̄ < 0)
     λ̄′ = −inf_{u∈[−1,1]} F(u),  F(u) = β e^{βu} G(u)/(e^β − e^{βu}),

@@ -463,4 +463,5 @@ def _finalize(trackers: list[Tracker], pending: BaseException | None) -> list[Ex
     return errors
 
 
-__all__ = ["Controller", "Lane", "RunResult", "run_lanes", "Stepper", "SPLIT_RTOL", "check_time_span", "even_steps", "next_step"]
+__all__ = ["Controller", "Lane", "RunResult", "run_lanes", "Stepper", "SPLIT_RTOL", "check_time_span", "even_steps",
+           "next_step"]

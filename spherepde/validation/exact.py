@@ -7,7 +7,7 @@ Integrating both backward from a target point gives ρ(t, x) = ρ0(x0) exp(−�
 
     div_S(P_x f)(x) = tr(P_x Df(x)) − (d − 1) ⟨x, f(x)⟩.
 
-Zero-temperature attention (SPEC.md, β = ∞): f(x) = V Bᵀx/|Bᵀx|,
+Zero-temperature attention (docs/equations.md, β = ∞): f(x) = V Bᵀx/|Bᵀx|,
 Df = V (I/|z| − z zᵀ/|z|³) Bᵀ with z = Bᵀx.  With A = VBᵀ symmetric the characteristics are
 x(t) = e^{s(t)A}x0/|e^{s(t)A}x0|, ds/dt = 1/|Bᵀx(t)| — used in the tests as an independent check.
 """

@@ -4,7 +4,7 @@ interaction energy, spherical-harmonic moments.
 A measure is handled as weighted points ``(x, w)``: x (n, d) unit vectors, w (n,) ≥ 0.
 A density on a grid becomes the cell centres with masses ρ_j |cell_j| (:func:`as_measure`),
 a midpoint quadrature whose error is O(h²) for smooth densities.  Distances use the
-**chordal** cost |x − y|² = 2 − 2⟨x, y⟩ (SPEC.md), within a factor π/2 of the geodesic one.
+**chordal** cost |x − y|² = 2 − 2⟨x, y⟩ (docs/equations.md), within a factor π/2 of the geodesic one.
 """
 from __future__ import annotations
 

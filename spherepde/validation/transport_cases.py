@@ -1,6 +1,6 @@
 """The field's standard transport tests on the unit sphere, and their error norms.
 
-Sources (definitions and published numbers: ``shared/anchors/transport_tests.md``):
+Sources (definitions and published numbers: ``docs/transport-references.md``):
 * Williamson et al. (1992), test 1: solid-body rotation of a cosine bell, axis tilted by α,
   one revolution in T = 12 time units (the paper's 12 days), u0 = 2π/T.
 * Nair & Lauritzen (2010), cases 1–3, and Lauritzen et al. (2012): case 4 (non-divergent,

@@ -1,4 +1,4 @@
-"""Attention velocity fields (spherepde.dynamics.attention, SPEC.md Paper 1).
+"""Attention velocity fields (spherepde.dynamics.attention, docs/equations.md Paper 1).
 
 Every method of :meth:`Attention.mean` is checked against a formula written here
 independently: the explicit softmax with ``np.exp`` (small β), a log-sum-exp by

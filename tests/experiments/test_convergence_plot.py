@@ -9,7 +9,7 @@ import pytest
 import xarray as xr
 
 from spherepde.cli import main
-from spherepde.experiments.sweep import run_sweep
+from spherepde.runs.sweep import run_sweep
 
 I2 = [[1.0, 0.0], [0.0, 1.0]]
 

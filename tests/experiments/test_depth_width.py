@@ -15,7 +15,7 @@ from spherepde.solvers.lagrangian import ParticleODE
 from spherepde.solvers.lagrangian.transformer import DiscreteTransformer
 from spherepde.experiments import depth_width as dw
 from spherepde.experiments.registry import EXPERIMENTS
-from spherepde.experiments.sweep import expand, select
+from spherepde.runs.sweep import expand, select
 
 # N = 8 tokens, the field truncated at degree 4, depths 4..64, reference 8 Heun steps per
 # layer of L = 64 (dt = 1/512), 4 paths, the runs in this process: about 15 s.

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from spherepde.cli import main
-from spherepde.experiments.config import RunConfig
+from spherepde.runs.config import RunConfig
 from spherepde.io.netcdf import open_dataset, read_config
 from spherepde.experiments import circle_clusters, metastability, particles_vs_density, terminal_phase
 from spherepde.validation import clusters
@@ -100,7 +100,7 @@ def test_random_phase_initial_is_the_experiments_perturbation():
     configurations, bit for bit: amplitudes N(0, 1)/√modes, then uniform phases, default_rng(seed)."""
     import numpy as np
 
-    from spherepde.experiments.initial import initial_density
+    from spherepde.runs.initial import initial_density
     from spherepde.grids import CircleGrid
 
     cfg = circle_clusters.CircleClustersConfig()
@@ -135,7 +135,7 @@ def test_random_phase_is_checked_against_the_grid():
         RunConfig.from_dict({"grid": {"kind": "circle", "n": 32},
                              "initial": {"kind": "random-phase", "max_degree": 17},
                              "dynamics": {"attention": {"Q": eye2, "K": eye2, "V": eye2, "beta": 1.0}}})
-    from spherepde.experiments.config import apply_seed
+    from spherepde.runs.config import apply_seed
 
     assert apply_seed({"initial": {"kind": "random-phase", "seed": 0}}, 7)["initial"]["seed"] == 7
 
@@ -264,7 +264,7 @@ def test_particles_vs_density_is_a_sweep_of_run_configurations(tmp_path):
     import numpy as np
 
     from spherepde.dynamics.attention import Attention
-    from spherepde.experiments.sweep import expand
+    from spherepde.runs.sweep import expand
     from spherepde.grids import GaussGrid
     from spherepde.grids.sampling import sample_density
     from spherepde.solvers.lagrangian import ParticleODE
@@ -336,8 +336,8 @@ def test_the_examples_are_the_experiments_configurations():
     experiments at their sizes (only the diagnostics differ)."""
     from pathlib import Path
 
-    from spherepde.experiments.config import load
-    from spherepde.experiments.sweep import expand
+    from spherepde.runs.config import load
+    from spherepde.runs.sweep import expand
 
     examples = Path(__file__).resolve().parents[2] / "examples"
 

@@ -10,7 +10,7 @@ import pytest
 from spherepde.io.netcdf import open_dataset
 from spherepde.noise import NoiseKernel
 from spherepde.experiments.chaos import ChaosConfig, run_chaos
-from spherepde.experiments.sweep import member_runs
+from spherepde.runs.sweep import member_runs
 from spherepde.experiments.depth_width import DepthWidthConfig, run_depth_width
 from spherepde.experiments.heat_kernel import HeatKernelConfig, run_heat_kernel
 from spherepde.experiments.synchronization import SynchronizationConfig, lyapunov_exponent, run_synchronization

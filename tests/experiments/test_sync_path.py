@@ -122,8 +122,8 @@ def test_ffsl_ppm_misses_the_issue_target():
 
 # ---- sync-path as a spherepde run configuration plus analysis --------------------------------
 def _model(config):
-    from spherepde.experiments.config import RunConfig
-    from spherepde.experiments.run import build
+    from spherepde.runs.config import RunConfig
+    from spherepde.runs.build import build
 
     return build(RunConfig.from_dict(config.run_config()))
 

@@ -58,7 +58,8 @@ def _direct(F, layout_ring, phi):
 
 def _rings(rng, zs, sizes, kinds):
     """Points on rings at heights zs: 'eq' equispaced (random offset), 'pert' equispaced with
-    longitudes moved by up to 0.45 RING_LON_TOL (so within RING_LON_TOL of each other), 'rand' random longitudes; in a random order."""
+    longitudes moved by up to 0.45 RING_LON_TOL (so within RING_LON_TOL of each other), 'rand' random
+    longitudes; in a random order."""
     pts = []
     for z, n, kind in zip(zs, sizes, kinds):
         phi = rng.uniform(-np.pi, np.pi) + 2 * np.pi * np.arange(n) / n

@@ -179,7 +179,6 @@ def test_backends_agree(nlat, lmax):
 def test_normalisation_and_closed_forms(nlat, backend):
     sh = make(nlat, backend)
     g = sh.grid
-    lat, lon = g.lat2d, g.lon2d
     q = sh.analyse(np.ones(g.shape))
     expect = np.zeros(sh.nlm, complex)
     expect[0] = math.sqrt(4 * math.pi)

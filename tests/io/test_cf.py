@@ -15,7 +15,9 @@ particle run, the depth–width file):
   5. a variable with ``axis = "T"`` or ``standard_name = "time"`` has reference-time units
      (CF 4.4) — spherepde's dimensionless model time therefore claims neither;
   6. ``cell_measures = "area: X"``: X exists and is in m² (CF 7.2);
-  7. ``bounds`` and ``coordinates`` attributes name variables of the file.
+  7. ``bounds`` and ``coordinates`` attributes name variables of the file;
+  8. every coordinate variable has ``units`` (CF 3.1) and no boundary variable has a
+     ``_FillValue`` (CF 7.1).
 * ``test_cfchecker`` runs cfchecker itself when it is installed and working (it needs the
   udunits2 C library), reading the standard-name table subset in ``cf_tables/`` (cfchecker
   would download the whole table; the files use four standard names) — no errors allowed.
@@ -95,6 +97,10 @@ def cf_problems(path) -> list[str]:
                 for ref in str(a.get(key, "")).split():
                     if ref not in ds.variables:
                         out.append(f"{name}: {key} names {ref!r}, which is not a variable")
+            if var.dimensions == (name,) and "units" not in a:
+                out.append(f"{name}: a coordinate variable without units")
+            if "bounds" in a and a["bounds"] in ds.variables and "_FillValue" in ds[a["bounds"]].ncattrs():
+                out.append(f"{a['bounds']}: a boundary variable with a _FillValue")
     return out
 
 
@@ -118,11 +124,23 @@ def _density_run(path, grid):
 
 def _ensemble(path):
     """``spherepde ensemble``: sweep.nc over two realisations (float32 fields, moments)."""
-    from spherepde.experiments.ensemble import DEFAULT, run_ensemble
+    from spherepde.runs.ensemble import DEFAULT, run_ensemble
 
     raw = {**DEFAULT, "grid": {"kind": "sphere", "nlat": 8},
            "stepping": {"t_end": 0.1, "dt": 0.05, "output_every": 0.05}}
     return Path(run_ensemble(raw, 2, path.with_suffix(""), workers=0, progress=False)["file"])
+
+
+def _sweep_text_and_numbers(path):
+    """``spherepde sweep`` over a text key (the limiter) and a number (β): sweep.nc."""
+    from spherepde.runs.sweep import run_sweep
+
+    raw = {"grid": {"kind": "circle", "n": 16},
+           "dynamics": {"attention": {"Q": np.eye(2).tolist(), "K": np.eye(2).tolist(),
+                                      "V": np.eye(2).tolist(), "beta": 2.0}},
+           "stepping": {"t_end": 0.2, "output_every": 0.1},
+           "sweep": {"grid.limiter": ["positive", "monotone"], "dynamics.attention.beta": [1.0, 2.0]}}
+    return Path(run_sweep(raw, path.with_suffix(""), workers=0, progress=False)["file"])
 
 
 def _particles(path):
@@ -159,8 +177,8 @@ def _circle_writer(path):
 
 def _run_command(path):
     """``spherepde run`` (experiments.run): density + particles + noise on one path, small."""
-    from spherepde.experiments.config import RunConfig
-    from spherepde.experiments.run import run
+    from spherepde.runs.config import RunConfig
+    from spherepde.runs.execute import run
 
     config = RunConfig.from_dict({
         "grid": {"kind": "sphere", "nlat": 8},
@@ -175,8 +193,8 @@ def _run_command(path):
 
 def _run_gridless(path):
     """``spherepde run`` without a grid (grid.kind = "none", d = 5): particles and noise only."""
-    from spherepde.experiments.config import RunConfig
-    from spherepde.experiments.run import run
+    from spherepde.runs.config import RunConfig
+    from spherepde.runs.execute import run
 
     config = RunConfig.from_dict({
         "grid": {"kind": "none", "dimension": 5},
@@ -195,6 +213,7 @@ MAKERS = {
     "run_circle": lambda p: _density_run(p, CircleGrid(16)),
     "circle_writer": _circle_writer,
     "ensemble": _ensemble,
+    "sweep": _sweep_text_and_numbers,
     "particles": _particles,
     "depth_width": _depth_width,
 }
@@ -212,7 +231,8 @@ def test_cf_rules(kind, cf_files):
 
 
 def test_cf_rules_catch_the_old_mistakes(tmp_path):
-    """The checks are not vacuous: time units "1" on axis T, cell_area in "1", a string variable."""
+    """The checks are not vacuous: time units "1" on axis T, cell_area in "1", a string variable,
+    a coordinate without units, a boundary variable with a _FillValue."""
     path = tmp_path / "bad.nc"
     with netCDF4.Dataset(path, "w") as ds:
         ds.setncatts({"Conventions": "CF-1.8", "status": "complete"})
@@ -224,8 +244,14 @@ def test_cf_rules_catch_the_old_mistakes(tmp_path):
         v = ds.createVariable("rho", "f8", ("time",))
         v.setncatts({"units": "1", "cell_measures": "area: cell_area"})
         ds.createVariable("label", str, ("time",))
+        ds.createDimension("x", 2)
+        ds.createDimension("bnds", 2)
+        x = ds.createVariable("x", "f8", ("x",))
+        x.setncatts({"bounds": "x_bnds"})
+        ds.createVariable("x_bnds", "f8", ("x", "bnds"), fill_value=np.nan)
     problems = " | ".join(cf_problems(path))
-    for word in ("time axis", "standard_name cell_area", "not in m2", "string variable"):
+    for word in ("time axis", "standard_name cell_area", "not in m2", "string variable",
+                 "coordinate variable without units", "boundary variable with a _FillValue"):
         assert word in problems
 
 

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from spherepde.cli import main
-from spherepde.experiments.config import RunConfig
-from spherepde.experiments.run import run
+from spherepde.runs.config import RunConfig
+from spherepde.runs.execute import run
 from spherepde.grids import GaussGrid
 from spherepde.grids.geometry import lonlat_to_xyz
 from spherepde.io import figures as F

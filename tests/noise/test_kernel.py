@@ -1,4 +1,4 @@
-"""The MLP noise kernel κ (SPEC.md, Paper 2): closed forms, quadrature, rates, KL spectrum.
+"""The MLP noise kernel κ (docs/equations.md, Paper 2): closed forms, quadrature, rates, KL spectrum.
 
 Statistical test: the Monte Carlo check uses a fixed seed; every comparison is at 4.5 estimated
 standard errors (two-sided normal tail 6.8e-6), 200 comparisons in all, so a correct kernel

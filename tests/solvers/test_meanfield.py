@@ -1,5 +1,5 @@
 """The mean-field stepper "meanfield-ffsl" (spherepde.solvers.eulerian.meanfield) with the
-attention velocity (SPEC.md Paper 1): convergence to the exact β = ∞ solution, conservation,
+attention velocity (docs/equations.md Paper 1): convergence to the exact β = ∞ solution, conservation,
 positivity, order in time, clustering on S¹, and bad input.
 
 Known defects and limitations are pinned by ``xfail(strict=True)`` tests whose reasons carry

@@ -158,8 +158,8 @@ def test_advance_needs_the_cap_velocities():
 
 def _noise_path(nlat, t_end):
     """The grid, noise field and Brownian path of ``validate sync-path`` (its run configuration)."""
-    from spherepde.experiments.config import RunConfig
-    from spherepde.experiments.run import build
+    from spherepde.runs.config import RunConfig
+    from spherepde.runs.build import build
     from spherepde.experiments.sync_path import SyncPathConfig
 
     raw = SyncPathConfig(nlat=nlat, t_end=t_end, output_every=t_end, scheme="ffsl-ppm").run_config()

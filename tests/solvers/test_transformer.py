@@ -30,7 +30,7 @@ def generic_attention(d: int, beta: float = 2.0, seed: int = 3) -> Attention:
 
 
 def relu_kappa(t, d: int, sigma_u: float, sigma_w: float):
-    """Arc-cosine kernel κ(t) of the ReLU MLP field (SPEC.md, Paper 2)."""
+    """Arc-cosine kernel κ(t) of the ReLU MLP field (docs/equations.md, Paper 2)."""
     s2 = 1.0 / d + sigma_u**2
     theta = np.arccos(np.clip((np.asarray(t) / d + sigma_u**2) / s2, -1.0, 1.0))
     return s2 / (2 * np.pi) * (np.sin(theta) + (np.pi - theta) * np.cos(theta)) + sigma_w**2
@@ -145,7 +145,8 @@ def test_attention_only_converges_to_the_ode_at_first_order(scale):
     Reference: ParticleODE (RK4, dt = 2e-3; differs from dt = 1e-3 by ~1e-12, far below the
     errors 1e-2..1.5e-1 measured here).  Measured orders (max token error at T = 2 for
     L = 16..128): 1.019 (s_att = +1) and 1.028 (s_att = −1), the local slopes decreasing to 1
-    (the O(Δt²) term fading); 1.03 and 1.06 for other initial tokens.  The window [0.8, 1.2] excludes orders 0 and 2 by a wide margin and leaves room for
+    (the O(Δt²) term fading); 1.03 and 1.06 for other initial tokens.  The window [0.8, 1.2] excludes
+    orders 0 and 2 by a wide margin and leaves room for
     that pre-asymptotic term.
     """
     d, N, T = 4, 12, 2.0

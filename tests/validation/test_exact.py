@@ -1,6 +1,6 @@
 """Exact solutions by characteristics (spherepde.validation.exact) against independent
 constructions: a finite-volume flux estimate of the surface divergence, the closed-form
-characteristics of SPEC.md for symmetric A = VBᵀ (scipy ``solve_ivp``), a finite-difference
+characteristics of docs/equations.md for symmetric A = VBᵀ (scipy ``solve_ivp``), a finite-difference
 Jacobian of the inverse flow map, and mass conservation on the Gauss grid."""
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_velocity_tangent():
 
 # ---- closed form for symmetric A -------------------------------------------------------------------
 class ClosedForm:
-    """x(t) = e^{s(t)A}x0/|e^{s(t)A}x0|, ds/dt = 1/|Bᵀx(t)| (SPEC.md), by solve_ivp on s."""
+    """x(t) = e^{s(t)A}x0/|e^{s(t)A}x0|, ds/dt = 1/|Bᵀx(t)| (docs/equations.md), by solve_ivp on s."""
 
     def __init__(self, B, A):
         self.B = B

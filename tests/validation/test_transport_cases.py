@@ -1,6 +1,6 @@
 """The standard transport cases (Williamson 1992, Nair & Lauritzen 2010, Lauritzen 2012):
 velocities, initial fields and error norms, checked against their definitions
-(shared/anchors/transport_tests.md).  Fixed seeds, fast."""
+(docs/transport-references.md).  Fixed seeds, fast."""
 from __future__ import annotations
 
 import numpy as np

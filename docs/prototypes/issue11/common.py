@@ -10,7 +10,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "pkg"))  # optional: `git archive c1fec45 spherepde | tar -x -C pkg`; else the installed package
 import numpy as np
 
-from spherepde.experiments.ensemble import SPDEConfig, initial_density
+from spherepde.runs.ensemble import SPDEConfig, initial_density
 from spherepde.validation.metrics import interaction_energy
 from spherepde.grids.geometry import project_tangent
 

@@ -1,4 +1,4 @@
-"""Self-attention velocity fields on the sphere S^{d−1} (SPEC.md, Paper 1).
+"""Self-attention velocity fields on the sphere S^{d−1} (docs/equations.md, Paper 1).
 
 For a measure ρ = Σ_j w_j δ_{y_j} (a density on a grid: y_j the cell centres,
 w_j = ρ_j |cell_j|; or N particles with w_j = 1/N) and B = QᵀK:

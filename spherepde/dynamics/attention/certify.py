@@ -69,7 +69,8 @@ def _certified_mean(att, c: float, tol: float, x: np.ndarray, eta: float, sums,
     split pass; ``rows``: the positions of its targets among the rows of the u given to ``sums``),
     and what is left to ``exact(idx) → means (len(idx), d)`` (log-domain, tol/8), as do
     targets with β||Bᵀx| − c| > tol/16 (non-unit x, or B only nearly c·R), which could move the
-    mean by more than tol/8.  ``general``: the sums of grid_sums._TargetBessel or point_sums._TargetPoints (any B), evaluated
+    mean by more than tol/8.  ``general``: the sums of grid_sums._TargetBessel or
+    point_sums._TargetPoints (any B), evaluated
     at the targets x themselves (u = x) and scaled by each target's own e^{β|Bᵀx|} (c = |Bᵀx| per
     target; ``c`` is ignored); non-unit targets, β|Bᵀx|·||x| − 1| > tol/16, go to ``exact``.
     Returns (means (n, d), counts of targets settled by each pass).

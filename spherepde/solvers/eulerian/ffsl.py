@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import os
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -57,11 +57,12 @@ def _choose_backend() -> str:
 
 #: backend of the sweeps, "numpy" (reference) or "numba"; may be reassigned at run time
 BACKEND: str = _choose_backend()
-_kernels = None  # the ffsl_numba module, imported on first use
+_kernels: Any = None  # the ffsl_numba module, imported on first use
 
 
 def _dispatch(kernel: str):
-    """Decorator: calls go to ``ffsl_numba.<kernel>`` (same arguments, same results) while
+    """Decorator: calls go to ``_numba_<kernel>`` below (the compiled kernels of ffsl_numba;
+    same arguments, same results) while
     ``BACKEND == "numba"``, to the decorated numpy function (kept as ``.numpy``) otherwise."""
     def decorate(numpy_fn):
         @functools.wraps(numpy_fn)
@@ -73,7 +74,7 @@ def _dispatch(kernel: str):
                 raise ValueError(f"ffsl.BACKEND must be one of {BACKENDS}, got {BACKEND!r}")
             if _kernels is None:
                 from spherepde.solvers.eulerian import ffsl_numba as _kernels
-            return getattr(_kernels, kernel)(*args, **kwargs)
+            return globals()[f"_numba_{kernel}"](*args, **kwargs)
 
         dispatch.numpy = numpy_fn
         return dispatch
@@ -336,3 +337,91 @@ class BoundedLine:
         np.copyto(whole, 0.0, where=k == fi)
         whole -= pl
         return m - (flux[:, 1:] - flux[:, :-1])
+
+
+# ---- the numba backend's entry points (ffsl_numba holds the compiled kernels) --------------------------------------
+def _c_lines(x, name: str) -> np.ndarray:
+    x = np.ascontiguousarray(x, dtype=np.float64)
+    if x.ndim != 2:
+        raise ValueError(f"{name} must have shape (nrows, n), got {x.shape}")
+    return x
+
+
+def _numba_lipschitz_periodic(a: np.ndarray) -> np.ndarray:
+    """:func:`lipschitz_periodic` (same result)."""
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if a.ndim != 2 or a.size == 0:
+        return lipschitz_periodic.numpy(a)
+    out = np.empty(a.shape[0])
+    _kernels._lipschitz_periodic(a, out)
+    return out
+
+
+def _numba_bounded_lipschitz(line: BoundedLine, a: np.ndarray) -> float:
+    """:meth:`BoundedLine.lipschitz` (same result)."""
+    a = np.ascontiguousarray(a, dtype=np.float64)
+    if a.ndim != 2 or a.size == 0 or a.shape[1] != line.n + 1:
+        return BoundedLine.lipschitz.numpy(line, a)
+    return float(_kernels._lipschitz_bounded(a, line.h))
+
+
+def _numba_periodic_departures(a: np.ndarray, dt) -> PeriodicDepartures:
+    """:func:`periodic_departures` (same arguments, same result, same errors)."""
+    a = _c_lines(a, "a")
+    if a.size == 0:  # no lines or empty lines: nothing to compile for
+        return periodic_departures.numpy(a, dt)
+    nrows, n = a.shape
+    dt = np.ascontiguousarray(np.broadcast_to(np.asarray(dt, float), (nrows,)))
+    s = np.empty((nrows, n))
+    index = np.empty((nrows, n), np.intp)
+    wraps = np.empty((nrows, n), np.intp)
+    one_cell = np.empty((nrows, n), bool)
+    same_cell = np.empty((nrows, n), bool)
+    if not _kernels._periodic_departures(a, dt, s, index, wraps, one_cell, same_cell):
+        raise DepartureOrderError(DEPARTURE_ORDER_MESSAGE)
+    return PeriodicDepartures(s=s, index=index, wraps=wraps,
+                                   one_cell=one_cell, same_cell=same_cell)
+
+
+def _numba_sweep_periodic_departed(q: np.ndarray, dep: PeriodicDepartures, limiter: str) -> np.ndarray:
+    """:func:`sweep_periodic_departed` (same arguments, same values; the result has the
+    other memory layout than ``q``, see the module docstring)."""
+    code = _kernels._limiter_code(limiter)
+    q = np.asarray(q, dtype=np.float64)
+    # an F-ordered q (the transposed result of a meridional sweep) is read as columns of q.T
+    columns = q.ndim == 2 and q.flags.f_contiguous and not q.flags.c_contiguous
+    q = q if columns else _c_lines(q, "q")
+    if q.size == 0:
+        return sweep_periodic_departed.numpy(q, dep, limiter)
+    s = np.ascontiguousarray(dep.s, dtype=np.float64)
+    index = np.ascontiguousarray(dep.index, dtype=np.intp)
+    wraps = np.ascontiguousarray(dep.wraps, dtype=np.intp)
+    one_cell = np.ascontiguousarray(dep.one_cell, dtype=bool)
+    same_cell = np.ascontiguousarray(dep.same_cell, dtype=bool)
+    if not (s.shape == index.shape == wraps.shape == one_cell.shape == same_cell.shape
+            == q.shape):
+        raise ValueError(f"departures of shape {s.shape} do not fit lines of shape {q.shape}")
+    # the output takes the other layout (C-ordered lines in, F-ordered out and vice versa): in a
+    # Strang step the first zonal result is transposed for the meridional sweep (free for an
+    # F-ordered array) and the meridional result comes back F-ordered
+    out_columns = not columns and q.shape[0] > 1 and q.shape[1] > 1
+    out = np.empty(q.shape, order="F" if out_columns else "C")
+    _kernels._sweep_periodic(q.T if columns else q, columns, s, index, wraps, one_cell, same_cell, code,
+                    out.T if out_columns else out, out_columns)
+    return out
+
+
+def _numba_bounded_sweep(line: BoundedLine, m: np.ndarray, a: np.ndarray, dt: float,
+                  limiter: str) -> np.ndarray:
+    """:meth:`BoundedLine.sweep` (same arguments, same result, same errors)."""
+    code = _kernels._limiter_code(limiter)
+    m = _c_lines(m, "m")
+    a = _c_lines(a, "a")
+    n = line.n
+    if m.shape[1] != n or a.shape != (m.shape[0], n + 1):
+        raise ValueError(f"masses {m.shape} and face velocities {a.shape} do not fit a line of "
+                         f"{n} cells: expected (nrows, {n}) and (nrows, {n + 1})")
+    out = np.empty_like(m)
+    if not _kernels._sweep_bounded(m, a, float(dt), line.faces, line.h, line.start, line.w, code, out):
+        raise DepartureOrderError(DEPARTURE_ORDER_MESSAGE)
+    return out

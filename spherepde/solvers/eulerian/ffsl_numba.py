@@ -38,7 +38,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from spherepde.solvers.eulerian import ffsl, ppm
+from spherepde.solvers.eulerian import ppm
 
 _NONE, _POSITIVE, _MONOTONE = 0, 1, 2
 _LIMITER_CODE = {"none": _NONE, "positive": _POSITIVE, "monotone": _MONOTONE}
@@ -564,91 +564,3 @@ def _sweep_bounded(m, a, dt, X, h, start, w, limiter, out):
         for i in range(n):
             outr[i] = mr[i] - (flux[i + 1] - flux[i])
     return True
-
-
-# ---- Python entry points (called by the dispatch in ffsl.py) --------------------------------------
-def _lines(x, name: str) -> np.ndarray:
-    x = np.ascontiguousarray(x, dtype=np.float64)
-    if x.ndim != 2:
-        raise ValueError(f"{name} must have shape (nrows, n), got {x.shape}")
-    return x
-
-
-def lipschitz_periodic(a: np.ndarray) -> np.ndarray:
-    """:func:`ffsl.lipschitz_periodic` (same result)."""
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    if a.ndim != 2 or a.size == 0:
-        return ffsl.lipschitz_periodic.numpy(a)
-    out = np.empty(a.shape[0])
-    _lipschitz_periodic(a, out)
-    return out
-
-
-def bounded_lipschitz(line: ffsl.BoundedLine, a: np.ndarray) -> float:
-    """:meth:`ffsl.BoundedLine.lipschitz` (same result)."""
-    a = np.ascontiguousarray(a, dtype=np.float64)
-    if a.ndim != 2 or a.size == 0 or a.shape[1] != line.n + 1:
-        return ffsl.BoundedLine.lipschitz.numpy(line, a)
-    return float(_lipschitz_bounded(a, line.h))
-
-
-def periodic_departures(a: np.ndarray, dt) -> ffsl.PeriodicDepartures:
-    """:func:`ffsl.periodic_departures` (same arguments, same result, same errors)."""
-    a = _lines(a, "a")
-    if a.size == 0:  # no lines or empty lines: nothing to compile for
-        return ffsl.periodic_departures.numpy(a, dt)
-    nrows, n = a.shape
-    dt = np.ascontiguousarray(np.broadcast_to(np.asarray(dt, float), (nrows,)))
-    s = np.empty((nrows, n))
-    index = np.empty((nrows, n), np.intp)
-    wraps = np.empty((nrows, n), np.intp)
-    one_cell = np.empty((nrows, n), bool)
-    same_cell = np.empty((nrows, n), bool)
-    if not _periodic_departures(a, dt, s, index, wraps, one_cell, same_cell):
-        raise ffsl.DepartureOrderError(ffsl.DEPARTURE_ORDER_MESSAGE)
-    return ffsl.PeriodicDepartures(s=s, index=index, wraps=wraps,
-                                   one_cell=one_cell, same_cell=same_cell)
-
-
-def sweep_periodic_departed(q: np.ndarray, dep: ffsl.PeriodicDepartures, limiter: str) -> np.ndarray:
-    """:func:`ffsl.sweep_periodic_departed` (same arguments, same values; the result has the
-    other memory layout than ``q``, see the module docstring)."""
-    code = _limiter_code(limiter)
-    q = np.asarray(q, dtype=np.float64)
-    # an F-ordered q (the transposed result of a meridional sweep) is read as columns of q.T
-    columns = q.ndim == 2 and q.flags.f_contiguous and not q.flags.c_contiguous
-    q = q if columns else _lines(q, "q")
-    if q.size == 0:
-        return ffsl.sweep_periodic_departed.numpy(q, dep, limiter)
-    s = np.ascontiguousarray(dep.s, dtype=np.float64)
-    index = np.ascontiguousarray(dep.index, dtype=np.intp)
-    wraps = np.ascontiguousarray(dep.wraps, dtype=np.intp)
-    one_cell = np.ascontiguousarray(dep.one_cell, dtype=bool)
-    same_cell = np.ascontiguousarray(dep.same_cell, dtype=bool)
-    if not (s.shape == index.shape == wraps.shape == one_cell.shape == same_cell.shape
-            == q.shape):
-        raise ValueError(f"departures of shape {s.shape} do not fit lines of shape {q.shape}")
-    # the output takes the other layout (C-ordered lines in, F-ordered out and vice versa): in a
-    # Strang step the first zonal result is transposed for the meridional sweep (free for an
-    # F-ordered array) and the meridional result comes back F-ordered
-    out_columns = not columns and q.shape[0] > 1 and q.shape[1] > 1
-    out = np.empty(q.shape, order="F" if out_columns else "C")
-    _sweep_periodic(q.T if columns else q, columns, s, index, wraps, one_cell, same_cell, code,
-                    out.T if out_columns else out, out_columns)
-    return out
-
-
-def bounded_sweep(line: ffsl.BoundedLine, m: np.ndarray, a: np.ndarray, dt: float,
-                  limiter: str) -> np.ndarray:
-    """:meth:`ffsl.BoundedLine.sweep` (same arguments, same result, same errors)."""
-    code = _limiter_code(limiter)
-    m = _lines(m, "m")
-    a = _lines(a, "a")
-    n = line.n
-    if m.shape[1] != n or a.shape != (m.shape[0], n + 1):
-        raise ValueError(f"masses {m.shape} and face velocities {a.shape} do not fit a line of "
-                         f"{n} cells: expected (nrows, {n}) and (nrows, {n + 1})")
-    out = np.empty_like(m)
-    if not _sweep_bounded(m, a, float(dt), line.faces, line.h, line.start, line.w, code, out):
-        raise ffsl.DepartureOrderError(ffsl.DEPARTURE_ORDER_MESSAGE)
-    return out

@@ -1,4 +1,4 @@
-"""The McKean–Vlasov SPDE with common transport noise (SPEC.md, Paper 2, eq. 1.10).
+"""The McKean–Vlasov SPDE with common transport noise (docs/equations.md, Paper 2, eq. 1.10).
 
 Stratonovich form, discretised here:
 

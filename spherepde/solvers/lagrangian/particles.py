@@ -1,4 +1,4 @@
-r"""The N-particle attention ODE on the sphere S^{d−1} (SPEC.md, Paper 1), for any d ≥ 2.
+r"""The N-particle attention ODE on the sphere S^{d−1} (docs/equations.md, Paper 1), for any d ≥ 2.
 
 Tokens :math:`x_1, \dots, x_N \in S^{d-1} \subset \mathbb{R}^d` move by
 

@@ -1,4 +1,4 @@
-r"""N tokens under attention and common MLP noise: the limit SDE of SPEC.md (Paper 2).
+r"""N tokens under attention and common MLP noise: the limit SDE of docs/equations.md (Paper 2).
 
 Stratonovich form (the one the density solver discretises):
 

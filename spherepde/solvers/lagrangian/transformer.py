@@ -1,4 +1,4 @@
-r"""The discrete transformer of Paper 2 (SPEC.md): attention + random MLP layers on S^{d−1}.
+r"""The discrete transformer of Paper 2 (docs/equations.md): attention + random MLP layers on S^{d−1}.
 
 Tokens :math:`X_0^i \in S^{d-1}`, :math:`i = 1..N`; layers :math:`\ell = 0..L-1`,
 :math:`\Delta t = T/L`:
@@ -44,7 +44,7 @@ with :math:`\mathrm{LN}(v) = v/|v|` and
   normal ξ for a run in law).
 
 Noise semantics.  For every m, G is a random field with covariance
-:math:`E[G(x)G(y)^T] = \kappa(\langle x,y\rangle) I_d` (SPEC.md), so the layer-ℓ noise
+:math:`E[G(x)G(y)^T] = \kappa(\langle x,y\rangle) I_d` (docs/equations.md), so the layer-ℓ noise
 :math:`\sqrt{\Delta t}\,G_{\ell+1}` (:meth:`DiscreteTransformer.noise_increment`) plays the part of
 the Brownian-field increment :math:`W(t_{\ell+1},\cdot) - W(t_\ell,\cdot)`,
 :math:`t_\ell = \ell\Delta t`, which has the same covariance :math:`\Delta t\,\kappa`.  LN of the

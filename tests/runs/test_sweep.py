@@ -9,9 +9,9 @@ import pytest
 import xarray as xr
 
 from spherepde.cli import main
-from spherepde.experiments.config import RunConfig
-from spherepde.experiments.run import run
-from spherepde.experiments.sweep import expand, run_sweep
+from spherepde.runs.config import RunConfig
+from spherepde.runs.execute import run
+from spherepde.runs.sweep import expand, run_sweep
 
 I2 = [[1.0, 0.0], [0.0, 1.0]]
 
@@ -142,7 +142,7 @@ def test_a_script_that_imports_spherepde_first_can_sweep_with_workers(tmp_path):
     raw = _raw(**{"dynamics.attention.beta": [2.0, 4.0]})
     script.write_text(
         "import numba  # imported before the workers' environment exists\n"
-        "from spherepde.experiments.sweep import run_sweep\n"
+        "from spherepde.runs.sweep import run_sweep\n"
         "if __name__ == '__main__':\n"
         f"    s = run_sweep({raw!r}, {str(tmp_path / 'o')!r}, workers=1, progress=False)\n"
         "    print(s['completed'])\n")

@@ -1,4 +1,4 @@
-"""The initial density of an :class:`~spherepde.experiments.config.InitialConfig` on a grid.
+"""The initial density of an :class:`~spherepde.runs.config.InitialConfig` on a grid.
 
 Every density is returned normalised to mass 1 (Σ ρ_j |cell_j| = 1): cell averages on a
 GaussGrid (shape (nlat, nlon), :meth:`GaussGrid.cell_average`), cell-centre values on a

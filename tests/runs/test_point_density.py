@@ -9,8 +9,9 @@ import numpy as np
 import pytest
 
 from spherepde.cli import main
-from spherepde.experiments.config import GridConfig, RunConfig
-from spherepde.experiments.run import build, run
+from spherepde.runs.config import GridConfig, RunConfig
+from spherepde.runs.build import build
+from spherepde.runs.execute import run
 from spherepde.io.netcdf import open_dataset
 
 SYNC = {  # Paper 2's noise-only SPDE from a vMF density, small
@@ -136,7 +137,7 @@ def test_polar_cap_key_runs_attention_and_noise(tmp_path, capsys):
     """grid.polar = "cap" (ffsl-ppm on the sphere): the mean-field density runs with the polar
     cap (conservative, positive), and so does the SPDE density with noise (its buffer sized to
     the increments); a bad value is refused naming the key, before any file."""
-    from spherepde.experiments import config as config_module
+    from spherepde.runs import config as config_module
     from spherepde.solvers.eulerian.polar_cap import POLAR
 
     assert config_module.POLAR == POLAR

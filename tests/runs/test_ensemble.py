@@ -7,10 +7,11 @@ import numpy as np
 import pytest
 from conftest import interrupt_after
 
-from spherepde.experiments import sweep as sweep_module
-from spherepde.experiments.config import RunConfig, apply_set
-from spherepde.experiments.ensemble import DEFAULT, ensemble_config, run_ensemble
-from spherepde.experiments.run import build, run
+from spherepde.runs import sweep as sweep_module
+from spherepde.runs.config import RunConfig, apply_set
+from spherepde.runs.ensemble import DEFAULT, ensemble_config, run_ensemble
+from spherepde.runs.build import build
+from spherepde.runs.execute import run
 from spherepde.io.netcdf import open_dataset
 from spherepde.validation.metrics import as_measure, moments
 
@@ -147,7 +148,7 @@ def test_moments_are_those_of_the_stored_measures(raw, tmp_path):
 
 
 def test_float32_fields_restart_bit_for_bit(tmp_path):
-    from spherepde.experiments.run import restart
+    from spherepde.runs.restart import restart
 
     full = _with(CIRCLE, "dynamics.noise.horizon=0.4")
     run(RunConfig.from_dict(full), tmp_path / "full", progress=False)

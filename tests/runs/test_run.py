@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from spherepde.cli import main
-from spherepde.experiments.config import DEFAULT, RunConfig, apply_set, load, read_raw
-from spherepde.experiments.run import build, run
+from spherepde.runs.config import DEFAULT, RunConfig, apply_set, load, read_raw
+from spherepde.runs.build import build
+from spherepde.runs.execute import run
 from spherepde.io.netcdf import open_dataset, read_config
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
@@ -110,7 +111,10 @@ def test_mass_conserved_to_round_off_and_no_negative_density(tmp_path, raw):
 def test_density_and_particles_share_one_brownian_path():
     model = build(RunConfig.from_dict(NOISY))
     assert model.density.path is model.particles.system.path
-    assert model.density.noise is model.particles.system.noise
+    # the same field, each representation with its own copy (its own evaluation cache)
+    a, b = model.density.noise, model.particles.system.noise
+    assert a is not b and a.kernel is b.kernel and a.nmax == b.nmax
+    assert np.array_equal(a.sqrt_c, b.sqrt_c)
     assert model.density.scheme == "stratonovich" and model.particles.system.method == "heun"
 
 
@@ -267,7 +271,7 @@ def test_interrupted_run_stops_every_representation_at_one_output_and_plots(tmp_
     particles, to each output time), so the particles hold the outputs up to t = 0.25 (steps 1–5
     reach it) and the density those up to the same time, or the next one when the particles
     stopped; the summary says where each stopped, and ``spherepde plot`` draws the file."""
-    from spherepde.experiments import run as run_module
+    from spherepde.runs import build as run_module
 
     cls = run_module.ParticleStepper if stop == "particles" else type(build(RunConfig.from_dict(NOISY)).density)
     calls = {"n": 0}
@@ -294,3 +298,7 @@ def test_interrupted_run_stops_every_representation_at_one_output_and_plots(tmp_
                        "--no-animation"], capsys)
     assert rc == 0, err
     assert any((tmp_path / "p").glob("*.png"))
+    from spherepde.io.figures import read_run  # the figures' titles say where it stopped
+
+    last = 0.5 if stop == "particles" else 0.25
+    assert read_run(tmp_path / "o" / "run.nc").label.endswith(f"[interrupted at t = {last:g}]")

@@ -1,6 +1,6 @@
 """Parameter sweeps: one configuration with a ``[sweep]`` table, run member by member on dask.
 
-A sweep file is a run configuration (:mod:`spherepde.experiments.config`) plus a table of key
+A sweep file is a run configuration (:mod:`spherepde.runs.config`) plus a table of key
 paths and the values each takes::
 
     [sweep]
@@ -9,7 +9,7 @@ paths and the values each takes::
 
 (the nested form ``[sweep.dynamics.attention] beta = [...]`` is the same).  The members are the
 Cartesian product of the lists, each list sorted; every member is validated before any work.
-Member k runs :func:`spherepde.experiments.run.run` into ``DIR/members/member-KKKK/`` on a
+Member k runs :func:`spherepde.runs.execute.run` into ``DIR/members/member-KKKK/`` on a
 ``dask.distributed`` cluster (a LocalCluster of single-threaded worker processes by default, or
 the scheduler at an address), and the members' ``run.nc`` files are collected into one dataset
 ``DIR/sweep.nc``: a variable of the same shape in all members gets in front the swept dimensions
@@ -33,9 +33,10 @@ from pathlib import Path
 from typing import Any
 
 from spherepde import __version__
-from spherepde.experiments.config import RunConfig, _toml_value, apply_seed, assign, dumps_toml
-from spherepde.experiments.run import build, prepare_output, run
-from spherepde.io.netcdf import config_to_json
+from spherepde.runs.config import RunConfig, _toml_value, apply_seed, assign, dumps_toml
+from spherepde.runs.build import build
+from spherepde.runs.execute import prepare_output, run
+from spherepde.io.runfile import member_runs, run_status, select, write_sweep
 from spherepde.io.summary import jsonable
 
 
@@ -125,17 +126,7 @@ def _finished(member: Member, folder: Path) -> bool:
 
 def finished_run(config: RunConfig, folder: str | os.PathLike) -> bool:
     """True when ``folder/run.nc`` is complete and holds ``config`` (a re-run can skip it)."""
-    nc = Path(folder) / "run.nc"
-    if not nc.is_file():
-        return False
-    import netCDF4
-
-    try:
-        with netCDF4.Dataset(nc) as ds:
-            status = getattr(ds, "status", None)
-            stored = json.loads(getattr(ds, "config_json", "null"))
-    except (OSError, ValueError):
-        return False
+    status, stored = run_status(Path(folder) / "run.nc")
     return status == "complete" and stored == json.loads(json.dumps(config.to_dict()))
 
 
@@ -145,94 +136,9 @@ def _run_member(config_dict: dict, folder: str) -> dict:
     return {k: v for k, v in summary.items() if k != "config"}
 
 
-#: swept keys whose dimension in sweep.nc has a short name: the realisation of the Brownian path
-#: is ``realisation``, so that a sweep over it reads as an ensemble (``spherepde ensemble``)
-DIM_NAMES = {"dynamics.noise.realisation": "realisation"}
-
-
-def _dim_name(path: str) -> str:
-    return DIM_NAMES.get(path, path.replace(".", "__"))
-
-
 def collect(sweep: Sweep, outdir: Path, config: dict) -> Path:
-    """Stack the members' ``run.nc`` into ``outdir/sweep.nc`` (module docstring)."""
-    import numpy as np
-    import xarray as xr
-
-    from spherepde.io.netcdf import open_dataset
-
-    sets = [open_dataset(outdir / "members" / m.name / "run.nc") for m in sweep.members]
-    try:
-        first = sets[0]
-        dims = [_dim_name(p) for p in sweep.dims]
-        coords = {d: xr.Variable(d, np.asarray(v), {"long_name": f"swept value of {p}"})
-                  for d, (p, v) in zip(dims, sweep.dims.items())}
-        data, skipped = {}, []
-        for name, var in first.data_vars.items():
-            if any(name not in ds or ds[name].shape != var.shape for ds in sets[1:]):
-                skipped.append(name)
-                continue
-            stacked = np.stack([ds[name].values for ds in sets]).reshape(sweep.shape + var.shape)
-            kept = []
-            for d in dims:  # drop each swept dimension the variable does not depend on
-                axis = len(kept)
-                first_slice = np.take(stacked, [0], axis=axis)
-                if np.array_equal(stacked, np.broadcast_to(first_slice, stacked.shape), equal_nan=True):
-                    stacked = np.squeeze(first_slice, axis=axis)
-                else:
-                    kept.append(d)
-            data[name] = xr.Variable(kept + list(var.dims), stacked, dict(var.attrs))
-        for name, coord in first.coords.items():
-            if all(name in ds.coords and ds[name].shape == coord.shape
-                   and np.array_equal(ds[name].values, coord.values) for ds in sets[1:]):
-                coords[name] = xr.Variable(coord.dims, coord.values, dict(coord.attrs))
-            else:
-                skipped.append(name)
-        attrs = {"Conventions": first.attrs.get("Conventions", "CF-1.8"),
-                 "title": "spherepde sweep", "status": "complete", "spherepde_version": __version__,
-                 "config_json": config_to_json(config),  # as in run.nc: β = ∞ stays a number
-                 "members_json": json.dumps([{"name": m.name, **m.values} for m in sweep.members]),
-                 "variables_not_collected": " ".join(sorted(skipped))}
-        out = xr.Dataset(data, coords=coords, attrs=attrs)
-    finally:
-        for ds in sets:
-            ds.close()
-    path = outdir / "sweep.nc"
-    tmp = outdir / "sweep.nc.part"
-    out.to_netcdf(tmp)
-    os.replace(tmp, path)  # a reader never sees a half-written sweep.nc
-    return path
-
-
-def select(ds, name: str, values: dict):
-    """The variable ``name`` of a sweep.nc dataset at the swept ``values`` ({key path: value}), as
-    a numpy array: each swept dimension the variable has is indexed at its value, one it does
-    not have (it does not depend on that key, :func:`collect`) is skipped.  KeyError naming the
-    value when it is not on the dimension."""
-    import numpy as np
-
-    var = ds[name]
-    for path, value in values.items():
-        dim = _dim_name(path)
-        if dim in var.dims:
-            hit = np.flatnonzero(ds[dim].values == value)
-            if not hit.size:
-                raise KeyError(f"{path} = {value!r} is not a member of the sweep "
-                               f"(values: {ds[dim].values.tolist()})")
-            var = var.isel({dim: int(hit[0])})
-    return var.values
-
-
-def member_runs(sweep_file: str | os.PathLike) -> list:
-    """The members of the sweep written to ``sweep_file`` as ({key path: value}, run.nc path),
-    in member order (the run.nc of each sits in ``members/NAME/`` beside sweep.nc)."""
-    import netCDF4
-
-    sweep_file = Path(sweep_file)
-    with netCDF4.Dataset(sweep_file) as ds:
-        members = json.loads(ds.getncattr("members_json"))
-    return [({k: v for k, v in m.items() if k != "name"},
-             sweep_file.parent / "members" / m["name"] / "run.nc") for m in members]
+    """Stack the members' ``run.nc`` into ``outdir/sweep.nc`` (:func:`~spherepde.io.runfile.write_sweep`)."""
+    return write_sweep(outdir, [(m.name, m.values) for m in sweep.members], sweep.dims, sweep.shape, config)
 
 
 def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, scheduler: str | None = None,

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from spherepde.experiments.config import (DEFAULT, RunConfig, apply_seed, apply_set, default_config,
+from spherepde.runs.config import (DEFAULT, RunConfig, apply_seed, apply_set, default_config,
                                           dumps_toml, load, parse_value, read_raw)
-from spherepde.experiments.initial import initial_density
+from spherepde.runs.initial import initial_density
 from spherepde.grids import CircleGrid, GaussGrid
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))

@@ -44,14 +44,25 @@ states for R transformer realisations).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
 import netCDF4
 import numpy as np
 
+from spherepde import __version__
 from spherepde.grids import GaussGrid
-from spherepde.io.netcdf import TIME_ATTRS, _attr_order, close_with_status, provenance_attrs, write_grid
+from spherepde.io.netcdf import (
+    TIME_ATTRS,
+    _attr_order,
+    close_with_status,
+    config_to_json,
+    open_dataset,
+    provenance_attrs,
+    write_grid,
+)
 
 #: restart-state variable of each representation and the dimensions after restart_slot
 RESTART_VARIABLES = {"density": "restart_density", "particles": "restart_position",
@@ -232,3 +243,229 @@ class RunFile:
 
 
 __all__ = ["RESTART_VARIABLES", "RunFile"]
+
+
+@dataclass
+class RestartState:
+    """What :func:`restart` read from the file it continues (see :func:`read_restart`)."""
+
+    source: Path
+    config: dict
+    times: np.ndarray
+    index: dict            # rep -> last complete output index (−1: not started)
+    state: dict            # rep -> its exact state at that output (None for −1)
+    rng_state: dict        # rep -> generator state (JSON dict) at that output, or None
+    rows: list             # names of the (time, …) variables (NaN where not written)
+    slots: dict            # restart variable -> (array (2, …), attributes)
+    snapshots: dict | None = None    # output index -> ρ the particles' W₂ needs (resume_snapshots)
+
+
+def read_restart(path: str | os.PathLike) -> RestartState:
+    """Read what a restart needs from a ``run.nc`` (ValueError naming the path when it is
+    missing, not NetCDF, not a spherepde run, or written without restart state)."""
+    import netCDF4
+
+    path = Path(path)
+    if not path.exists():
+        raise ValueError(f"--restart: no such file {str(path)!r}")
+    if path.is_dir():
+        raise ValueError(f"--restart: {str(path)!r} is a folder; give the run file, "
+                         f"{str(path / 'run.nc')!r}")
+    if not os.access(path, os.R_OK):
+        raise ValueError(f"--restart: {str(path)!r} is not readable")
+    try:
+        ds = netCDF4.Dataset(path, "r")
+    except OSError as err:
+        raise ValueError(f"--restart: {str(path)!r} is not a NetCDF file ({err})") from None
+    try:
+        ds.set_auto_mask(False)
+        attrs = ds.ncattrs()
+        title = ds.getncattr("title") if "title" in attrs else None
+        if "config_json" not in attrs or title != "spherepde run":
+            raise ValueError(f"--restart: {str(path)!r} is not a spherepde run file (no title "
+                             f"'spherepde run' and config_json; written by spherepde run)")
+        if "restart_slot" not in ds.dimensions:
+            raise ValueError(f"--restart: {str(path)!r} holds no restart state (written by an "
+                             f"older spherepde); run it again")
+        try:
+            config = json.loads(ds.getncattr("config_json"))
+        except json.JSONDecodeError as err:
+            raise ValueError(f"--restart: {str(path)!r}: config_json is not JSON ({err})") from None
+        times = np.array(ds["time"][:], dtype=float)
+        index, state, rng_state, slots = {}, {}, {}, {}
+        for rep, name in RESTART_VARIABLES.items():
+            if name not in ds.variables:
+                continue
+            v = ds[name]
+            k = int(v.getncattr("output_index"))
+            data = np.array(v[...], dtype=float)
+            slots[name] = (data, {a: v.getncattr(a) for a in v.ncattrs()
+                                  if a == "output_index" or a.startswith("rng_state_")})
+            index[rep] = k
+            state[rep] = None if k < 0 else data[k % 2]
+            key = f"rng_state_{k % 2}"
+            rng_state[rep] = json.loads(v.getncattr(key)) if k >= 0 and key in v.ncattrs() else None
+        rows = [name for name, v in ds.variables.items()
+                if v.dimensions[:1] == ("time",) and name != "time"]
+    finally:
+        ds.close()
+    return RestartState(path, config, times, index, state, rng_state, rows, slots)
+
+
+def copy_restart(file: RunFile, resume: RestartState) -> None:
+    """Copy the outputs (and the restart state) of the file being restarted into the new one,
+    one output at a time."""
+    import netCDF4
+
+    ds = file.dataset
+    k = ds.dimensions["time"].size
+    with netCDF4.Dataset(resume.source, "r") as src:
+        src.set_auto_mask(False)
+        for name in resume.rows:
+            if name in ds.variables:
+                v, m = src[name], min(k, src.dimensions["time"].size)
+                if v.ndim == 1:
+                    ds[name][:m] = v[:m]
+                else:
+                    for i in range(m):
+                        ds[name][i, ...] = v[i, ...]
+    for name, (data, attrs) in resume.slots.items():
+        if name in ds.variables:
+            ds[name][...] = data
+            ds[name].setncatts(attrs)
+    ds.sync()
+
+
+# ---- sweep.nc: the members' run.nc stacked along the swept keys ----------------------------
+#: swept keys whose dimension in sweep.nc has a short name: the realisation of the Brownian path
+#: is ``realisation``, so that a sweep over it reads as an ensemble (``spherepde ensemble``)
+DIM_NAMES = {"dynamics.noise.realisation": "realisation"}
+
+
+def sweep_dim(path: str) -> str:
+    """The name of the swept key ``path``'s dimension in sweep.nc."""
+    return DIM_NAMES.get(path, path.replace(".", "__"))
+
+
+def write_sweep(outdir: Path, members: list, dims: dict, shape: tuple, config: dict) -> Path:
+    """Stack the members' ``run.nc`` (``outdir/members/NAME/run.nc``) into ``outdir/sweep.nc``.
+
+    ``members``: (name, {key path: value}) in member order; ``dims``: {key path: swept values}
+    (one dimension each, named by :func:`sweep_dim`); ``shape``: the members' grid shape.  A
+    variable gets the swept dimensions it depends on (equal along the others: dropped); variables
+    that differ in shape between members are not collected (listed in the attribute
+    ``variables_not_collected``).  Written to ``sweep.nc.part`` and renamed, so a reader never sees
+    a half-written sweep.nc."""
+    import numpy as np
+    import xarray as xr
+
+    sets = [open_dataset(outdir / "members" / name / "run.nc") for name, _ in members]
+    try:
+        first = sets[0]
+        names = [sweep_dim(p) for p in dims]
+        coords = {d: _swept_coordinate(d, p, v) for d, (p, v) in zip(names, dims.items())}
+        data, skipped = {}, []
+        for name, var in first.data_vars.items():
+            if any(name not in ds or ds[name].shape != var.shape for ds in sets[1:]):
+                skipped.append(name)
+                continue
+            stacked = np.stack([ds[name].values for ds in sets]).reshape(tuple(shape) + var.shape)
+            kept = []
+            for d in names:  # drop each swept dimension the variable does not depend on
+                axis = len(kept)
+                first_slice = np.take(stacked, [0], axis=axis)
+                if np.array_equal(stacked, np.broadcast_to(first_slice, stacked.shape), equal_nan=True):
+                    stacked = np.squeeze(first_slice, axis=axis)
+                else:
+                    kept.append(d)
+            data[name] = xr.Variable(kept + list(var.dims), stacked, dict(var.attrs))
+        for name, coord in first.coords.items():
+            if all(name in ds.coords and ds[name].shape == coord.shape
+                   and np.array_equal(ds[name].values, coord.values) for ds in sets[1:]):
+                coords[name] = xr.Variable(coord.dims, coord.values, dict(coord.attrs))
+            else:
+                skipped.append(name)
+        attrs = {"Conventions": first.attrs.get("Conventions", "CF-1.8"),
+                 "title": "spherepde sweep", "status": "complete", "spherepde_version": __version__,
+                 "config_json": config_to_json(config),  # as in run.nc: β = ∞ stays a number
+                 "members_json": json.dumps([{"name": name, **values} for name, values in members]),
+                 "variables_not_collected": " ".join(sorted(skipped))}
+        out = xr.Dataset(data, coords=coords, attrs=attrs)
+    finally:
+        for ds in sets:
+            ds.close()
+    path = outdir / "sweep.nc"
+    tmp = outdir / "sweep.nc.part"
+    # CF 7.1: boundary variables carry no _FillValue (they are complete by construction)
+    bounds = {str(v.attrs["bounds"]) for v in out.variables.values() if "bounds" in v.attrs}
+    out.to_netcdf(tmp, encoding={b: {"_FillValue": None} for b in bounds if b in out.variables})
+    os.replace(tmp, path)  # a reader never sees a half-written sweep.nc
+    return path
+
+
+def _swept_coordinate(dim: str, path: str, values):
+    """The coordinate of one swept key (CF-clean: units on every coordinate, no strings): numbers
+    as they are (units "1"); text values as indices 0..n−1 with ``flag_values`` and
+    ``flag_meanings`` (the values, spaces as underscores) and ``swept_values_json``."""
+    import xarray as xr
+
+    values = list(values)
+    attrs = {"long_name": f"swept value of {path}", "units": "1"}
+    if any(isinstance(v, str) for v in values):
+        idx = np.arange(len(values), dtype=np.int32)
+        attrs.update(long_name=f"index of the swept value of {path}", flag_values=idx,
+                     flag_meanings=" ".join(str(v).replace(" ", "_") for v in values),
+                     swept_values_json=json.dumps(values))
+        return xr.Variable(dim, idx, attrs)
+    return xr.Variable(dim, np.asarray(values), attrs)
+
+
+def swept_values(ds, dim: str) -> list:
+    """The swept values along ``dim`` of a sweep.nc dataset (text values decoded from their
+    index coordinate)."""
+    coord = ds[dim]
+    if "swept_values_json" in coord.attrs:
+        return json.loads(coord.attrs["swept_values_json"])
+    return coord.values.tolist()
+
+
+def select(ds, name: str, values: dict):
+    """The variable ``name`` of a sweep.nc dataset at the swept ``values`` ({key path: value}), as
+    a numpy array: each swept dimension the variable has is indexed at its value, one it does
+    not have (it does not depend on that key, :func:`write_sweep`) is skipped.  KeyError naming the
+    value when it is not on the dimension."""
+    import numpy as np
+
+    var = ds[name]
+    for path, value in values.items():
+        dim = sweep_dim(path)
+        if dim in var.dims:
+            swept = swept_values(ds, dim)
+            hit = np.flatnonzero(np.asarray([v == value for v in swept]))
+            if not hit.size:
+                raise KeyError(f"{path} = {value!r} is not a member of the sweep (values: {swept})")
+            var = var.isel({dim: int(hit[0])})
+    return var.values
+
+
+def member_runs(sweep_file: str | os.PathLike) -> list:
+    """The members of the sweep written to ``sweep_file`` as ({key path: value}, run.nc path),
+    in member order (the run.nc of each sits in ``members/NAME/`` beside sweep.nc)."""
+    sweep_file = Path(sweep_file)
+    with netCDF4.Dataset(sweep_file) as ds:
+        members = json.loads(ds.getncattr("members_json"))
+    return [({k: v for k, v in m.items() if k != "name"},
+             sweep_file.parent / "members" / m["name"] / "run.nc") for m in members]
+
+
+def run_status(path: str | os.PathLike) -> tuple[str | None, dict | None]:
+    """(status, configuration) of a run.nc: ``status`` "running", "complete" or "interrupted";
+    (None, None) when the file is missing or unreadable."""
+    path = Path(path)
+    if not path.is_file():
+        return None, None
+    try:
+        with netCDF4.Dataset(path) as ds:
+            return getattr(ds, "status", None), json.loads(getattr(ds, "config_json", "null"))
+    except (OSError, ValueError):
+        return None, None

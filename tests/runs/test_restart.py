@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from spherepde.cli import main
-from spherepde.experiments.config import RunConfig
-from spherepde.experiments.run import restart, run
+from spherepde.runs.config import RunConfig
+from spherepde.runs.restart import restart
+from spherepde.runs.execute import run
 from spherepde.solvers import controller as controller_module
 
 EYE = np.eye(3).tolist()
@@ -128,14 +129,16 @@ def test_interrupted_run_restarts_to_the_uninterrupted_bits(tmp_path, monkeypatc
 
 
 def test_interrupt_in_the_particles_after_the_density_reuses_its_fields(tmp_path, monkeypatch):
-    """Density finished, particles stopped: w2_particles_density needs the stored density."""
+    """Density finished, particles stopped in the last interval (they advance in step, density
+    first: 4 steps of each per output, so step 30 is the particles' 2nd of the last interval):
+    w2_particles_density of the restarted particles needs the stored density."""
     raw = _cfg({"density": True, "particles": {"n": 12, "seed": 3}}, noise=True,
                diagnostics=("mass", "w2_particles_density"))
     run(RunConfig.from_dict(raw), tmp_path / "full", progress=False)
-    src = _interrupted(monkeypatch, raw, tmp_path / "cut", 16 + 6)  # 16 density steps, then 6
+    src = _interrupted(monkeypatch, raw, tmp_path / "cut", 4 * 4 + 3 * 4 + 2)
     with netCDF4.Dataset(src) as ds:
         assert int(ds["restart_density"].output_index) == 4
-        assert 0 <= int(ds["restart_position"].output_index) < 4
+        assert int(ds["restart_position"].output_index) == 3
     restart(src, output=tmp_path / "again", progress=False)
     _assert_same_file(tmp_path / "full" / "run.nc", tmp_path / "again" / "run.nc")
 
@@ -236,10 +239,10 @@ def test_restart_without_stored_fields_or_positions_uses_the_exact_state(tmp_pat
     raw = _cfg({"density": True, "particles": {"n": 12, "seed": 3}}, noise=True)
     raw["outputs"].update(fields=False, positions=False)
     run(RunConfig.from_dict(raw), tmp_path / "full", progress=False)
-    src = _interrupted(monkeypatch, raw, tmp_path / "cut", 10)
+    src = _interrupted(monkeypatch, raw, tmp_path / "cut", 10)  # in step: both stopped after output 1
     with netCDF4.Dataset(src) as ds:
         assert "density" not in ds.variables and "position" not in ds.variables
-        assert int(ds["restart_density"].output_index) == 2
+        assert int(ds["restart_density"].output_index) == int(ds["restart_position"].output_index) == 1
     restart(src, progress=False)
     _assert_same_file(tmp_path / "full" / "run.nc", tmp_path / "cut-restart" / "run.nc")
 
@@ -248,7 +251,7 @@ def test_w2_particles_density_without_stored_fields_is_refused(tmp_path, monkeyp
     raw = _cfg({"density": True, "particles": {"n": 12, "seed": 3}}, noise=True,
                diagnostics=("mass", "w2_particles_density"))
     raw["outputs"]["fields"] = False
-    src = _interrupted(monkeypatch, raw, tmp_path / "cut", 16 + 6)  # in the particles
+    src = _interrupted(monkeypatch, raw, tmp_path / "cut", 3 * 4 + 2 * 4 + 2)  # density at output 3, particles in 3
     err = _refused([src], capsys)
     assert "w2_particles_density" in err and "outputs.fields" in err
     assert not (tmp_path / "cut-restart").exists()  # refused before any file

@@ -12,9 +12,10 @@ import pytest
 from scipy.special import ive
 
 from spherepde.cli import main
-from spherepde.experiments.config import RunConfig, apply_set
-from spherepde.experiments.initial import sample_initial
-from spherepde.experiments.run import restart, run
+from spherepde.runs.config import RunConfig, apply_set
+from spherepde.runs.initial import sample_initial
+from spherepde.runs.restart import restart
+from spherepde.runs.execute import run
 from spherepde.io.netcdf import open_dataset
 from spherepde.solvers import controller as controller_module
 
@@ -202,8 +203,8 @@ def test_synchronisation_rate_of_the_d5_example_over_realisations(tmp_path):
     freedom: |t| > 4 has probability 0.1 %)."""
     import xarray as xr
 
-    from spherepde.experiments.config import read_raw
-    from spherepde.experiments.sweep import run_sweep
+    from spherepde.runs.config import read_raw
+    from spherepde.runs.sweep import run_sweep
     from spherepde.io.figures import RATE_FIT_FROM, log_slope, synchronisation_rate
     from spherepde.noise import NoiseKernel
 

@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from spherepde.experiments.config import RunConfig, apply_set
-from spherepde.experiments.run import run, transformer_anchors
+from spherepde.runs.config import RunConfig, apply_set
+from spherepde.runs.execute import run
+from spherepde.runs.build import transformer_anchors
 from spherepde.validation.metrics import interaction_energy
 
 EYE = np.eye(3).tolist()

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import xarray as xr
 
-from spherepde.experiments.config import RunConfig, apply_set, read_raw
-from spherepde.experiments.run import build
-from spherepde.experiments.sweep import expand, run_sweep
+from spherepde.runs.config import RunConfig, apply_set, read_raw
+from spherepde.runs.build import build
+from spherepde.runs.sweep import expand, run_sweep
 from spherepde.noise import BrownianPath
 
 SWEEP_EXAMPLES = sorted((Path(__file__).parents[2] / "examples" / "sweeps").glob("*.toml"))

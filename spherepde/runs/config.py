@@ -1093,5 +1093,6 @@ def default_config() -> RunConfig:
 
 __all__ = ["AttentionConfig", "DEFAULT", "DynamicsConfig", "GridConfig", "InitialConfig",
            "NoiseConfig", "OutputsConfig", "ParticlesConfig", "RepresentationsConfig", "RunConfig",
-           "SteppingConfig", "TransformerConfig", "apply_seed", "apply_set", "assign", "default_config", "dumps_toml", "load",
+           "SteppingConfig", "TransformerConfig", "apply_seed", "apply_set", "assign", "default_config", "dumps_toml",
+           "load",
            "parse_value", "read_raw"]

@@ -1,8 +1,8 @@
 """Ensembles of a run configuration over the realisations of its Brownian path (``spherepde ensemble``).
 
-An ensemble of R realisations is a sweep (:mod:`spherepde.experiments.sweep`) over
+An ensemble of R realisations is a sweep (:mod:`spherepde.runs.sweep`) over
 ``dynamics.noise.realisation`` = 0, 1, …, R − 1: member r runs the configuration
-(:mod:`spherepde.experiments.config`) on ``BrownianPath(seed, realisation = r)``, or with
+(:mod:`spherepde.runs.config`) on ``BrownianPath(seed, realisation = r)``, or with
 ``dynamics.noise.antithetic = true`` on the pairs (path j, −path j) for r = 2j, 2j + 1 (equal
 in law; odd powers of the noise cancel in pair means; R must then be even).  Every
 representation of the configuration (density, particles, transformer) runs on each path.  The
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.experiments.config import apply_seed
-from spherepde.experiments.sweep import _flatten, expand, finished_run, run_sweep
+from spherepde.runs.config import apply_seed
+from spherepde.runs.sweep import _flatten, expand, finished_run, run_sweep
 
 #: the embedded configuration of ``spherepde ensemble`` (module docstring)
 DEFAULT = {
@@ -129,8 +129,8 @@ def plot_ensemble_file(path: str | os.PathLike, output: str | os.PathLike | None
                        dpi: int = 120) -> dict:
     """``spherepde plot DIR/sweep.nc`` of an ensemble: :func:`plot_ensemble` of its members into
     ``output`` (default the file's folder); {"file", "figures"}."""
-    from spherepde.experiments.run import prepare_output
-    from spherepde.experiments.sweep import member_runs
+    from spherepde.runs.execute import prepare_output
+    from spherepde.runs.sweep import member_runs
 
     out = prepare_output(Path(path).parent if output is None else output)
     runs = [p for _, p in member_runs(path)]

@@ -1,0 +1,305 @@
+"""The objects of a run, built and checked from a RunConfig: :func:`build` → :class:`Model`.
+
+:func:`build` turns the configuration into the objects of a run (grid, ρ_0, attention, noise
+field and Brownian path, steppers, initial particles) — every error a ``ValueError`` naming the
+key path, before any file exists.  :func:`spherepde.runs.execute.run` then drives the
+representations in step through the output times with the same step sizes and, where there is
+noise, the same :class:`~spherepde.noise.BrownianPath`, so that all see the same increments ΔW
+over the same steps; each representation evaluates its own copy of the noise field.
+
+The velocity and noise formulas are those of :mod:`spherepde.dynamics.attention`
+(:class:`DensityAttention`, :class:`Attention`) and :mod:`spherepde.noise`; the steppers are
+``meanfield-ffsl`` / ``spde-ffsl`` (density), :class:`ParticleODE` (RK4) /
+:class:`ParticleSDE` (Heun: Stratonovich; Euler–Maruyama: Itô) for the particles, and
+:class:`DiscreteTransformer` (:class:`TransformerStepper`, one layer per step of Δt = t_end/L, the
+stepper of ``DiscreteTransformer.run``) for the transformer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from spherepde.dynamics.attention import Attention, DensityAttention
+from spherepde.grids import CircleGrid, GaussGrid
+from spherepde.grids.sampling import sample_density
+from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
+from spherepde.runs.config import RunConfig
+from spherepde.runs.initial import initial_density, sample_initial
+from spherepde.solvers import make_stepper
+from spherepde.solvers.eulerian.spde import SPDEFFSL
+from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, ParticleSDE, retract
+from spherepde.solvers.lagrangian.particles import ParticleStepper
+from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, points_from_density
+from spherepde.solvers.lagrangian.transformer import TransformerStepper
+from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight
+
+#: the stochastic calculus each stepper integrates (checked against dynamics.noise.calculus)
+DENSITY_CALCULUS = {"stratonovich": "stratonovich", "ito-euler": "ito"}
+PARTICLE_CALCULUS = {"heun": "stratonovich", "euler-maruyama": "ito"}
+
+
+
+
+# ---- the objects of a run -----------------------------------------------------------------
+@dataclass
+class Model:
+    """Everything :func:`run` needs, built and checked by :func:`build`.
+
+    grid : GaussGrid or CircleGrid (None for grid.kind = "none"); rho0 : grid.shape, mass 1
+    (None without a grid); times : (k,) output times;
+    dt : the fixed step; attention, noise, path : Attention / NoiseField / BrownianPath or None;
+    density : the density stepper or None; particles : ParticleStepper or None; x0 : (N, d);
+    transformer : TransformerStepper or None; z0 : its tokens (N_T, d), or (R, N_T, d) with
+    ``representations.transformer.realisations`` R (the same tokens in every realisation);
+    eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None; eigenspace_V : the same
+    for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None;
+    density0 : the density stepper's initial state (ρ_0 itself, or for ``lagrangian-remap`` its
+    points packed as :class:`~spherepde.solvers.lagrangian.remap.RemapStepper` rows);
+    kernel : the NoiseKernel of the exact point noise (grid.kind = "none"), else None;
+    weights : the particles' weights (N,) (representations.particles.initial = "quadrature"),
+    None for equal weights 1/N.
+    """
+
+    config: RunConfig
+    grid: Any
+    rho0: np.ndarray
+    times: np.ndarray
+    dt: float
+    attention: Attention | None
+    noise: NoiseField | None
+    path: BrownianPath | None
+    density: Any
+    particles: ParticleStepper | None
+    x0: np.ndarray | None
+    transformer: TransformerStepper | None
+    z0: np.ndarray | None
+    eigenspace: np.ndarray | None
+    eigenspace_V: np.ndarray | None = None
+    projection: tuple | None = None
+    density0: np.ndarray | None = None
+    kernel: NoiseKernel | None = None
+    weights: np.ndarray | None = None
+
+
+def _named(prefix: str, err: Exception) -> ValueError:
+    msg = str(err)
+    return ValueError(msg if msg.startswith(prefix) else f"{prefix}: {msg}")
+
+
+def build(config: RunConfig) -> Model:
+    """The objects of a run (see :class:`Model`); ValueError naming the key path on bad input."""
+    if not isinstance(config, RunConfig):
+        raise TypeError(f"config must be a RunConfig, got {type(config).__name__}")
+    g, st = config.grid, config.stepping
+    if g.kind == "none":
+        return _build_gridless(config)
+    grid = GaussGrid(g.nlat) if g.kind == "sphere" else CircleGrid(g.n)
+    rho0 = initial_density(config.initial, grid)
+    a = config.dynamics.attention
+    att = _attention(config)
+    # output i at i·output_every (not linspace(0, t_end)): the times are then a function of
+    # output_every and i alone, so a run extended by --restart hits the same times (bit for bit)
+    times = st.output_every * np.arange(st.n_outputs + 1, dtype=float)
+    if st.dt is not None:
+        dt = st.dt
+    else:  # |X| ≤ ‖V‖₂: the Courant number of the attention velocity stays ≤ courant
+        dx = grid.dlon if isinstance(grid, GaussGrid) else grid.dtheta
+        vnorm = float(np.linalg.norm(att.V, 2))
+        dt = min(st.courant * dx / vnorm, st.output_every) if vnorm > 0 else st.output_every
+    noise = path = None
+    n = config.dynamics.noise
+    if n is not None:
+        try:
+            kernel = NoiseKernel(n.activation, d=config.d, sigma_u=n.sigma_u, sigma_w=n.sigma_w)
+            noise = (NoiseField(kernel, nmax=n.n_max) if n.n_max is not None
+                     else NoiseField(kernel, variance_fraction=n.variance_fraction))
+        except (ValueError, TypeError) as err:
+            raise _named("dynamics.noise", err) from None
+        # each representation evaluates its own copy of the field: the evaluation cache
+        # (NoiseField.prime) then sees the same points whatever the order of the steps
+        nmax = noise.nmax
+        # antithetic: realisations 2j and 2j + 1 are path j and −path j (NoiseConfig)
+        r, flip = (n.realisation // 2, bool(n.realisation % 2)) if n.antithetic else (n.realisation, False)
+        path = BrownianPath(noise.shape, seed=n.seed, realisation=r, antithetic=flip,
+                            t1=st.t_end if n.horizon is None else n.horizon)
+        try:
+            SPDEFFSL(grid, noise=noise, path=path).check_dt(dt)
+        except ValueError as err:
+            raise _named("stepping.dt", err) from None
+
+    def own_noise() -> NoiseField | None:
+        """A new NoiseField equal to ``noise`` (one per representation, see above)."""
+        return None if noise is None else NoiseField(noise.kernel, nmax=nmax)
+
+    def particle_system(weights=None):
+        """The particle ODE/SDE of this model (the density points' and the particles' own)."""
+        return _particle_system(att, None if noise is None else n, config.d, weights,
+                                noise=own_noise(), path=path)
+
+    density = density0 = None
+    if config.representations.density and g.scheme == "lagrangian-remap":
+        x, w = points_from_density(grid, rho0)
+        remap = LagrangianRemap(particle_system(w), grid_nlat=g.remap_nlat or g.nlat,
+                                cells_per_width=g.cells_per_width, remap_every=g.remap_every)
+        density = RemapStepper(remap, grid, max(w.size, 2 * remap.grid_nlat ** 2))
+        density0 = density.pack(x, w)
+    elif config.representations.density:
+        try:
+            drift = None if att is None else DensityAttention(att, grid, method=a.method)
+        except (ValueError, ImportError) as err:
+            raise _named("dynamics.attention.method", err) from None
+        polar = {"polar": g.polar} if g.kind == "sphere" else {}
+        try:
+            if noise is None:
+                density = make_stepper("meanfield-ffsl", grid, drift, limiter=g.limiter, **polar)
+            else:
+                density = SPDEFFSL(grid, drift, noise=noise, path=path, scheme="stratonovich",
+                                   limiter=g.limiter, dt=dt, **polar)
+        except ValueError as err:
+            raise _named("grid.polar" if "cap_" in str(err) or "polar=" in str(err) else "grid.limiter",
+                         err) from None
+        if noise is not None and DENSITY_CALCULUS[density.scheme] != n.calculus:
+            raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the density stepper "
+                             f"{density.name} integrates the {DENSITY_CALCULUS[density.scheme]} form")
+    particles = x0 = weights = None
+    p = config.representations.particles
+    if p is not None:
+        if p.initial == "quadrature":  # the weighted cell centres of ρ_0 (no Monte Carlo error)
+            x0, weights = points_from_density(grid, rho0)
+        else:
+            x0 = retract(sample_density(grid, rho0, p.n, seed=_particle_seed(p, n)))
+        particles = ParticleStepper(particle_system(weights), x0.shape[0])
+    transformer = z0 = None
+    tc = config.representations.transformer
+    if tc is not None:
+        kw = {} if n is None else {"activation": n.activation, "sigma_u": n.sigma_u,
+                                   "sigma_w": n.sigma_w}
+        tr = DiscreteTransformer(d=config.d, depth=tc.depth, T=st.t_end, width=tc.width,
+                                 attention=att, **kw)
+        transformer = _transformer_stepper(tr, tc, n, own_noise(), path)
+        z0 = _token_state(tc, retract(sample_density(grid, rho0, tc.n, seed=tc.seed)))
+    basis, basis_v, projection = _reference_sets(config, att, grid, rho0)
+    return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
+                 transformer, z0, basis, basis_v, projection,
+                 density0=rho0 if density0 is None else density0, weights=weights)
+
+
+def _transformer_stepper(tr: DiscreteTransformer, tc, n=None, noise=None, path=None) -> TransformerStepper:
+    """The transformer on tokens (N_T, d) (or (R, N_T, d) with ``tc.realisations``), one layer per
+    step of Δt = t_end/L.  Realisation k uses noise realisation j = r + k, r =
+    ``dynamics.noise.realisation`` (``n``): for width m its layers are drawn in order from the
+    generator ``SeedSequence(tc.seed).spawn(j + 1)[j]``; for m = ∞ they are built from the
+    Brownian path j over the step (for k = 0 the run's ``path``: its noise is the increment
+    W(t + Δt) − W(t) the density and the particles see)."""
+    R = tc.realisations
+    if not tr.has_mlp:
+        return TransformerStepper(tr, tc.n, realisations=R)
+    first = 0 if n is None else n.realisation
+    js = range(first, first + tc.r)
+    if tr.is_gaussian:
+        paths = [path] + [BrownianPath(path.shape, seed=path.seed, t0=path.t0, t1=path.t1,
+                                       realisation=j, antithetic=path.antithetic) for j in js[1:]]
+        return TransformerStepper(tr, tc.n, realisations=R, noise=noise,
+                                  path=path if R is None else paths)
+    rngs = [np.random.default_rng(np.random.SeedSequence(tc.seed, spawn_key=(j,))) for j in js]
+    return TransformerStepper(tr, tc.n, realisations=R, rngs=rngs)
+
+
+def _token_state(tc, z: np.ndarray) -> np.ndarray:
+    """The transformer's initial state: the tokens z (N, d), or R copies (R, N, d)."""
+    return z if tc.realisations is None else np.broadcast_to(z, (tc.realisations, *z.shape)).copy()
+
+
+def transformer_anchors(n_outputs: int, depth: int) -> np.ndarray:
+    """For every output i = 0..K (K = ``n_outputs``), the output at which its tokens were reached:
+    i itself when the K output intervals hold whole layers (L a multiple of K), else (K a
+    multiple of L, q = K/L outputs per layer) ⌊i/q⌋·q, the output at the end of layer ⌊iL/K⌋:
+    output i holds X_{⌊iL/K⌋} (K + 1,)."""
+    i = np.arange(n_outputs + 1)
+    if depth % n_outputs == 0:
+        return i
+    q = n_outputs // depth
+    return (i // q) * q
+
+
+def _particle_seed(p, n) -> int:
+    """The seed of the particles' draw: ``p.seed``, or with ``p.per_realisation`` one derived from
+    (seed, noise realisation) by ``SeedSequence`` (a different draw for every realisation)."""
+    if not p.per_realisation:
+        return p.seed
+    return int(np.random.SeedSequence([p.seed, n.realisation]).generate_state(1)[0])
+
+
+def _particle_system(att, n, d: int, weights=None, **noise_source):
+    """ParticleODE (``n`` None: no noise) or ParticleSDE with the scheme of ``n.calculus`` and
+    the noise given by ``noise_source`` (a NoiseField and path, or an exact point kernel and
+    its seed); ValueError naming dynamics.noise.calculus if the scheme integrates another form."""
+    if n is None:
+        return ParticleODE(att, weights=weights)
+    method = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
+    system = ParticleSDE(att, method=method, d=d, weights=weights, **noise_source)
+    if PARTICLE_CALCULUS[system.method] != n.calculus:
+        raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the particle scheme "
+                         f"{system.method} integrates the {PARTICLE_CALCULUS[system.method]} form")
+    return system
+
+
+def _attention(config: RunConfig) -> Attention | None:
+    a = config.dynamics.attention
+    if a is None:
+        return None
+    try:
+        return Attention(np.array(a.Q), np.array(a.K), np.array(a.V), a.beta, kind=a.kind)
+    except (ValueError, TypeError) as err:
+        raise _named("dynamics.attention", err) from None
+
+
+def _reference_sets(config: RunConfig, att, grid, rho0) -> tuple:
+    """(eigenspace of VBᵀ, eigenspace of V, (e, a) of Π_#ρ_0) where the diagnostics need them."""
+    names = config.outputs.diagnostics
+    basis = top_eigenspace(att.A).basis if {"dist_eigenspace", "w2_projection"} & set(names) else None
+    basis_v = top_eigenspace(att.V, by_magnitude=True).basis if "dist_eigenspace_V" in names else None
+    projection = None
+    if "w2_projection" in names:
+        if basis.shape[1] != 1:
+            raise ValueError(f"outputs.diagnostics: 'w2_projection' needs a one-dimensional top "
+                             f"eigenspace of A = V Bᵀ, this one has dimension {basis.shape[1]}")
+        e = basis[:, 0]
+        projection = (e, two_point_weight(*as_measure(grid, rho0), e))
+    return basis, basis_v, projection
+
+
+def _build_gridless(config: RunConfig) -> Model:
+    """:func:`build` for ``grid.kind = "none"``: tokens on S^{d−1} sampled exactly
+    (:func:`sample_initial`), the noise the exact Gaussian field at the tokens
+    (``ParticleSDE(kernel=…)``, generator seeded by (noise seed, realisation)); no density."""
+    d, st = config.d, config.stepping
+    att = _attention(config)
+    times = st.output_every * np.arange(st.n_outputs + 1, dtype=float)
+    n, kernel = config.dynamics.noise, None
+    if n is not None:
+        try:
+            kernel = NoiseKernel(n.activation, d=d, sigma_u=n.sigma_u, sigma_w=n.sigma_w)
+        except (ValueError, TypeError) as err:
+            raise _named("dynamics.noise", err) from None
+    particles = x0 = None
+    p = config.representations.particles
+    if p is not None:
+        system = (_particle_system(att, None, d) if kernel is None else
+                  _particle_system(att, n, d, kernel=kernel, seed=[n.seed, n.realisation]))
+        particles = ParticleStepper(system, p.n)
+        x0 = sample_initial(config.initial, d, p.n, _particle_seed(p, n))
+    transformer = z0 = None
+    tc = config.representations.transformer
+    if tc is not None:
+        kw = {} if n is None else {"activation": n.activation, "sigma_u": n.sigma_u,
+                                   "sigma_w": n.sigma_w}
+        tr = DiscreteTransformer(d=d, depth=tc.depth, T=st.t_end, width=tc.width,
+                                 attention=att, **kw)
+        transformer = _transformer_stepper(tr, tc, n)
+        z0 = _token_state(tc, sample_initial(config.initial, d, tc.n, tc.seed))
+    basis, basis_v, projection = _reference_sets(config, att, None, None)
+    return Model(config, None, None, times, float(st.dt), att, None, None, None, particles, x0,
+                 transformer, z0, basis, basis_v, projection, kernel=kernel)

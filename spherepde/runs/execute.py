@@ -1,0 +1,258 @@
+"""Run a built model: every representation advances in step through the output times
+(one :class:`~spherepde.solvers.controller.Lane` each, :func:`~spherepde.solvers.controller.run_lanes`),
+writing run.nc, summary.json and config.toml."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from spherepde import __version__
+from spherepde.checks import check_output_dir
+from spherepde.io.runfile import RestartState, RunFile, copy_restart
+from spherepde.io.summary import jsonable
+from spherepde.runs.build import Model, build, transformer_anchors
+from spherepde.runs.config import RunConfig, dumps_toml
+from spherepde.runs.outputs import DensityOutput, ParticleOutput, series_attrs, series_names
+from spherepde.solvers.controller import Controller, Lane, run_lanes
+from spherepde.solvers.trackers import RunProgress
+from spherepde.validation.metrics import moment_degrees
+
+
+# ---- the run --------------------------------------------------------------------------------
+def prepare_output(outdir: str | os.PathLike) -> Path:
+    """Create the output folder; ValueError naming the path when it is a file or not writable."""
+    outdir = check_output_dir(outdir, "--output")
+    try:
+        outdir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ValueError(f"--output: cannot create the folder {str(outdir)!r}: "
+                         f"{err.strerror or err}") from None
+    if not os.access(outdir, os.W_OK | os.X_OK):
+        raise ValueError(f"--output: the folder {str(outdir)!r} is not writable")
+    return outdir
+
+
+def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) -> dict:
+    """Build, validate and run ``config``; write ``output/run.nc``, ``output/summary.json`` and
+    ``output/config.toml``; return the summary.
+
+    Nothing is created before the whole configuration is built (:func:`build`).  On
+    KeyboardInterrupt the file keeps every output written, the summary says
+    ``"interrupted": true``, and the interrupt is re-raised.
+    """
+    model = build(config)
+    outdir = prepare_output(output)
+    return _execute(model, outdir, progress=progress)
+
+
+def run_model(model: Model, output: str | os.PathLike, *, progress: bool = True) -> dict:
+    """:func:`run` of a model :func:`build` made (its steppers can be read afterwards)."""
+    return _execute(model, prepare_output(output), progress=progress)
+
+
+def _blas_one_thread(model: Model):
+    """A context that keeps BLAS on one thread for the exact point noise (``model.kernel``): its
+    N×N eigendecompositions (N ~ 10²) gain nothing from threads, and two OpenBLAS threads on
+    busy cores were measured 100–300× slower than one (1 s against 3 ms for N = 128 at load 9
+    on 2 cores).  Other runs (and a missing threadpoolctl) get a context that does nothing."""
+    if model.kernel is None:
+        return contextlib.nullcontext()
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        return contextlib.nullcontext()
+    return threadpool_limits(limits=1, user_api="blas")
+
+
+def _execute(model: Model, outdir: Path, *, progress: bool, resume: RestartState | None = None) -> dict:
+    """Run the representations of ``model`` into ``outdir`` (from where ``resume`` says)."""
+    with _blas_one_thread(model):
+        return _execute_run(model, outdir, progress=progress, resume=resume)
+
+
+def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartState | None) -> dict:
+    config = model.config
+    cfg = config.to_dict()
+    (outdir / "config.toml").write_text(dumps_toml(cfg))
+    nc = outdir / "run.nc"
+    reps = config.representations
+    n_part = None if model.particles is None else model.particles.grid.shape
+    n_tok = None if model.transformer is None else tuple(model.transformer.grid.shape[-2:])
+    tc = reps.transformer
+    weights = (None if n_part is None else model.weights if model.weights is not None
+               else np.full(n_part[0], 1.0 / n_part[0]))
+    static = {}
+    if model.attention is not None:
+        for name in ("Q", "K", "V"):
+            static[name] = (getattr(model.attention, name), ("dim_row", "dim_col"),
+                            {"units": "1", "long_name": f"attention matrix {name}"})
+    if "moments" in config.outputs.diagnostics:
+        for name, values in zip(("moment_l", "moment_m"),
+                                moment_degrees(config.d, config.outputs.moments_lmax)):
+            static[name] = (values, ("moment",), {"units": "1", "long_name": (
+                "degree l" if name == "moment_l" else "order m") + " of the harmonic moment "
+                "(S1: both are the wavenumber k)"})
+    names = series_names(model)
+    file = RunFile(nc, model.grid, model.times, config=cfg, seeds=config.seeds(),
+                   fields=reps.density and config.outputs.fields, particles=n_part,
+                   weights=weights, positions=config.outputs.positions, tokens=n_tok,
+                   token_realisations=None if tc is None else tc.realisations,
+                   series={k: series_attrs(k) for k in names}, static=static,
+                   density=reps.density,
+                   density_points=(model.density0.shape[0] if reps.density and
+                                   config.grid.scheme == "lagrangian-remap" else None),
+                   precision=config.outputs.precision)
+    summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
+                     "config_file": str(outdir / "config.toml"), "version": __version__,
+                     "seeds": config.seeds(), "dt": model.dt, "outputs": int(model.times.size),
+                     "interrupted": False}
+    if model.noise is not None:
+        summary["noise"] = {**model.noise.to_dict(), "calculus": config.dynamics.noise.calculus}
+    elif model.kernel is not None:
+        k = model.kernel
+        summary["noise"] = {"d": int(k.d), "sampler": "exact Gaussian field at the tokens",
+                            "kappa1": float(k.kappa1), "lambda_1": float(k.lambda_1),
+                            "calculus": config.dynamics.noise.calculus}
+    if resume is not None:
+        copy_restart(file, resume)
+        summary["restart"] = {"from": str(resume.source),
+                              "outputs_before": {k: v + 1 for k, v in resume.index.items()}}
+    t_start = time.perf_counter()
+    status = "interrupted"  # until every representation has reached t_end
+    bar = RunProgress(disable=None if progress else True)
+    lanes: list[_RepLane] = []
+    try:
+        lanes = _lanes(model, file, resume, bar)
+        run_lanes([rl.lane for rl in lanes if rl.lane is not None])
+        status = "complete"
+    except KeyboardInterrupt:
+        summary["interrupted"] = True
+        raise
+    finally:
+        bar.close()
+        summary.update({rl.rep: rl.summary() for rl in lanes})
+        file.close(status)
+        summary["seconds"] = round(time.perf_counter() - t_start, 2)
+        summary["config"] = cfg
+        (outdir / "summary.json").write_text(json.dumps(jsonable(summary), indent=2))
+    return summary
+
+
+@dataclass
+class _RepLane:
+    """One representation of a run: its controller lane (None when it was complete before a
+    restart), its output tracker, what its summary adds (``info``, and ``extra(state)`` at the
+    end), and the summary's name for its steps."""
+
+    rep: str
+    lane: Lane | None
+    output: Any
+    info: dict
+    extra: Any = None
+    steps: str = "steps"
+
+    def summary(self) -> dict:
+        if self.lane is None:
+            return {**self.info, self.steps: 0, "complete_before_restart": True}
+        res = self.lane.result(interrupted=not self.lane.done)
+        out = {**self.info, self.steps: res.n_steps, "seconds": round(res.wall_time, 2),
+               "step_seconds": round(res.step_time, 2)}
+        out.update({} if self.extra is None else self.extra(res.state))
+        return {**out, "final": self.output.last}
+
+
+def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunProgress) -> list[_RepLane]:
+    """The representations of ``model`` as controller lanes from where ``resume`` says: density,
+    particles, transformer, in the order each output time is handled (the particles' W₂ to
+    the density needs the density's snapshot of the same time)."""
+    config, times = model.config, model.times
+    last = times.size - 1
+
+    def begin(rep: str, initial: np.ndarray) -> tuple[int, np.ndarray]:
+        """(index of the first output to compute, state to start from)."""
+        if resume is None or resume.index.get(rep, -1) < 0:
+            return 0, initial
+        return resume.index[rep] + 1, resume.state[rep]
+
+    def lane(stepper, output, dt, first: int, state, t0: float, outs) -> Lane:
+        return Controller(stepper, [output, bar.tracker()], dt=dt).start(
+            state, (t0, times[-1]), output_times=outs)
+
+    lanes, dens = [], None
+    if model.density is not None:
+        keep = "w2_particles_density" in config.outputs.diagnostics
+        first, state = begin("density", model.density0)
+        given = {} if resume is None or not keep else resume.snapshots
+        dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
+        if first >= 2 and callable(getattr(model.density, "prime", None)):
+            model.density.prime()  # caches as the uninterrupted run's first steps left them
+        if first > 0 and dens.points:
+            model.density.resume(resume.rng_state["density"])  # the steps to the next remap
+        rl = _RepLane("density", None, dens, {"scheme": config.grid.scheme})
+        if first <= last:
+            rl.lane = lane(model.density, dens, model.dt, first, state, times[max(first - 1, 0)],
+                           times[first:])
+
+            def extra(state, dens=dens) -> dict:
+                out = {"mass_error": float(dens.mass(state)) - 1.0,
+                       "min_density": float(np.min(dens.field(state)))}
+                if dens.points:
+                    out.update(points=int(np.count_nonzero(state[:, 3])),
+                               **model.density.restart_info())
+                elif getattr(model.density.transport, "polar", "split") == "cap":
+                    out["cap_fallbacks"] = model.density.transport.cap_fallbacks
+                return out
+
+            rl.extra = extra
+        lanes.append(rl)
+    if model.particles is not None:
+        n_part = model.particles.grid.shape[0]
+        weights = model.weights if model.weights is not None else np.full(n_part, 1.0 / n_part)
+        first, state = begin("particles", model.x0)
+        sampler = getattr(model.particles.system, "sampler", None)
+        prng = None if sampler is None else sampler.rng  # the exact point noise draws from it
+        if first > 0 and prng is not None:
+            prng.bit_generator.state = resume.rng_state["particles"]
+        parts = ParticleOutput(file, model, weights,
+                               dens if dens is not None and dens.keep else None, start=first,
+                               rng=prng)
+        rl = _RepLane("particles", None, parts, {"n": n_part})
+        if first <= last:
+            rl.lane = lane(model.particles, parts, model.dt, first, state,
+                           times[max(first - 1, 0)], times[first:])
+        lanes.append(rl)
+    if model.transformer is not None:
+        ts, tc = model.transformer, config.representations.transformer
+        tr = ts.transformer
+        rngs = ts.rngs  # R generators (width m), restored from the file on a restart
+        first, state = begin("transformer", model.z0)
+        if first > 0 and rngs is not None:
+            saved = resume.rng_state["transformer"]
+            for g, st in zip(rngs, [saved] if tc.realisations is None else saved):
+                g.bit_generator.state = st
+        # output i holds the tokens reached at output anchor[i] (X_{⌊iL/K⌋}); the lane stops
+        # at the distinct anchors from output first on, and writes each one's outputs
+        anchor = transformer_anchors(last, tr.depth)
+        stops = np.unique(anchor[first:])
+        toks = ParticleOutput(file, model, np.full(tc.n, 1.0 / tc.n),
+                              prefix="transformer_", variable="transformer_position",
+                              rep="transformer", start=first,
+                              rng=None if rngs is None else (rngs[0] if tc.realisations is None else rngs),
+                              blocks=[[i for i in range(first, last + 1) if anchor[i] == a]
+                                      for a in stops])
+        rl = _RepLane("transformer", None, toks, {"n": tc.n, "realisations": tc.r,
+                                                  "depth": tr.depth, "width": tr.width},
+                      steps="layers")
+        if first <= last:
+            t0 = times[anchor[first - 1]] if first > 0 else times[0]
+            rl.lane = lane(ts, toks, tr.dt, first, state, t0, times[stops])
+        lanes.append(rl)
+    return lanes

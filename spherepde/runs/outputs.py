@@ -1,0 +1,210 @@
+"""The diagnostics of a run and the trackers that write them into run.nc at every output
+time (:class:`DensityOutput` for the density, :class:`ParticleOutput` for particles and tokens)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from spherepde.io.runfile import RunFile
+from spherepde.runs.build import Model
+from spherepde.solvers.lagrangian.remap import RemapStepper
+from spherepde.solvers.trackers import Tracker
+from spherepde.validation.metrics import (
+    as_measure,
+    dist_to_subspace,
+    interaction_energy,
+    moments,
+    w2_two_point,
+    w2_with_bound,
+)
+
+# ---- diagnostics and the trackers that write run.nc -------------------------------------
+SERIES_LONG_NAMES = {  # {what}: "the density", "the particles", "the transformer's tokens"
+    "mass": "total mass of {what} (integral of rho)",
+    "min_density": "minimum of {what} over the cells",
+    "max_density": "maximum of {what} over the cells",
+    "energy": "scaled interaction energy exp(-beta) E_beta of {what}",
+    "dist_eigenspace": "(int |P_perp x|^2 drho)^(1/2), distance of {what} to the top eigenspace of "
+                       "A = V B^T",
+    "dist_eigenspace_V": "distance of {what} to the eigenspace of V of largest |eigenvalue|",
+    "w2_projection": "W2 distance (chordal) of {what} to the projected initial measure "
+                     "a delta_e + (1 - a) delta_-e (Paper 1)",
+    "w2_particles_density": "W2 distance (chordal cost) between the particles and the density",
+    "moment_re": "real part of the harmonic moments int conj(Y_lm) d rho (S2) or "
+                 "int exp(-i k theta) d rho (S1) of {what}",
+    "moment_im": "imaginary part of the harmonic moments of {what}",
+}
+#: the (time, moment) variables of the diagnostic "moments" (the others are (time,))
+MOMENT_SERIES = ("moment_re", "moment_im")
+_WHAT = {"particles_": "the particles", "transformer_": "the transformer's tokens"}
+
+
+def series_attrs(name: str) -> dict:
+    """CF attributes of the (time,) variable ``name`` (e.g. ``particles_energy``)."""
+    what, base = "the density", name
+    for prefix, text in _WHAT.items():
+        if name.startswith(prefix) and name[len(prefix):] in SERIES_LONG_NAMES:
+            what, base = text, name[len(prefix):]
+    attrs = {"units": "1", "long_name": SERIES_LONG_NAMES[base].format(what=what)}
+    if base in MOMENT_SERIES:
+        attrs["dims"] = ("moment",)
+    return attrs
+
+
+def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
+    """name -> f(x, w) for the measure diagnostics in ``names`` (energy, dist_eigenspace, …);
+    ``moments`` (key ``PREFIXmoments``) returns the complex moments (moment,), which
+    :func:`_evaluate` writes as the two variables :data:`MOMENT_SERIES`."""
+    beta = model.config.energy_beta()
+    out = {}
+    if "moments" in names:
+        lmax = model.config.outputs.moments_lmax
+        out[prefix + "moments"] = lambda x, w: moments(x, w, lmax)
+    if "energy" in names:
+        out[prefix + "energy"] = lambda x, w: interaction_energy(x, w, beta)
+    if "dist_eigenspace" in names:
+        out[prefix + "dist_eigenspace"] = lambda x, w: dist_to_subspace(x, w, model.eigenspace)
+    if "dist_eigenspace_V" in names:
+        out[prefix + "dist_eigenspace_V"] = lambda x, w: dist_to_subspace(x, w, model.eigenspace_V)
+    if "w2_projection" in names:
+        e, a = model.projection
+        out[prefix + "w2_projection"] = lambda x, w: w2_two_point(x, w, e, a)
+    return out
+
+
+def _variables(key: str) -> list[str]:
+    """The run.nc variables of the measure diagnostic ``key`` (``PREFIXmoments``: two)."""
+    if key.endswith("moments"):
+        return [key[:-len("moments")] + m for m in MOMENT_SERIES]
+    return [key]
+
+
+def series_names(model: Model) -> list[str]:
+    """The diagnostic variables of run.nc for this model, in order ((time,), moments (time, moment))."""
+    names, cfg = model.config.outputs.diagnostics, model.config
+
+    def measures(prefix):
+        return [v for k in _measure_diagnostics(model, names, prefix) for v in _variables(k)]
+
+    out = [k for k in ("mass", "min_density", "max_density") if k in names]
+    if cfg.representations.density:
+        out += measures("")
+    if model.particles is not None:
+        out += measures("particles_")
+        if "w2_particles_density" in names:
+            out.append("w2_particles_density")
+    if model.transformer is not None:
+        out += measures("transformer_")
+    return out
+
+
+def _evaluate(measures: dict, x, w) -> dict:
+    """The diagnostics ``measures`` (name -> f(x, w)) of the measure (x, w) by variable: floats,
+    and the real and imaginary parts (moment,) of the moments (computed once)."""
+    out = {}
+    for k, f in measures.items():
+        v = f(x, w)
+        if k.endswith("moments"):
+            out.update(zip(_variables(k), (np.real(v), np.imag(v))))
+        else:
+            out[k] = float(v)
+    return out
+
+
+class DensityOutput(Tracker):
+    """Write ρ and its diagnostics at every output time; keeps the snapshots when ``keep``."""
+
+    name = "density-output"
+
+    def __init__(self, file: RunFile, model: Model, *, keep: bool = False, start: int = 0,
+                 snapshots: dict | None = None) -> None:
+        super().__init__()
+        self.file, self.model, self.keep, self.start = file, model, keep, start
+        grid, names, st = model.grid, model.config.outputs.diagnostics, model.density
+        # a field on the grid, or weighted points (lagrangian-remap) with their field and measure
+        self.points = isinstance(st, RemapStepper)
+        self.field = st.field if self.points else (lambda r: r)
+        self.measure = st.measure if self.points else (
+            lambda r: as_measure(grid, np.clip(r, 0.0, None)))
+        self.mass = st.mass if self.points else grid.integrate
+        self.scalars = {k: f for k, f in (("mass", self.mass),
+                                          ("min_density", lambda r: np.min(self.field(r))),
+                                          ("max_density", lambda r: np.max(self.field(r))))
+                        if k in names}
+        self.measures = _measure_diagnostics(model, names, "")
+        self.fields = model.config.outputs.fields
+        self._given = dict(snapshots or {})  # output index -> ρ, from the file being restarted
+        self.snapshots: dict[int, np.ndarray] = dict(self._given)
+        self.last: dict = {}
+
+    def initialize(self, state, t, info) -> None:
+        self.i, self.snapshots = self.start, dict(self._given)
+
+    def handle(self, state, t) -> None:
+        values = {k: float(f(state)) for k, f in self.scalars.items()}
+        if self.measures:
+            x, w = self.measure(state)
+            values.update(_evaluate(self.measures, x, w))
+        if self.fields:
+            values["density"] = self.field(state)
+            if self.points:
+                values["density_points"] = state  # the exact state behind the field
+        self.file.write(self.i, **values)
+        if self.keep:
+            self.snapshots[self.i] = np.array(state, copy=True)
+        self.file.save_state("density", self.i, state,
+                             self.model.density.restart_info() if self.points else None)
+        self.last = {k: v for k, v in values.items() if isinstance(v, float)}
+        self.i += 1
+
+
+class ParticleOutput(Tracker):
+    """Write the positions (variable ``variable``) and diagnostics (names starting ``prefix``) of
+    a weighted point set at every output time; W₂ against the kept density snapshots of a
+    :class:`DensityOutput` when given.  A state (R, N, d) (the transformer's realisations) gets
+    its diagnostics per realisation, (R,).  ``blocks``: the output indices each call writes
+    (default: one, counting from ``start``); ``rng``: a generator or a list of them whose states
+    are kept with the restart state."""
+
+    name = "particle-output"
+
+    def __init__(self, file: RunFile, model: Model, weights: np.ndarray,
+                 density: DensityOutput | None = None, *, prefix: str = "particles_",
+                 variable: str = "position", rep: str = "particles", start: int = 0,
+                 rng: np.random.Generator | list | None = None, blocks: list | None = None) -> None:
+        super().__init__()
+        self.file, self.model, self.w, self.density = file, model, weights, density
+        self.rep, self.start, self.rng, self.blocks = rep, start, rng, blocks
+        self.measures = _measure_diagnostics(model, model.config.outputs.diagnostics, prefix)
+        self.positions = model.config.outputs.positions
+        self.variable = variable
+        self.last: dict = {}
+
+    def initialize(self, state, t, info) -> None:
+        self.i = self.start
+
+    def _rng_state(self):
+        if self.rng is None:
+            return None
+        if isinstance(self.rng, list):
+            return [g.bit_generator.state for g in self.rng]
+        return self.rng.bit_generator.state
+
+    def handle(self, state, t) -> None:
+        if state.ndim == 3:  # realisations (R, N, d): each diagnostic per realisation
+            per = [_evaluate(self.measures, s, self.w) for s in state]
+            values = {k: np.array([v[k] for v in per], float) for k in per[0]}
+        else:
+            values = _evaluate(self.measures, state, self.w)
+        if self.density is not None:
+            x, w = self.density.measure(self.density.snapshots[self.i])
+            values["w2_particles_density"] = float(w2_with_bound(state, self.w, x, w).value)
+        if self.positions:
+            values[self.variable] = state
+        block = [self.i] if self.blocks is None else self.blocks[self.i - self.start]
+        for i in block:
+            self.file.write(i, **values)
+            self.file.save_state(self.rep, i, state, self._rng_state())
+        self.last = {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in values.items()
+                     if k != self.variable and not k.endswith(MOMENT_SERIES)}
+        self.i += 1
