@@ -202,6 +202,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     val = sub.add_parser("validate", help="standard test suites")
     vsub = val.add_subparsers(dest="suite", required=True)
+    from spherepde.runs.config import SCHEMES  # the one list of density schemes
     _transport_parser(vsub, "transport", "one standard transport test, error norms after one period", many=False)
     _transport_parser(vsub, "convergence", "a transport test at several resolutions, with fitted orders", many=True)
     sp = vsub.add_parser("sync-path", help="Paper 2: noise-only SPDE vs the exact pushforward on one "
@@ -211,7 +212,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--dt", type=float, default=0.01, help="time step (default 0.01)")
     sp.add_argument("--seed", type=int, default=0, help="Brownian path seed (default 0)")
     sp.add_argument("--realisation", type=int, default=0, help="realisation of that seed (default 0)")
-    sp.add_argument("--scheme", default="lagrangian-remap", choices=("lagrangian-remap", "ffsl-ppm"),
+    sp.add_argument("--scheme", default="lagrangian-remap", choices=SCHEMES,
                     help="density scheme (default lagrangian-remap: weighted points remapped onto "
                          "a grid adapted to the mass; ffsl-ppm: finite volumes on the fixed grid)")
     sp.add_argument("--polar", default="auto", choices=("auto", "split", "cap"),

@@ -139,8 +139,10 @@ def test_run_with_config_file(tmp_path, capsys):
     assert open_dataset(tmp_path / "o" / "run.nc").sizes["time"] == 3
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["density"]["steps"] == res["density"]["steps"]
-    assert read_config(tmp_path / "o" / "run.nc")["grid"] == {"kind": "circle", "n": 32,
-                                                             "scheme": "ffsl-ppm", "limiter": "positive"}
+    stored = read_config(tmp_path / "o" / "run.nc")
+    assert stored["grid"] == {"kind": "circle", "n": 32}
+    assert stored["representations"]["density"] == {"scheme": "ffsl-ppm", "limiter": "positive",
+                                                    "polar": "auto"}
 
 
 def test_run_refuses_unknown_config_key(tmp_path, capsys):

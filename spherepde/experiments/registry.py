@@ -102,10 +102,10 @@ def _particle_counts(v: list) -> tuple:
 
 
 def _density_scheme(v: str) -> str:
-    from spherepde.experiments.synchronization import DENSITY_SCHEMES
+    from spherepde.runs.config import SCHEMES
 
-    if v not in DENSITY_SCHEMES:
-        raise ValueError(f"--density-scheme must be one of {list(DENSITY_SCHEMES)}, got {v!r}")
+    if v not in SCHEMES:
+        raise ValueError(f"--density-scheme must be one of {list(SCHEMES)}, got {v!r}")
     return v
 
 

@@ -19,7 +19,7 @@ time; ``decades`` = log₁₀ E_ref(0)/E_ref(t_end); ``rate_*`` the least-square
 the second half of the run, against ``two_lambda_1``.
 
 How it runs: a ``spherepde run`` configuration plus analysis.  :meth:`SyncPathConfig.run_config`
-is the run (density with ``grid.scheme``; the reference as ``representations.particles.initial
+is the run (density with ``representations.density.scheme``; the reference as ``representations.particles.initial
 = "quadrature"``, whose weights run.nc keeps in ``weight(particle)``; the energy of both,
 ``energy`` and ``particles_energy``); :func:`run_sync_path` runs it through
 :mod:`spherepde.runs` — each representation driven by the one run loop, the
@@ -53,10 +53,11 @@ from pathlib import Path
 
 import numpy as np
 
-#: schemes this validation runs: weighted Lagrangian points with a conservative remap onto a
-#: cluster-adapted grid (solvers.lagrangian.remap; the default, as grid.scheme of spherepde run),
-#: and the finite-volume SPDE solver on the Gauss grid (ffsl-ppm, kept for comparison)
-SCHEMES = ("lagrangian-remap", "ffsl-ppm")
+# the density schemes (runs.config.SCHEMES) this validation runs: weighted Lagrangian points with
+# a conservative remap onto a cluster-adapted grid (solvers.lagrangian.remap; the default here)
+# and the finite-volume SPDE solver on the Gauss grid (ffsl-ppm, kept for comparison)
+from spherepde.runs.config import SCHEMES
+
 #: the set-up of the module docstring: ρ₀ = vMF(DIRECTION, CONCENTRATION), ReLU noise σ_U = σ_W =
 #: SIGMA truncated at degree N_MAX
 DIRECTION, CONCENTRATION, SIGMA, N_MAX = (0.48, 0.6, 0.64), 10.0, 0.5, 4
@@ -109,16 +110,16 @@ class SyncPathConfig:
 
     def run_config(self) -> dict:
         """The ``spherepde run`` configuration (a raw dict, :class:`~spherepde.runs.config
-        .RunConfig`) of this run: the density with ``grid.scheme`` = ``scheme`` beside the
-        reference, ``representations.particles.initial = "quadrature"`` (the weighted cell
+        .RunConfig`) of this run: the density with ``representations.density.scheme`` =
+        ``scheme`` beside the reference, ``representations.particles.initial = "quadrature"`` (the weighted cell
         centres of ρ₀ on the same Brownian path), and the energy of both at every output."""
-        return {"grid": {"kind": "sphere", "nlat": self.nlat, "scheme": self.scheme,
-                         "polar": self.polar},
+        return {"grid": {"kind": "sphere", "nlat": self.nlat},
                 "initial": {"kind": "vmf", "centres": [list(DIRECTION)], "kappas": [CONCENTRATION]},
                 "dynamics": {"noise": {"activation": "relu", "sigma_u": SIGMA, "sigma_w": SIGMA,
                                        "n_max": N_MAX, "seed": self.seed,
                                        "realisation": self.realisation}},
-                "representations": {"density": True, "particles": {"initial": "quadrature"}},
+                "representations": {"density": {"scheme": self.scheme, "polar": self.polar},
+                                    "particles": {"initial": "quadrature"}},
                 "stepping": {"t_end": self.t_end, "dt": self.dt, "output_every": self.output_every},
                 "outputs": {"fields": False, "positions": False, "diagnostics": ["mass", "energy"],
                             "energy_beta": self.beta}}
@@ -138,7 +139,7 @@ def _state_checks(model, state) -> dict:
     """Mass error and extreme densities of the final state (points: extreme weights, the
     number of points and of remaps)."""
     stepper = model.density
-    if model.config.grid.scheme == "ffsl-ppm":
+    if model.config.representations.density.scheme == "ffsl-ppm":
         return {"mass_error": float(model.grid.integrate(state) - 1.0),
                 "min_density": float(state.min()), "max_density": float(state.max()),
                 "substeps": stepper.substeps, "cap_fallbacks": stepper.transport.cap_fallbacks}

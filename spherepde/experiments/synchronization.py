@@ -28,12 +28,12 @@ from spherepde.runs.sweep import local_client
 from spherepde.io.plots import _plt
 from spherepde.io.summary import finish_summary, summary_on_interrupt
 from spherepde.validation.fits import log_rate
+from spherepde.runs.config import SCHEMES
 
 
 #: the density schemes of the S² part: weighted points remapped onto a grid adapted to the mass
 #: (a sweep of ``spherepde run`` configurations over the noise realisation), or the
 #: finite-volume SPDE ensemble on the fixed Gauss grid
-DENSITY_SCHEMES = ("lagrangian-remap", "ffsl-ppm")
 
 
 @dataclass(frozen=True)
@@ -62,8 +62,8 @@ class SynchronizationConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.density_scheme not in DENSITY_SCHEMES:
-            raise ValueError(f"density_scheme must be one of {list(DENSITY_SCHEMES)}, got "
+        if self.density_scheme not in SCHEMES:
+            raise ValueError(f"density_scheme must be one of {list(SCHEMES)}, got "
                              f"{self.density_scheme!r}")
 
     @classmethod
@@ -229,15 +229,16 @@ def _sync_min_nlat() -> int:
 
 
 def _density_run_config(config: SynchronizationConfig) -> dict:
-    """The ``spherepde run`` configuration of one noise-only S² path (grid.scheme =
-    ``density_scheme``), with a ``[sweep]`` over the realisations of the Brownian path."""
+    """The ``spherepde run`` configuration of one noise-only S² path
+    (representations.density.scheme = ``density_scheme``), with a ``[sweep]`` over the
+    realisations of the Brownian path."""
     sigma, n_out = config.density_sigma, max(6, int(round(config.density_t_end / 0.1)))
-    return {"grid": {"kind": "sphere", "nlat": config.density_nlat, "scheme": config.density_scheme},
+    return {"grid": {"kind": "sphere", "nlat": config.density_nlat},
             "initial": {"kind": "vmf", "centres": [[0.48, 0.6, 0.64]],
                         "kappas": [config.density_concentration]},
             "dynamics": {"noise": {"activation": "relu", "sigma_u": sigma, "sigma_w": sigma,
                                    "variance_fraction": 0.999, "seed": config.seed}},
-            "representations": {"density": True},
+            "representations": {"density": {"scheme": config.density_scheme}},
             "stepping": {"t_end": config.density_t_end, "dt": config.density_dt,
                          "output_every": config.density_t_end / n_out},
             "outputs": {"diagnostics": ["mass", "energy"], "energy_beta": config.beta},

@@ -22,7 +22,7 @@ Layout (the grid description and provenance attributes of :mod:`spherepde.io.net
             Q, K, V(dim_row, dim_col)   the attention matrices
             restart_density(restart_slot, lat, lon), restart_position(restart_slot, particle, dim),
             (restart_density(restart_slot, density_point, xyzw): the rows (x, y, z, w) of a
-            density of weighted points, grid.scheme = "lagrangian-remap"),
+            density of weighted points, representations.density.scheme = "lagrangian-remap"),
             restart_transformer_position(restart_slot, [transformer_realisation,] token, dim)
                                         the exact state of each representation at its last
                                         complete output (for ``spherepde run --restart``)
@@ -109,7 +109,7 @@ class RunFile:
     density : bool, optional
         Whether the density is run (its restart state is kept); default ``fields``.
     density_points : int, optional
-        For a density of weighted points (``grid.scheme = "lagrangian-remap"``): the number M
+        For a density of weighted points (``representations.density.scheme = "lagrangian-remap"``): the number M
         of rows (x, y, z, w) of its state, stored as ``density_points`` (with ``fields``) and
         kept as ``restart_density(restart_slot, density_point, xyzw)`` instead of a field.
     """

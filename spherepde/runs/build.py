@@ -139,10 +139,11 @@ def build(config: RunConfig) -> Model:
                                 noise=own_noise(), path=path)
 
     density = density0 = None
-    if config.representations.density and g.scheme == "lagrangian-remap":
+    dc = config.representations.density  # the density's numerics (None: no density)
+    if dc is not None and dc.scheme == "lagrangian-remap":
         x, w = points_from_density(grid, rho0)
-        remap = LagrangianRemap(particle_system(w), grid_nlat=g.remap_nlat or g.nlat,
-                                cells_per_width=g.cells_per_width, remap_every=g.remap_every)
+        remap = LagrangianRemap(particle_system(w), grid_nlat=dc.remap_nlat or g.nlat,
+                                cells_per_width=dc.cells_per_width, remap_every=dc.remap_every)
         density = RemapStepper(remap, grid, max(w.size, 2 * remap.grid_nlat ** 2))
         density0 = density.pack(x, w)
     elif config.representations.density:
@@ -150,15 +151,16 @@ def build(config: RunConfig) -> Model:
             drift = None if att is None else DensityAttention(att, grid, method=a.method)
         except (ValueError, ImportError) as err:
             raise _named("dynamics.attention.method", err) from None
-        polar = {"polar": g.polar} if g.kind == "sphere" else {}
+        polar = {"polar": dc.polar} if g.kind == "sphere" else {}
         try:
             if noise is None:
-                density = make_stepper("meanfield-ffsl", grid, drift, limiter=g.limiter, **polar)
+                density = make_stepper("meanfield-ffsl", grid, drift, limiter=dc.limiter, **polar)
             else:
                 density = SPDEFFSL(grid, drift, noise=noise, path=path, scheme="stratonovich",
-                                   limiter=g.limiter, dt=dt, **polar)
+                                   limiter=dc.limiter, dt=dt, **polar)
         except ValueError as err:
-            raise _named("grid.polar" if "cap_" in str(err) or "polar=" in str(err) else "grid.limiter",
+            raise _named("representations.density.polar" if "cap_" in str(err) or "polar=" in str(err)
+                         else "representations.density.limiter",
                          err) from None
         if noise is not None and DENSITY_CALCULUS[density.scheme] != n.calculus:
             raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the density stepper "

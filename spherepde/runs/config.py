@@ -2,14 +2,15 @@
 
 A run is described by one :class:`RunConfig`, a tree of frozen dataclasses::
 
-    grid             kind (sphere | circle | none), nlat (sphere) or n (circle), scheme (ffsl-ppm |
-                     lagrangian-remap) and its keys (limiter; remap_every, cells_per_width,
-                     remap_nlat); dimension (none: tokens on S^{d−1}, d ≥ 4, particles/transformer only)
+    grid             kind (sphere | circle | none), nlat (sphere) or n (circle); dimension (none:
+                     tokens on S^{d−1}, d ≥ 4, particles/transformer only)
     initial          kind (uniform | cosine | vmf | low-mode | netcdf) and that kind's keys
     dynamics
       attention      Q, K, V (d×d; d = 3 on S², 2 on S¹), beta (> 0, inf allowed), kind, method
       noise          activation, sigma_u, sigma_w, n_max or variance_fraction, seed, calculus
-    representations  density (true/false); particles (n, seed; or initial = "quadrature": the
+    representations  density (true/false, or a table: scheme (ffsl-ppm | lagrangian-remap) and its
+                     keys: limiter, polar; remap_every, cells_per_width, remap_nlat);
+                     particles (n, seed; or initial = "quadrature": the
                      weighted cell centres of ρ_0) on the same noise path;
                      transformer (depth L, width m or inf, n, seed, realisations)
     stepping         t_end, dt or courant, output_every
@@ -252,43 +253,30 @@ class _Section:
 @dataclass(frozen=True)
 class GridConfig(_Section):
     """The grid: ``kind = "sphere"`` (Gauss–Legendre, ``nlat`` even latitudes, 2·nlat
-    longitudes; d = 3) or ``"circle"`` (``n`` uniform cells; d = 2), and the density ``scheme``:
-
-    * ``"ffsl-ppm"``: finite volumes on that grid, with its PPM ``limiter`` and, on the sphere,
-      its treatment of the ``polar`` rings: ``"cap"`` (the positive unsplit polar cap of
-      :mod:`spherepde.solvers.eulerian.polar_cap`, min(4, nlat/4) rings, its buffer sized to
-      the noise increments with ``dynamics.noise``), ``"split"`` (the split step alone) or
-      ``"auto"`` (default: the cap from nlat 8 on, the split below);
-    * ``"lagrangian-remap"`` (sphere): weighted points moved by the particle ODE/SDE, remapped
-      every ``remap_every`` steps onto a grid of ``remap_nlat`` (default ``nlat``) rings whose
-      pole sits on the mass and whose polar cells are stretched so ``cells_per_width`` of them
-      span the rms width (:mod:`spherepde.solvers.lagrangian.remap`); the output field is the
-      points' mass per cell of the ``nlat`` Gauss grid.
-
-    A key of the other scheme is ignored (and kept at its default), so that a sweep can switch
-    ``grid.scheme``.  ``kind = "none"``: no grid, tokens on S^{d−1} ⊂ R^d with
-    d = ``dimension`` (4..1024), for the representations that need none (particles, the
-    discrete transformer); the density is refused there, ρ_0 is sampled exactly (uniform,
-    cosine, vmf) and the noise is the exact Gaussian field at the tokens
-    (:class:`~spherepde.solvers.lagrangian.sde.PointGaussianNoise`)."""
+    longitudes; d = 3), ``"circle"`` (``n`` uniform cells; d = 2) or ``"none"``: no grid,
+    tokens on S^{d−1} ⊂ R^d with d = ``dimension`` (4..1024), for the representations that need
+    none (particles, the discrete transformer); the density is refused there, ρ_0 is sampled
+    exactly (uniform, cosine, vmf) and the noise is the exact Gaussian field at the tokens
+    (:class:`~spherepde.solvers.lagrangian.sde.PointGaussianNoise`).  The density's numerics
+    (scheme, limiter, polar rings, remap) are keys of ``representations.density``."""
 
     PATH: ClassVar[str] = "grid"
-    KIND_KEYS: ClassVar[dict] = {"sphere": ("nlat", "scheme", "limiter", "polar",
-                                            *SCHEME_KEYS["lagrangian-remap"]),
-                                 "circle": ("n", "scheme", "limiter"),
-                                 "none": ("dimension",)}
+    KIND_KEYS: ClassVar[dict] = {"sphere": ("nlat",), "circle": ("n",), "none": ("dimension",)}
     KIND_REQUIRED: ClassVar[dict] = {"none": ("dimension",)}
 
     kind: str = "sphere"
     nlat: int = 24
     n: int = 128
-    scheme: str = "ffsl-ppm"
-    limiter: str = "positive"
-    polar: str = "auto"
-    remap_every: int = 25
-    cells_per_width: float = 8.0
-    remap_nlat: int | None = None
     dimension: int | None = None
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]):
+        if isinstance(data, Mapping):
+            for key in data:
+                if key in DensityConfig.keys():
+                    raise ValueError(f"grid.{key}: moved to representations.density.{key} (the "
+                                     f"density's numerics are keys of its representation)")
+        return super().from_dict(data)
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -297,21 +285,6 @@ class GridConfig(_Section):
         if self.nlat % 2:
             raise ValueError(f"{p}.nlat: must be an even integer in 4..{MAX_NLAT}, got {self.nlat}")
         check_int(f"{p}.n", self.n, 4, MAX_CIRCLE_N)
-        check_choice(f"{p}.scheme", self.scheme, SCHEMES)
-        if self.scheme == "lagrangian-remap" and self.kind != "sphere":
-            raise ValueError(f"{p}.scheme: 'lagrangian-remap' needs {p}.kind = 'sphere', got "
-                             f"{self.kind!r} (use 'ffsl-ppm')")
-        check_choice(f"{p}.limiter", self.limiter, LIMITERS)
-        check_choice(f"{p}.polar", self.polar, POLAR)
-        check_int(f"{p}.remap_every", self.remap_every, 1, 1_000_000)
-        _set(self, "cells_per_width", check_float(f"{p}.cells_per_width", self.cells_per_width,
-                                                  lo=0.5, hi=1000.0))
-        if self.remap_nlat is not None:
-            check_int(f"{p}.remap_nlat", self.remap_nlat, 4, MAX_NLAT)
-        for scheme, keys in SCHEME_KEYS.items():
-            if scheme != self.scheme:
-                for key in keys:
-                    _set(self, key, self.__dataclass_fields__[key].default)
         if self.kind != "none":
             if self.dimension is not None:
                 raise ValueError(f"{p}.dimension: not used with {p}.kind = {self.kind!r} (d = "
@@ -325,10 +298,6 @@ class GridConfig(_Section):
         except ValueError as err:
             raise ValueError(f"{err} (d = 3 has grid.kind = 'sphere', d = 2 'circle'; with "
                              f"representations.density = false they run particles alone)") from None
-
-    def _kept(self) -> list[str]:
-        other = [k for s, keys in SCHEME_KEYS.items() if s != self.scheme for k in keys]
-        return [k for k in super()._kept() if k not in other]
 
     @property
     def d(self) -> int:
@@ -654,20 +623,72 @@ class TransformerConfig(_Section):
 
 
 @dataclass(frozen=True)
+class DensityConfig(_Section):
+    """The density representation (``representations.density = true`` for the defaults, a
+    table to choose, ``false`` for none) and its numerics, by ``scheme``:
+
+    * ``"ffsl-ppm"``: finite volumes on the grid, with its PPM ``limiter`` and, on the sphere,
+      its treatment of the ``polar`` rings: ``"cap"`` (the positive unsplit polar cap of
+      :mod:`spherepde.solvers.eulerian.polar_cap`, min(4, nlat/4) rings, its buffer sized to
+      the noise increments with ``dynamics.noise``), ``"split"`` (the split step alone) or
+      ``"auto"`` (default: the cap from nlat 8 on, the split below);
+    * ``"lagrangian-remap"`` (sphere): weighted points moved by the particle ODE/SDE, remapped
+      every ``remap_every`` steps onto a grid of ``remap_nlat`` (default ``grid.nlat``) rings
+      whose pole sits on the mass and whose polar cells are stretched so ``cells_per_width`` of
+      them span the rms width (:mod:`spherepde.solvers.lagrangian.remap`); the output field is
+      the points' mass per cell of the ``grid.nlat`` Gauss grid.
+
+    A key of the other scheme is ignored (and kept at its default), so that a sweep can switch
+    ``representations.density.scheme``."""
+
+    PATH: ClassVar[str] = "representations.density"
+
+    scheme: str = "ffsl-ppm"
+    limiter: str = "positive"
+    polar: str = "auto"
+    remap_every: int = 25
+    cells_per_width: float = 8.0
+    remap_nlat: int | None = None
+
+    def __post_init__(self) -> None:
+        p = self.PATH
+        check_choice(f"{p}.scheme", self.scheme, SCHEMES)
+        check_choice(f"{p}.limiter", self.limiter, LIMITERS)
+        check_choice(f"{p}.polar", self.polar, POLAR)
+        check_int(f"{p}.remap_every", self.remap_every, 1, 1_000_000)
+        _set(self, "cells_per_width", check_float(f"{p}.cells_per_width", self.cells_per_width,
+                                                  lo=0.5, hi=1000.0))
+        if self.remap_nlat is not None:
+            check_int(f"{p}.remap_nlat", self.remap_nlat, 4, MAX_NLAT)
+        for scheme, keys in SCHEME_KEYS.items():
+            if scheme != self.scheme:
+                for key in keys:
+                    _set(self, key, self.__dataclass_fields__[key].default)
+
+    def _kept(self) -> list[str]:
+        other = [k for s, keys in SCHEME_KEYS.items() if s != self.scheme for k in keys]
+        return [k for k in super()._kept() if k not in other]
+
+
+@dataclass(frozen=True)
 class RepresentationsConfig(_Section):
-    """What is run side by side: the density (``density = true``), particles (the limit ODE/SDE)
-    and the discrete transformer, each optional."""
+    """What is run side by side: the density (a table of its numerics, ``true`` for the
+    defaults), particles (the limit ODE/SDE) and the discrete transformer, each optional
+    (``false`` or absent: not run; the density is run unless it is ``false``)."""
 
     PATH: ClassVar[str] = "representations"
-    SUBSECTIONS: ClassVar[dict] = {"particles": ParticlesConfig, "transformer": TransformerConfig}
-    OPTIONAL: ClassVar[tuple] = ("particles", "transformer")
+    SUBSECTIONS: ClassVar[dict] = {"density": DensityConfig, "particles": ParticlesConfig,
+                                   "transformer": TransformerConfig}
+    OPTIONAL: ClassVar[tuple] = ("density", "particles", "transformer")
 
-    density: bool = True
+    density: DensityConfig | None = field(default_factory=DensityConfig)
     particles: ParticlesConfig | None = None
     transformer: TransformerConfig | None = None
 
     def __post_init__(self) -> None:
-        check_bool(f"{self.PATH}.density", self.density)
+        if self.density is not None and not isinstance(self.density, DensityConfig):
+            raise ValueError(f"{self.PATH}.density: true, false or a table of its keys "
+                             f"({DensityConfig.keys()}), got {self.density!r}")
         for key, cls in self.SUBSECTIONS.items():
             v = getattr(self, key)
             if v is not None and not isinstance(v, cls):
@@ -675,6 +696,12 @@ class RepresentationsConfig(_Section):
         if not self.density and self.particles is None and self.transformer is None:
             raise ValueError("representations: nothing to run; set representations.density = true "
                              "and/or give representations.particles or representations.transformer")
+
+    def to_dict(self) -> dict:
+        out = super().to_dict()
+        if self.density is None:  # absent would mean the default density
+            out = {"density": False, **out}
+        return out
 
 
 @dataclass(frozen=True)
@@ -800,6 +827,14 @@ class RunConfig(_Section):
         reps, step, out = self.representations, self.stepping, self.outputs
         if kind == "none":
             self._check_gridless()
+        dens = reps.density
+        if dens is not None and kind != "sphere":
+            if dens.scheme == "lagrangian-remap":
+                raise ValueError(f"representations.density.scheme: 'lagrangian-remap' needs "
+                                 f"grid.kind = 'sphere', got {kind!r} (use 'ffsl-ppm')")
+            if dens.polar != "auto":
+                raise ValueError(f"representations.density.polar: the polar rings are on the "
+                                 f"sphere, and grid.kind = {kind!r}; leave it out")
         if reps.particles is not None and reps.particles.initial == "quadrature":
             if kind != "sphere":
                 raise ValueError(f"representations.particles.initial: 'quadrature' (the weighted "

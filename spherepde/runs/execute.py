@@ -102,13 +102,13 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
                 "(S1: both are the wavenumber k)"})
     names = series_names(model)
     file = RunFile(nc, model.grid, model.times, config=cfg, seeds=config.seeds(),
-                   fields=reps.density and config.outputs.fields, particles=n_part,
+                   fields=reps.density is not None and config.outputs.fields, particles=n_part,
                    weights=weights, positions=config.outputs.positions, tokens=n_tok,
                    token_realisations=None if tc is None else tc.realisations,
                    series={k: series_attrs(k) for k in names}, static=static,
-                   density=reps.density,
-                   density_points=(model.density0.shape[0] if reps.density and
-                                   config.grid.scheme == "lagrangian-remap" else None),
+                   density=reps.density is not None,
+                   density_points=(model.density0.shape[0] if reps.density is not None and
+                                   reps.density.scheme == "lagrangian-remap" else None),
                    precision=config.outputs.precision)
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
@@ -196,7 +196,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
             model.density.prime()  # caches as the uninterrupted run's first steps left them
         if first > 0 and dens.points:
             model.density.resume(resume.rng_state["density"])  # the steps to the next remap
-        rl = _RepLane("density", None, dens, {"scheme": config.grid.scheme})
+        rl = _RepLane("density", None, dens, {"scheme": config.representations.density.scheme})
         if first <= last:
             rl.lane = lane(model.density, dens, model.dt, first, state, times[max(first - 1, 0)],
                            times[first:])

@@ -92,7 +92,7 @@ def test_synchronization_density_as_points_is_a_sweep_of_run_configurations(tmp_
     assert e.shape == (2, len(dens["times"])) and np.all(np.isfinite(e)) and np.all(e > 0)
     assert e[0, -1] != e[1, -1]  # two different Brownian paths
     raw = _density_run_config(cfg)
-    assert raw["grid"]["scheme"] == "lagrangian-remap"
+    assert raw["representations"]["density"]["scheme"] == "lagrangian-remap"
     assert raw["sweep"] == {"dynamics.noise.realisation": [0, 1]}
     with pytest.raises(ValueError, match="density_scheme"):
         replace(cfg, density_scheme="upwind")

@@ -139,7 +139,8 @@ def _sweep_text_and_numbers(path):
            "dynamics": {"attention": {"Q": np.eye(2).tolist(), "K": np.eye(2).tolist(),
                                       "V": np.eye(2).tolist(), "beta": 2.0}},
            "stepping": {"t_end": 0.2, "output_every": 0.1},
-           "sweep": {"grid.limiter": ["positive", "monotone"], "dynamics.attention.beta": [1.0, 2.0]}}
+           "sweep": {"representations.density.limiter": ["positive", "monotone"],
+                     "dynamics.attention.beta": [1.0, 2.0]}}
     return Path(run_sweep(raw, path.with_suffix(""), workers=0, progress=False)["file"])
 
 

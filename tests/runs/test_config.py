@@ -19,7 +19,7 @@ EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
 I3 = [[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]]
 
 FULL = {  # every section, on S¹, with noise and the Itô calculus (particles alone)
-    "grid": {"kind": "circle", "n": 64, "limiter": "monotone"},
+    "grid": {"kind": "circle", "n": 64},
     "initial": {"kind": "vmf", "centres": [[1.0, 0.0], [0.0, -2.0]], "kappas": [4.0, 0.5],
                 "weights": [0.25, 0.75]},
     "dynamics": {"attention": {"Q": [[1, 0], [0, 1]], "K": [[2.0, 0], [0, 1]], "V": [[1, 0.5], [0.5, 1]],
@@ -135,8 +135,11 @@ BAD = [
     (_bad("dynamics.attention.kind=soft"), ["dynamics.attention.kind", "softmax", "usa"]),
     (_bad("grid.kind=torus"), ["grid.kind", "'sphere'", "'circle'"]),
     (_bad("grid.kind=sphre"), ["grid.kind", "did you mean 'sphere'"]),
-    (_bad("grid.limiter=postive"), ["grid.limiter", "positive"]),
-    (_bad("grid.scheme=weno"), ["grid.scheme", "ffsl-ppm"]),
+    (_bad("grid.limiter=positive"), ["grid.limiter", "moved to representations.density.limiter"]),
+    (_bad("grid.scheme=ffsl-ppm"), ["grid.scheme", "moved to representations.density.scheme"]),
+    (_bad("representations.density.limiter=postive"), ["representations.density.limiter", "positive"]),
+    (_bad("representations.density.scheme=weno"), ["representations.density.scheme", "ffsl-ppm"]),
+    (_bad("representations.density.sheme=weno"), ["did you mean 'representations.density.scheme'"]),
     (_bad("grid.nlat=24.5"), ["grid.nlat", "integer"]),
     (_bad("grid.nlat=24.0"), ["grid.nlat", "integer"]),
     (_bad("grid.nlat=25"), ["grid.nlat", "even"]),
@@ -162,7 +165,7 @@ BAD = [
     (_bad("representations.particles.seed=-1"), ["representations.particles.seed", ">= 0"]),
     (_bad("representations.density=false", "representations.particles=false",
           "outputs.diagnostics=[\"energy\"]"), ["representations", "nothing to run"]),
-    (_bad("representations.density=1"), ["representations.density", "true or false"]),
+    (_bad("representations.density=1"), ["representations.density", "table"]),
     (_bad("stepping.t_end=0"), ["stepping.t_end", "(0, 1e+06]"]),
     (_bad("stepping.dt=0.1"), ["stepping.dt", "stepping.courant", "not both"]),
     (_bad("stepping.output_every=0.3"), ["stepping.output_every", "divide"]),

@@ -1,4 +1,5 @@
-"""``grid.scheme = "lagrangian-remap"``: the density as weighted points in ``spherepde run`` —
+"""``representations.density.scheme = "lagrangian-remap"``: the density as weighted points in
+``spherepde run`` —
 its keys, the shared noise path with the particles, conservation and positivity, and the
 field written for viewers."""
 from __future__ import annotations
@@ -9,56 +10,64 @@ import numpy as np
 import pytest
 
 from spherepde.cli import main
-from spherepde.runs.config import GridConfig, RunConfig
+from spherepde.runs.config import DensityConfig, RunConfig
 from spherepde.runs.build import build
 from spherepde.runs.execute import run
 from spherepde.io.netcdf import open_dataset
 
 SYNC = {  # Paper 2's noise-only SPDE from a vMF density, small
-    "grid": {"kind": "sphere", "nlat": 12, "scheme": "lagrangian-remap", "remap_every": 5},
+    "grid": {"kind": "sphere", "nlat": 12},
     "initial": {"kind": "vmf", "centres": [[0.48, 0.6, 0.64]], "kappas": [10.0]},
     "dynamics": {"noise": {"activation": "relu", "sigma_u": 0.5, "sigma_w": 0.5, "n_max": 4,
                            "seed": 2}},
-    "representations": {"density": True, "particles": {"n": 20, "seed": 1}},
+    "representations": {"density": {"scheme": "lagrangian-remap", "remap_every": 5},
+                        "particles": {"n": 20, "seed": 1}},
     "stepping": {"t_end": 1.0, "dt": 0.025, "output_every": 0.25},
     "outputs": {"diagnostics": ["mass", "min_density", "energy", "w2_particles_density"],
                 "energy_beta": 1.0},
 }
 
 
-def _with(raw, **grid):
-    return {**raw, "grid": {**raw["grid"], **grid}}
+def _with(raw, **density):
+    """``raw`` with these keys of representations.density changed."""
+    dens = raw["representations"]["density"]
+    dens = {**(dens if isinstance(dens, dict) else {}), **density}
+    return {**raw, "representations": {**raw["representations"], "density": dens}}
 
 
 def test_scheme_keys_round_trip_and_the_other_schemes_keys_are_ignored():
-    g = GridConfig.from_dict({"scheme": "lagrangian-remap", "remap_every": 7, "cells_per_width": 4,
-                              "remap_nlat": 20, "limiter": "monotone"})
-    assert g.to_dict() == {"kind": "sphere", "nlat": 24, "scheme": "lagrangian-remap",
-                           "remap_every": 7, "cells_per_width": 4.0, "remap_nlat": 20}
+    g = DensityConfig.from_dict({"scheme": "lagrangian-remap", "remap_every": 7, "cells_per_width": 4,
+                                 "remap_nlat": 20, "limiter": "monotone"})
+    assert g.to_dict() == {"scheme": "lagrangian-remap", "remap_every": 7, "cells_per_width": 4.0,
+                           "remap_nlat": 20}
     assert g.limiter == "positive"  # ignored: kept at its default, so the round trip holds
-    assert GridConfig.from_dict(g.to_dict()) == g
-    f = GridConfig.from_dict({"remap_every": 7, "limiter": "monotone"})
-    assert f.to_dict() == {"kind": "sphere", "nlat": 24, "scheme": "ffsl-ppm", "limiter": "monotone",
-                           "polar": "auto"}
+    assert DensityConfig.from_dict(g.to_dict()) == g
+    f = DensityConfig.from_dict({"remap_every": 7, "limiter": "monotone"})
+    assert f.to_dict() == {"scheme": "ffsl-ppm", "limiter": "monotone", "polar": "auto"}
 
 
-@pytest.mark.parametrize("grid, words", [
-    ({"kind": "circle", "n": 64, "scheme": "lagrangian-remap", "nlat": None}, "grid.scheme"),
-    ({"scheme": "lagrangian-remap", "remap_every": 0}, "grid.remap_every"),
-    ({"scheme": "lagrangian-remap", "remap_every": 2.5}, "grid.remap_every"),
-    ({"scheme": "lagrangian-remap", "remap_every": True}, "grid.remap_every"),
-    ({"scheme": "lagrangian-remap", "cells_per_width": 0.0}, "grid.cells_per_width"),
-    ({"scheme": "lagrangian-remap", "cells_per_width": float("nan")}, "grid.cells_per_width"),
-    ({"scheme": "lagrangian-remap", "remap_nlat": 2}, "grid.remap_nlat"),
-    ({"scheme": "lagrangian-remap", "remap_nlat": 5000}, "grid.remap_nlat"),
-    ({"scheme": "lagrange"}, "did you mean 'lagrangian-remap'"),
+D = "representations.density"
+
+
+@pytest.mark.parametrize("grid, density, words", [
+    ({"kind": "circle", "n": 64}, {}, f"{D}.scheme: 'lagrangian-remap' needs grid.kind = 'sphere'"),
+    ({"kind": "circle", "n": 64}, {"scheme": "ffsl-ppm", "polar": "cap"}, f"{D}.polar"),
+    ({}, {"remap_every": 0}, f"{D}.remap_every"),
+    ({}, {"remap_every": 2.5}, f"{D}.remap_every"),
+    ({}, {"remap_every": True}, f"{D}.remap_every"),
+    ({}, {"cells_per_width": 0.0}, f"{D}.cells_per_width"),
+    ({}, {"cells_per_width": float("nan")}, f"{D}.cells_per_width"),
+    ({}, {"remap_nlat": 2}, f"{D}.remap_nlat"),
+    ({}, {"remap_nlat": 5000}, f"{D}.remap_nlat"),
+    ({}, {"scheme": "lagrange"}, "did you mean 'lagrangian-remap'"),
+    ({"scheme": "lagrangian-remap"}, {}, f"grid.scheme: moved to {D}.scheme"),
 ])
-def test_bad_scheme_keys_are_refused_before_any_file(tmp_path, capsys, grid, words):
+def test_bad_scheme_keys_are_refused_before_any_file(tmp_path, capsys, grid, density, words):
     cfg = tmp_path / "c.json"
-    raw = _with(SYNC, **grid)
-    raw["grid"] = {k: v for k, v in raw["grid"].items() if v is not None}
+    raw = _with(SYNC, **density)
+    raw["grid"] = grid if "kind" in grid else {**raw["grid"], **grid}
     if raw["grid"]["kind"] == "circle":
-        raw["grid"] = grid = {k: v for k, v in grid.items() if v is not None}
+        raw["initial"] = {"kind": "uniform"}
     cfg.write_text(json.dumps(raw))
     out = tmp_path / "never"
     rc = main(["run", str(cfg), "--output", str(out), "--quiet"])
@@ -94,7 +103,7 @@ def test_points_before_a_remap_are_the_particle_sde_of_the_quadrature_points(tmp
     from spherepde.solvers.lagrangian.remap import points_from_density
 
     raw = _with(SYNC, remap_every=1000)
-    raw["representations"] = {"density": True}
+    raw["representations"] = {"density": raw["representations"]["density"]}
     raw["outputs"] = {"diagnostics": ["mass"]}
     model = build(RunConfig.from_dict(raw))
     run(RunConfig.from_dict(raw), tmp_path / "o", progress=False)
@@ -119,7 +128,7 @@ def test_points_follow_the_cluster_that_the_fixed_grid_loses(tmp_path):
     points' bound."""
     raw = _with(SYNC, remap_every=10)
     raw["dynamics"] = {"noise": {**SYNC["dynamics"]["noise"], "seed": 0}}
-    raw["representations"] = {"density": True}
+    raw["representations"] = {"density": raw["representations"]["density"]}
     raw["stepping"] = {"t_end": 4.0, "dt": 0.025, "output_every": 1.0}
     raw["outputs"] = {"diagnostics": ["energy"], "energy_beta": 1.0}
     energy = {}
@@ -134,7 +143,7 @@ def test_points_follow_the_cluster_that_the_fixed_grid_loses(tmp_path):
 
 
 def test_polar_cap_key_runs_attention_and_noise(tmp_path, capsys):
-    """grid.polar = "cap" (ffsl-ppm on the sphere): the mean-field density runs with the polar
+    """representations.density.polar = "cap" (ffsl-ppm on the sphere): the mean-field density runs with the polar
     cap (conservative, positive), and so does the SPDE density with noise (its buffer sized to
     the increments); a bad value is refused naming the key, before any file."""
     from spherepde.runs import config as config_module
@@ -142,10 +151,10 @@ def test_polar_cap_key_runs_attention_and_noise(tmp_path, capsys):
 
     assert config_module.POLAR == POLAR
     eye = np.eye(3).tolist()
-    raw = {"grid": {"kind": "sphere", "nlat": 16, "polar": "cap"},
+    raw = {"grid": {"kind": "sphere", "nlat": 16},
            "initial": {"kind": "vmf", "centres": [[0.3, 0.1, 0.95]], "kappas": [4.0]},
            "dynamics": {"attention": {"Q": eye, "K": eye, "V": eye, "beta": 4.0}},
-           "representations": {"density": True},
+           "representations": {"density": {"polar": "cap"}},
            "stepping": {"t_end": 0.5, "courant": 0.8, "output_every": 0.25},
            "outputs": {"diagnostics": ["mass", "min_density"]}}
     noisy = {**raw, "dynamics": {**raw["dynamics"], "noise": dict(SYNC["dynamics"]["noise"])},
@@ -166,5 +175,5 @@ def test_polar_cap_key_runs_attention_and_noise(tmp_path, capsys):
     for bad in ({"polar": "caps"}, {"polar": "cap", "limiter": "none"}):
         cfg.write_text(json.dumps(_with(raw, **bad)))
         rc = main(["run", str(cfg), "--output", str(tmp_path / "never"), "--quiet"])
-        assert rc == 2 and "grid.polar" in capsys.readouterr().err
+        assert rc == 2 and "representations.density.polar" in capsys.readouterr().err
         assert not (tmp_path / "never").exists()

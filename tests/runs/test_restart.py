@@ -86,7 +86,7 @@ def _interrupted(monkeypatch, raw, out: Path, k: int) -> Path:
 #: the density as weighted points, remapped every 3 steps (the steps to the next remap are state)
 POINTS = {"scheme": "lagrangian-remap", "remap_every": 3}
 CASES = {
-    # name: (representations, noise, steps before Ctrl-C[, grid keys])
+    # name: (representations, noise, steps before Ctrl-C[, grid keys])  (POINTS: the density's keys)
     "density": ({"density": True}, False, 9),
     "noise-density": ({"density": True}, True, 9),
     "particles": ({"density": False, "particles": {"n": 12, "seed": 3}}, False, 7),
@@ -103,12 +103,11 @@ CASES = {
     # 2 layers on 4 output intervals: outputs 2ℓ and 2ℓ + 1 hold X_ℓ; stopped in layer 1
     "transformer-outputs-between-layers": ({"density": False, "transformer": {
         "depth": 2, "width": 5, "n": 10, "seed": 2}}, True, 1),
-    "points": ({"density": True}, False, 10, POINTS),
-    "noise-points-particles": ({"density": True, "particles": {"n": 12, "seed": 3}}, True, 23,
-                               POINTS),
+    "points": ({"density": POINTS}, False, 10),
+    "noise-points-particles": ({"density": POINTS, "particles": {"n": 12, "seed": 3}}, True, 23),
     # the particles at the weighted cell centres of ρ_0 (validate sync-path's reference)
-    "noise-points-quadrature": ({"density": True, "particles": {"initial": "quadrature"}}, True,
-                                23, POINTS),
+    "noise-points-quadrature": ({"density": POINTS, "particles": {"initial": "quadrature"}}, True,
+                                23),
 }
 
 

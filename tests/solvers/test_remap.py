@@ -148,7 +148,7 @@ def test_adapted_grid_bad_input():
         AdaptedGrid([0, 0, 1], 2.0, 1)
 
 
-# ---- the representation as a density (grid.scheme = "lagrangian-remap") -----------------------
+# ---- the representation as a density (representations.density.scheme = "lagrangian-remap") -----------------------
 def test_points_from_density_deposit_back_to_the_density():
     """Cell-centre points with w = ρ|cell| deposit back onto the cells they came from: ρ up to
     the normalisation Σ w = 1 (a few ulps per cell)."""

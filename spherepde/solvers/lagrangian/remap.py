@@ -174,7 +174,7 @@ def deposit_on_grid(grid, x: np.ndarray, w: np.ndarray) -> np.ndarray:
 
 
 class RemapStepper:
-    """:class:`LagrangianRemap` as a density stepper of the run loop (``grid.scheme =
+    """:class:`LagrangianRemap` as a density stepper of the run loop (``representations.density.scheme =
     "lagrangian-remap"``).
 
     The state is a fixed-size array (M, 4) of rows (x, y, z, w): the points of ρ = Σ w_i δ_{x_i}
