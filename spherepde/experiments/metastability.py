@@ -87,11 +87,13 @@ class MetastabilityConfig:
 
 
 def initial_density(grid: GaussGrid, a) -> np.ndarray:
-    """Cell averages of ρ_0 ∝ 1 + ½⟨x, â⟩, normalised to mass 1."""
-    a = np.asarray(a, float)
-    a = a / np.linalg.norm(a)
-    rho = grid.cell_average(lambda x: 1.0 + 0.5 * (x @ a))
-    return rho / grid.integrate(rho)
+    """Cell averages of ρ_0 ∝ 1 + ½⟨x, â⟩, normalised to mass 1: the ``cosine`` initial kind of a
+    run (:func:`spherepde.runs.initial.initial_density`)."""
+    from spherepde.runs.config import InitialConfig
+    from spherepde.runs.initial import initial_density as run_initial_density
+
+    cfg = InitialConfig(kind="cosine", direction=tuple(float(v) for v in a), amplitude=0.5)
+    return run_initial_density(cfg, grid)
 
 
 def _eigenspace_or_none(A: np.ndarray, name: str, **kw):

@@ -37,6 +37,8 @@ import numpy as np
 
 from spherepde.grids import GaussGrid, grid_from_dict
 from spherepde.grids.geometry import lonlat_to_xyz, xyz_to_lonlat
+from spherepde.validation.fits import log_rate
+from spherepde.noise.kernel import synchronisation_rate
 
 SQRT2 = math.sqrt(2.0)
 #: the colour scale is logarithmic when max/min of the shown density exceeds this
@@ -685,28 +687,6 @@ _PREFIXES = (("", "density", "-"), ("particles_", "particles", "--"),
 RATE_FIT_FROM = 0.25
 
 
-def synchronisation_rate(config: dict) -> float | None:
-    """2λ₁ of a noise-only run (no attention), λ₁ = ((d−3)/2)κ'(1) − ((d−1)/2)κ(1) of the
-    untruncated kernel (:attr:`NoiseKernel.lambda_1`): once concentrated, e^{−β}E_β ≈
-    (β/4)∬|x − y|² shrinks at the pathwise rate 2λ₁.  None for runs with attention or no noise."""
-    dyn = (config or {}).get("dynamics") or {}
-    noise = dyn.get("noise")
-    if not noise or dyn.get("attention"):
-        return None
-    from spherepde.noise import NoiseKernel
-
-    g = config.get("grid") or {}
-    d = {"sphere": 3, "circle": 2}.get(g.get("kind"), g.get("dimension"))
-    k = NoiseKernel(noise.get("activation", "relu"), d=int(d), sigma_u=noise.get("sigma_u", 0.0),
-                    sigma_w=noise.get("sigma_w", 0.0))
-    return 2.0 * float(k.lambda_1)
-
-
-def log_slope(t, y) -> float:
-    """Least-squares slope of log y against t (y > 0, at least 2 points)."""
-    return float(np.polyfit(np.asarray(t, float), np.log(np.asarray(y, float)), 1)[0])
-
-
 def _energy_rate(ax, data: RunData, t, lines, valid) -> None:
     """On a log-scale energy panel: each line's fitted log-rate (t ≥ RATE_FIT_FROM·t_end) in its
     label, and for a noise-only run the reference slope 2λ₁ through the first line's last point."""
@@ -714,7 +694,7 @@ def _energy_rate(ax, data: RunData, t, lines, valid) -> None:
     if fit.sum() < 3:
         return
     for line, (name, _, _) in zip(ax.get_lines(), lines):
-        rate = log_slope(t[fit], data.series[name][valid][fit])
+        rate = log_rate(t[fit], data.series[name][valid][fit])[0]
         what = line.get_label() if not line.get_label().startswith("_") else name
         line.set_label(f"{what}: fitted rate {rate:.3g} (t ≥ {t[fit][0]:.3g})")
     rate = synchronisation_rate(data.config)

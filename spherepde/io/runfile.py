@@ -370,7 +370,7 @@ def write_sweep(outdir: Path, members: list, dims: dict, shape: tuple, config: d
                 skipped.append(name)
                 continue
             stacked = np.stack([ds[name].values for ds in sets]).reshape(tuple(shape) + var.shape)
-            kept = []
+            kept: list[str] = []
             for d in names:  # drop each swept dimension the variable does not depend on
                 axis = len(kept)
                 first_slice = np.take(stacked, [0], axis=axis)

@@ -470,4 +470,21 @@ def kernel_table(activations=("relu", "silu", "sigmoid", "tanh", "gelu"), dims=(
     return "\n".join(lines)
 
 
-__all__ = ["NoiseKernel", "gegenbauer", "kernel_table"]
+def synchronisation_rate(config: dict) -> float | None:
+    """2λ₁ of a noise-only run (no attention), λ₁ = ((d−3)/2)κ'(1) − ((d−1)/2)κ(1) of the
+    untruncated kernel (:attr:`NoiseKernel.lambda_1`): once concentrated, e^{−β}E_β ≈
+    (β/4)∬|x − y|² shrinks at the pathwise rate 2λ₁.  ``config``: a run configuration as a
+    plain dict (run.nc's config_json).  None for runs with attention or no noise."""
+    dyn = (config or {}).get("dynamics") or {}
+    noise = dyn.get("noise")
+    if not noise or dyn.get("attention"):
+        return None
+    g = config.get("grid") or {}
+    d = {"sphere": 3, "circle": 2}.get(str(g.get("kind")), g.get("dimension"))
+    if d is None:
+        return None
+    k = NoiseKernel(noise.get("activation", "relu"), d=int(d), sigma_u=noise.get("sigma_u", 0.0),
+                    sigma_w=noise.get("sigma_w", 0.0))
+    return 2.0 * float(k.lambda_1)
+
+__all__ = ["synchronisation_rate", "NoiseKernel", "gegenbauer", "kernel_table"]

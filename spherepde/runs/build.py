@@ -138,7 +138,8 @@ def build(config: RunConfig) -> Model:
         return _particle_system(att, None if noise is None else n, config.d, weights,
                                 noise=own_noise(), path=path)
 
-    density = density0 = None
+    density: Any = None
+    density0 = None
     dc = config.representations.density  # the density's numerics (None: no density)
     if dc is not None and dc.scheme == "lagrangian-remap":
         x, w = points_from_density(grid, rho0)
@@ -146,7 +147,7 @@ def build(config: RunConfig) -> Model:
                                 cells_per_width=dc.cells_per_width, remap_every=dc.remap_every)
         density = RemapStepper(remap, grid, max(w.size, 2 * remap.grid_nlat ** 2))
         density0 = density.pack(x, w)
-    elif config.representations.density:
+    elif dc is not None:
         try:
             drift = None if att is None else DensityAttention(att, grid, method=a.method)
         except (ValueError, ImportError) as err:

@@ -196,7 +196,8 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
             model.density.prime()  # caches as the uninterrupted run's first steps left them
         if first > 0 and dens.points:
             model.density.resume(resume.rng_state["density"])  # the steps to the next remap
-        rl = _RepLane("density", None, dens, {"scheme": config.representations.density.scheme})
+        scheme = getattr(config.representations.density, "scheme", None)
+        rl = _RepLane("density", None, dens, {"scheme": scheme})
         if first <= last:
             rl.lane = lane(model.density, dens, model.dt, first, state, times[max(first - 1, 0)],
                            times[first:])

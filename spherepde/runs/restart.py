@@ -35,7 +35,8 @@ def resume_snapshots(resume: RestartState, model: Model) -> dict:
     need = range(kp + 1, min(kd, model.times.size - 1) + 1)
     if not need:
         return {}
-    name = "density_points" if model.config.representations.density.scheme == "lagrangian-remap" else "density"
+    scheme = getattr(model.config.representations.density, "scheme", None)
+    name = "density_points" if scheme == "lagrangian-remap" else "density"
     if name not in resume.rows:
         raise ValueError(f"outputs.diagnostics: 'w2_particles_density' of the particles from "
                          f"output {kp + 1} on needs the density fields of outputs {kp + 1}..{kd}, "

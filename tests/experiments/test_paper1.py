@@ -359,5 +359,5 @@ def test_the_examples_are_the_experiments_configurations():
                            particles_vs_density.SEED: 0}
     example = load(examples / "particles_vs_density.toml")
     reps = example.representations
-    for member, reps_changed in ((dens, reps.replace(particles=None)), (part, reps.replace(density=False))):
+    for member, reps_changed in ((dens, reps.replace(particles=None)), (part, reps.replace(density=None))):
         assert member.config == example.replace(outputs=member.config.outputs, representations=reps_changed)

@@ -205,7 +205,9 @@ def test_synchronisation_rate_of_the_d5_example_over_realisations(tmp_path):
 
     from spherepde.runs.config import read_raw
     from spherepde.runs.sweep import run_sweep
-    from spherepde.io.figures import RATE_FIT_FROM, log_slope, synchronisation_rate
+    from spherepde.io.figures import RATE_FIT_FROM
+    from spherepde.noise.kernel import synchronisation_rate
+    from spherepde.validation.fits import log_rate
     from spherepde.noise import NoiseKernel
 
     example = read_raw(Path(__file__).parents[2] / "examples" / "synchronization_d5.toml")
@@ -216,7 +218,7 @@ def test_synchronisation_rate_of_the_d5_example_over_realisations(tmp_path):
         t, e = ds["time"].values, ds["particles_energy"].values
     assert e.shape == (16, t.size) and np.all(np.isfinite(e)) and np.all(e > 0)
     fit = t >= RATE_FIT_FROM * t[-1]
-    rates = np.array([log_slope(t[fit], ei[fit]) for ei in e])
+    rates = np.array([log_rate(t[fit], ei[fit])[0] for ei in e])
     noise = example["dynamics"]["noise"]
     lam1 = NoiseKernel(noise["activation"], d=D, sigma_u=noise["sigma_u"], sigma_w=noise["sigma_w"]).lambda_1
     assert synchronisation_rate(example) == pytest.approx(2 * lam1, rel=1e-15)

@@ -284,18 +284,17 @@ def test_dispatch_rejects_bad_backend_and_limiter(monkeypatch):
 
 
 def test_dispatch_routes_every_entry_point(monkeypatch):
-    """Under "numba" each dispatched function runs its ffsl_numba counterpart, under "numpy"
-    none of them (so the agreement tests compare two implementations)."""
-    from spherepde.solvers.eulerian import ffsl_numba
-
+    """Under "numba" each dispatched function runs its numba entry point (``ffsl._numba_<name>``,
+    over the compiled kernels of ffsl_numba), under "numpy" none of them (so the agreement tests
+    compare two implementations)."""
     calls = []
     for name in ("lipschitz_periodic", "periodic_departures", "sweep_periodic_departed",
                  "bounded_lipschitz", "bounded_sweep"):
-        def spy(*args, _name=name, _fn=getattr(ffsl_numba, name), **kwargs):
+        def spy(*args, _name=name, _fn=getattr(ffsl, f"_numba_{name}"), **kwargs):
             calls.append(_name)
             return _fn(*args, **kwargs)
 
-        monkeypatch.setattr(ffsl_numba, name, spy)
+        monkeypatch.setattr(ffsl, f"_numba_{name}", spy)
     g = GaussGrid(8)
     st = make_stepper("ffsl-ppm", g, make_case("nl-case1").velocity)
     rho0 = np.ones(g.shape)
