@@ -38,7 +38,7 @@ def particles(beta, n, seed, t_end, dt=0.05, every=0.5):
     """Monte Carlo reference: n tokens drawn from ρ_0 (sample_initial), the package's ParticleODE
     (RK4, torch float64 sums), diagnostics every 0.5."""
     from common import INITIAL, Diagnostics, attention
-    from spherepde.experiments.initial import sample_initial
+    from spherepde.runs.initial import sample_initial
     from spherepde.solvers.lagrangian.particles import ParticleODE
     x = sample_initial(INITIAL, 3, n, seed)
     w = np.full(n, 1.0 / n)

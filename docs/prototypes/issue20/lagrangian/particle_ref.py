@@ -8,7 +8,7 @@ import time
 import numpy as np
 
 from common import INITIAL, Diagnostics, attention
-from spherepde.experiments.initial import sample_initial
+from spherepde.runs.initial import sample_initial
 from spherepde.solvers.lagrangian.particles import ParticleODE
 
 beta, n, seed, t_end = float(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])

@@ -427,14 +427,13 @@ def check(n: int = 200, t_end: float = 2.0, beta: float = 100.0, seed: int = 0, 
           out: str | None = None) -> dict:
     """This integrator against spherepde's ParticleODE (method "reference"), same initial points."""
     from spherepde.dynamics.attention import Attention
-    from spherepde.runs.config import RunConfig
-    from spherepde.io.config import load_config
+    from spherepde.runs.config import load
     from spherepde.runs.initial import sample_initial
     from spherepde.solvers.lagrangian import ParticleODE
     from spherepde.validation.metrics import dist_to_subspace, interaction_energy, two_point_weight, w2_two_point
 
     here = os.path.dirname(os.path.abspath(__file__))
-    cfg = RunConfig.from_dict(load_config(os.path.join(here, "..", "..", "..", "examples", "metastability.toml")))
+    cfg = load(os.path.join(here, "..", "..", "..", "..", "examples", "metastability.toml"))
     att_cfg = cfg.dynamics.attention
     same = (np.allclose(att_cfg.Q, Q) and np.allclose(att_cfg.K, K) and np.allclose(att_cfg.V, V)
             and cfg.initial.kind == "cosine" and np.allclose(cfg.initial.direction, DIRECTION)
