@@ -331,8 +331,14 @@ def _cmd_sweep(args) -> int:
     raw = read_raw(args.config)
     for assignment in args.overrides:
         raw = apply_set(raw, assignment)
-    summary = run_sweep(raw, args.output, workers=args.workers, scheduler=args.scheduler,
-                        seed=args.seed, progress=not args.quiet)
+    try:
+        summary = run_sweep(raw, args.output, workers=args.workers, scheduler=args.scheduler,
+                            seed=args.seed, progress=not args.quiet)
+    except KeyboardInterrupt as err:  # the partial result still goes to stdout, then rc 130
+        partial = getattr(err, "summary", None)
+        if partial is not None and args.json:
+            _emit(partial, True)
+        raise
     _emit(summary, args.json)
     return 0
 

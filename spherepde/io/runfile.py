@@ -354,45 +354,60 @@ def write_sweep(outdir: Path, members: list, dims: dict, shape: tuple, config: d
     (one dimension each, named by :func:`sweep_dim`); ``shape``: the members' grid shape.  A
     variable gets the swept dimensions it depends on (equal along the others: dropped); variables
     that differ in shape between members are not collected (listed in the attribute
-    ``variables_not_collected``).  Written to ``sweep.nc.part`` and renamed, so a reader never sees
-    a half-written sweep.nc."""
+    ``variables_not_collected``).  A member whose run.nc is not complete (an interrupted sweep)
+    is left out: its entries are NaN, the file's ``status`` is ``"interrupted"`` and
+    ``members_missing`` names them; ValueError when no member is complete.  Written to
+    ``sweep.nc.part`` and renamed, so a reader never sees a half-written sweep.nc."""
     import numpy as np
     import xarray as xr
 
-    sets = [open_dataset(outdir / "members" / name / "run.nc") for name, _ in members]
+    files = [outdir / "members" / name / "run.nc" for name, _ in members]
+    complete = [run_status(f)[0] == "complete" for f in files]
+    if not any(complete):
+        raise ValueError(f"{str(outdir)!r}: no member of the sweep is complete, no sweep.nc")
+    missing = [name for (name, _), ok in zip(members, complete) if not ok]
+    sets = [open_dataset(f) if ok else None for f, ok in zip(files, complete)]
+    have = [ds for ds in sets if ds is not None]
     try:
-        first = sets[0]
+        first = have[0]
         names = [sweep_dim(p) for p in dims]
         coords = {d: _swept_coordinate(d, p, v) for d, (p, v) in zip(names, dims.items())}
         data, skipped = {}, []
         for name, var in first.data_vars.items():
-            if any(name not in ds or ds[name].shape != var.shape for ds in sets[1:]):
+            if any(name not in ds or ds[name].shape != var.shape for ds in have[1:]) or (
+                    missing and var.dtype.kind != "f"):
                 skipped.append(name)
                 continue
-            stacked = np.stack([ds[name].values for ds in sets]).reshape(tuple(shape) + var.shape)
+            gap = np.full(var.shape, np.nan)
+            stacked = np.stack([gap if ds is None else ds[name].values for ds in sets])
+            stacked = stacked.reshape(tuple(shape) + var.shape)
             kept: list[str] = []
             for d in names:  # drop each swept dimension the variable does not depend on
                 axis = len(kept)
                 first_slice = np.take(stacked, [0], axis=axis)
-                if np.array_equal(stacked, np.broadcast_to(first_slice, stacked.shape), equal_nan=True):
+                if not missing and np.array_equal(stacked, np.broadcast_to(first_slice, stacked.shape),
+                                                  equal_nan=True):
                     stacked = np.squeeze(first_slice, axis=axis)
                 else:
                     kept.append(d)
             data[name] = xr.Variable(kept + list(var.dims), stacked, dict(var.attrs))
         for name, coord in first.coords.items():
             if all(name in ds.coords and ds[name].shape == coord.shape
-                   and np.array_equal(ds[name].values, coord.values) for ds in sets[1:]):
+                   and np.array_equal(ds[name].values, coord.values) for ds in have[1:]):
                 coords[name] = xr.Variable(coord.dims, coord.values, dict(coord.attrs))
             else:
                 skipped.append(name)
         attrs = {"Conventions": first.attrs.get("Conventions", "CF-1.8"),
-                 "title": "spherepde sweep", "status": "complete", "spherepde_version": __version__,
+                 "title": "spherepde sweep", "status": "interrupted" if missing else "complete",
+                 "spherepde_version": __version__,
                  "config_json": config_to_json(config),  # as in run.nc: β = ∞ stays a number
                  "members_json": json.dumps([{"name": name, **values} for name, values in members]),
                  "variables_not_collected": " ".join(sorted(skipped))}
+        if missing:
+            attrs["members_missing"] = " ".join(missing)
         out = xr.Dataset(data, coords=coords, attrs=attrs)
     finally:
-        for ds in sets:
+        for ds in have:
             ds.close()
     path = outdir / "sweep.nc"
     tmp = outdir / "sweep.nc.part"

@@ -154,7 +154,10 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
     client : a ``dask.distributed.Client`` to submit to (used, not closed; ``workers`` and
         ``scheduler`` are then ignored), e.g. one cluster shared by an experiment's sweeps.
     The summary (also ``DIR/summary.json``) has ``members``, ``completed`` (run now),
-    ``skipped`` (finished before), ``file`` and ``seconds``.
+    ``skipped`` (finished before), ``file`` and ``seconds``.  On Ctrl-C the members that
+    finished are counted, a partial sweep.nc of them is written (``status = "interrupted"``,
+    the others NaN; ``"incomplete": true``), the summary is attached to the KeyboardInterrupt
+    (``err.summary``) and the interrupt goes on.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise ValueError(f"--workers must be an integer ≥ 0, got {workers!r}")
@@ -174,16 +177,27 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
                                "workers": workers if scheduler is None else None,
                                "scheduler": scheduler, "version": __version__}
     t0 = time.perf_counter()
+
+    def finished(_name: str) -> None:
+        summary["completed"] += 1
+
     try:
         if todo and workers == 0 and scheduler is None and client is None:
             for m in todo:
                 _run_member(m.config.to_dict(), str(folders[m.name]))
-                summary["completed"] += 1
+                finished(m.name)
         elif todo:
-            summary["completed"] = _run_on_dask(todo, folders, workers, scheduler, progress, client)
+            _run_on_dask(todo, folders, workers, scheduler, progress, client, on_done=finished)
         summary["file"] = str(collect(sweep, outdir, config))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         summary["interrupted"] = True
+        if summary["completed"] + summary["skipped"] > 0:  # a partial sweep.nc of the finished members
+            try:
+                summary["file"] = str(collect(sweep, outdir, config))
+                summary["incomplete"] = True
+            except (OSError, ValueError) as e:  # never hide the interrupt
+                err.add_note(f"spherepde: no partial sweep.nc: {e}")
+        err.summary = summary  # type: ignore[attr-defined]  # what the command line prints
         raise
     finally:
         summary["seconds"] = round(time.perf_counter() - t0, 2)
@@ -192,9 +206,10 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
 
 
 def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: bool,
-                 client=None) -> int:
+                 client=None, on_done=None) -> int:
     """Submit the members (to ``client`` if given, else to a cluster started and closed here);
-    return how many finished (a failure re-raises its error)."""
+    ``on_done(name)`` as each finishes; return how many finished (a failure re-raises its
+    error)."""
     import sys
 
     from dask.distributed import Client, as_completed
@@ -215,10 +230,13 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
                                  key=f"spherepde-{m.name}-{os.getpid()}-{time.time_ns()}", pure=False)
                    for m in todo]
         done = 0
+        names = {f.key: m.name for f, m in zip(futures, todo)}
         for future in as_completed(futures):
             future.result()  # re-raises a member's error here
             done += 1
             bar.update(1)
+            if on_done is not None:
+                on_done(names[future.key])
         return done
     except BaseException:
         for f in futures:

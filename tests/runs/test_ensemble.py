@@ -167,7 +167,10 @@ def test_interrupted_ensemble_keeps_the_finished_members_and_their_pictures(tmp_
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())
     assert summary["interrupted"] is True and summary["completed"] == 1
     assert [p.rsplit("/", 1)[-1] for p in summary["figures"]] == PICTURES
-    assert not (tmp_path / "o" / "sweep.nc").exists()
+    import netCDF4  # a partial sweep.nc of the finished member, marked so (issue: no silent loss)
+
+    with netCDF4.Dataset(tmp_path / "o" / "sweep.nc") as ds:
+        assert ds.status == "interrupted" and ds.members_missing == "member-0001 member-0002"
 
 
 @pytest.mark.parametrize("raw, realisations, match", [

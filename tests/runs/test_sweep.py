@@ -149,3 +149,41 @@ def test_a_script_that_imports_spherepde_first_can_sweep_with_workers(tmp_path):
     res = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-2000:]
     assert res.stdout.strip().splitlines()[-1] == "2"
+
+
+def test_interrupted_sweep_counts_its_members_and_writes_a_partial_sweep_nc(tmp_path, monkeypatch, capsys):
+    """Ctrl-C while the 3rd of 3 members runs (workers = 0): 2 counted as completed, a sweep.nc of
+    those two marked interrupted (the 3rd member's entries NaN and named), the result object on
+    stdout with --json and exit status 130; a re-run skips the two and completes the file."""
+    import spherepde.runs.sweep as sweep_module
+
+    calls = {"n": 0}
+    original = sweep_module._run_member
+
+    def member(*args):
+        calls["n"] += 1
+        if calls["n"] > 2:
+            raise KeyboardInterrupt
+        return original(*args)
+
+    monkeypatch.setattr(sweep_module, "_run_member", member)
+    cfg = tmp_path / "s.json"
+    cfg.write_text(json.dumps(_raw(**{"dynamics.attention.beta": [1.0, 2.0, 4.0]})))
+    out = tmp_path / "o"
+    rc = main(["sweep", str(cfg), "--workers", "0", "--output", str(out), "--json", "--quiet"])
+    assert rc == 130
+    printed = json.loads(capsys.readouterr().out)
+    saved = json.loads((out / "summary.json").read_text())
+    for s in (printed, saved):
+        assert s["interrupted"] is True and s["incomplete"] is True
+        assert (s["members"], s["completed"], s["skipped"]) == (3, 2, 0)
+    with xr.open_dataset(out / "sweep.nc") as ds:
+        assert ds.attrs["status"] == "interrupted" and ds.attrs["members_missing"] == "member-0002"
+        energy = ds["energy"].values  # (beta, time)
+        assert np.all(np.isfinite(energy[:2])) and np.all(np.isnan(energy[2]))
+    monkeypatch.undo()
+    rc = main(["sweep", str(cfg), "--workers", "0", "--output", str(out), "--json", "--quiet"])
+    done = json.loads(capsys.readouterr().out)
+    assert rc == 0 and (done["completed"], done["skipped"]) == (1, 2)
+    with xr.open_dataset(out / "sweep.nc") as ds:
+        assert ds.attrs["status"] == "complete" and np.all(np.isfinite(ds["energy"].values))
