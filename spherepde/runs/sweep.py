@@ -183,9 +183,14 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
 
     try:
         if todo and workers == 0 and scheduler is None and client is None:
-            for m in todo:
-                _run_member(m.config.to_dict(), str(folders[m.name]))
-                finished(m.name)
+            bar = _MemberProgress(len(todo), progress)
+            try:
+                for m in todo:
+                    _run_member(m.config.to_dict(), str(folders[m.name]))
+                    finished(m.name)
+                    bar.update(m.name)
+            finally:
+                bar.close()
         elif todo:
             _run_on_dask(todo, folders, workers, scheduler, progress, client, on_done=finished)
         summary["file"] = str(collect(sweep, outdir, config))
@@ -210,10 +215,8 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
     """Submit the members (to ``client`` if given, else to a cluster started and closed here);
     ``on_done(name)`` as each finishes; return how many finished (a failure re-raises its
     error)."""
-    import sys
 
     from dask.distributed import Client, as_completed
-    from tqdm import tqdm
 
     own = client is None
     if not own:
@@ -222,8 +225,7 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
         client, cluster = Client(scheduler), None
     else:
         client, cluster = local_client(min(workers, len(todo)))
-    bar = tqdm(total=len(todo), desc="members", unit="run", file=sys.stderr,
-               disable=not (progress and sys.stderr.isatty()))
+    bar = _MemberProgress(len(todo), progress)
     futures = []
     try:
         futures = [client.submit(single_threaded, _run_member, m.config.to_dict(), str(folders[m.name]),
@@ -234,7 +236,7 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
         for future in as_completed(futures):
             future.result()  # re-raises a member's error here
             done += 1
-            bar.update(1)
+            bar.update(names[future.key])
             if on_done is not None:
                 on_done(names[future.key])
         return done
@@ -248,6 +250,35 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
             client.close()
         if cluster is not None:
             cluster.close()
+
+
+class _MemberProgress:
+    """Progress over a sweep's members: a tqdm bar on a terminal; off one (a batch job's log) a
+    line ``spherepde: member NAME done (k/n, elapsed s)`` per finished member; nothing when
+    ``progress`` is false."""
+
+    def __init__(self, total: int, progress: bool) -> None:
+        import sys
+
+        from tqdm import tqdm
+
+        self.total, self.done, self.t0 = total, 0, time.perf_counter()
+        tty = hasattr(sys.stderr, "isatty") and sys.stderr.isatty()
+        self.log = progress and not tty
+        self.bar = tqdm(total=total, desc="members", unit="run", file=sys.stderr,
+                        disable=not (progress and tty))
+
+    def update(self, name: str) -> None:
+        import sys
+
+        self.done += 1
+        self.bar.update(1)
+        if self.log:
+            print(f"spherepde: member {name} done ({self.done}/{self.total}, "
+                  f"{time.perf_counter() - self.t0:.0f} s)", file=sys.stderr, flush=True)
+
+    def close(self) -> None:
+        self.bar.close()
 
 
 def single_threaded(fn, *args):

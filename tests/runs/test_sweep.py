@@ -122,7 +122,11 @@ output_every = 0.25
 ''')
     rc = main(["sweep", str(cfg), "--workers", "0", "--output", str(tmp_path / "o"), "--json"])
     assert rc == 0
-    out = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    # stderr is not a terminal here: one log line per finished member (a batch job's progress)
+    assert "spherepde: member member-0000 done (1/2" in captured.err
+    assert "spherepde: member member-0001 done (2/2" in captured.err
     assert (out["members"], out["completed"], out["skipped"]) == (2, 2, 0)
     assert out["file"].endswith("sweep.nc")
     (tmp_path / "file").write_text("x")
