@@ -378,8 +378,8 @@ def write_sweep(outdir: Path, members: list, dims: dict, shape: tuple, config: d
                     missing and var.dtype.kind != "f"):
                 skipped.append(name)
                 continue
-            gap = np.full(var.shape, np.nan)
-            stacked = np.stack([gap if ds is None else ds[name].values for ds in sets])
+            stacked = np.stack([np.full(var.shape, np.nan) if ds is None else ds[name].values
+                                for ds in sets])
             stacked = stacked.reshape(tuple(shape) + var.shape)
             kept: list[str] = []
             for d in names:  # drop each swept dimension the variable does not depend on

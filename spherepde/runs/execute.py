@@ -87,8 +87,7 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
     n_part = None if model.particles is None else model.particles.grid.shape
     n_tok = None if model.transformer is None else tuple(model.transformer.grid.shape[-2:])
     tc = reps.transformer
-    weights = (None if n_part is None else model.weights if model.weights is not None
-               else np.full(n_part[0], 1.0 / n_part[0]))
+    weights = None if n_part is None else _particle_weights(model, n_part[0])
     static = {}
     if model.attention is not None:
         for name in ("Q", "K", "V"):
@@ -146,6 +145,11 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
     return summary
 
 
+def _particle_weights(model: Model, n: int) -> np.ndarray:
+    """The weights of the model's n particles: its own (quadrature) or 1/n each."""
+    return model.weights if model.weights is not None else np.full(n, 1.0 / n)
+
+
 @dataclass
 class _RepLane:
     """One representation of a run: its controller lane (None when it was complete before a
@@ -182,7 +186,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
             return 0, initial
         return resume.index[rep] + 1, resume.state[rep]
 
-    def lane(stepper, output, dt, first: int, state, t0: float, outs) -> Lane:
+    def lane(stepper, output, dt, state, t0: float, outs) -> Lane:
         return Controller(stepper, [output, bar.tracker()], dt=dt).start(
             state, (t0, times[-1]), output_times=outs)
 
@@ -199,7 +203,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
         scheme = getattr(config.representations.density, "scheme", None)
         rl = _RepLane("density", None, dens, {"scheme": scheme})
         if first <= last:
-            rl.lane = lane(model.density, dens, model.dt, first, state, times[max(first - 1, 0)],
+            rl.lane = lane(model.density, dens, model.dt, state, times[max(first - 1, 0)],
                            times[first:])
 
             def extra(state, dens=dens) -> dict:
@@ -216,7 +220,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
         lanes.append(rl)
     if model.particles is not None:
         n_part = model.particles.grid.shape[0]
-        weights = model.weights if model.weights is not None else np.full(n_part, 1.0 / n_part)
+        weights = _particle_weights(model, n_part)
         first, state = begin("particles", model.x0)
         sampler = getattr(model.particles.system, "sampler", None)
         prng = None if sampler is None else sampler.rng  # the exact point noise draws from it
@@ -227,8 +231,8 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
                                rng=prng)
         rl = _RepLane("particles", None, parts, {"n": n_part})
         if first <= last:
-            rl.lane = lane(model.particles, parts, model.dt, first, state,
-                           times[max(first - 1, 0)], times[first:])
+            rl.lane = lane(model.particles, parts, model.dt, state, times[max(first - 1, 0)],
+                           times[first:])
         lanes.append(rl)
     if model.transformer is not None:
         ts, tc = model.transformer, config.representations.transformer
@@ -254,6 +258,6 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
                       steps="layers")
         if first <= last:
             t0 = times[anchor[first - 1]] if first > 0 else times[0]
-            rl.lane = lane(ts, toks, tr.dt, first, state, t0, times[stops])
+            rl.lane = lane(ts, toks, tr.dt, state, t0, times[stops])
         lanes.append(rl)
     return lanes

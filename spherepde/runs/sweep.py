@@ -211,10 +211,9 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
 
 
 def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: bool,
-                 client=None, on_done=None) -> int:
+                 client=None, on_done=None) -> None:
     """Submit the members (to ``client`` if given, else to a cluster started and closed here);
-    ``on_done(name)`` as each finishes; return how many finished (a failure re-raises its
-    error)."""
+    ``on_done(name)`` as each finishes (a failure re-raises its error)."""
 
     from dask.distributed import Client, as_completed
 
@@ -231,15 +230,12 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
         futures = [client.submit(single_threaded, _run_member, m.config.to_dict(), str(folders[m.name]),
                                  key=f"spherepde-{m.name}-{os.getpid()}-{time.time_ns()}", pure=False)
                    for m in todo]
-        done = 0
         names = {f.key: m.name for f, m in zip(futures, todo)}
         for future in as_completed(futures):
             future.result()  # re-raises a member's error here
-            done += 1
             bar.update(names[future.key])
             if on_done is not None:
                 on_done(names[future.key])
-        return done
     except BaseException:
         for f in futures:
             f.cancel()

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
@@ -409,22 +409,18 @@ class Lane:
         return result
 
 
-def run_lanes(lanes: Sequence[Lane], on_target: Callable[[float], None] | None = None
-              ) -> list[RunResult]:
+def run_lanes(lanes: Sequence[Lane]) -> list[RunResult]:
     """Advance ``lanes`` in step: through the sorted union of their targets, each lane (in the
-    given order) advances to a time when it is its next target, then ``on_target(time)`` is
-    called.  An interrupt (or error) therefore leaves every lane at its last target before that
-    time.  Every lane is closed at the end, on error too (KeyboardInterrupt: each lane's
-    ``controller.result`` is its partial run, and the interrupt is re-raised with a note).
-    Returns the lanes' results."""
+    given order) advances to a time when it is its next target.  An interrupt (or error)
+    therefore leaves every lane at its last target before that time.  Every lane is closed at
+    the end, on error too (KeyboardInterrupt: each lane's ``controller.result`` is its partial
+    run, and the interrupt is re-raised with a note).  Returns the lanes' results."""
     times = sorted(set().union(*(lane.targets for lane in lanes)))
     try:
         for target in times:
             for lane in lanes:
                 if lane.targets and lane.targets[0] == target:
                     lane.advance(target)
-            if on_target is not None:
-                on_target(target)
     except KeyboardInterrupt as err:
         for lane in lanes:
             lane.close(err)

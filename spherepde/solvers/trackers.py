@@ -280,7 +280,7 @@ class RunProgress:
     def __init__(self, *, disable: bool | None = None, desc: str = "run", every: float = 10.0) -> None:
         self.disable, self.desc, self.every = disable, desc, every
         self.total = self.done = 0.0
-        self.steps, self.t = 0, 0.0
+        self.steps = 0
         self._bar = None
         self._start = self._last = time.perf_counter()
 
@@ -304,10 +304,9 @@ class RunProgress:
             self._bar.total = self.total
             self._bar.refresh()
 
-    def _advance(self, dt: float, t: float) -> None:
+    def _advance(self, dt: float) -> None:
         self.done += dt
         self.steps += 1
-        self.t = max(self.t, t)
         if self._bar is not None:
             self._bar.update(dt)
 
@@ -341,7 +340,7 @@ class _LaneProgress(Tracker):
         self.shared._add_lane(t0, t_end)
 
     def on_step(self, t) -> None:
-        self.shared._advance(float(t) - self._t, float(t))
+        self.shared._advance(float(t) - self._t)
         self._t = float(t)
 
     def handle(self, state, t) -> None:

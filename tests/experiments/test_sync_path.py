@@ -10,6 +10,7 @@ import pytest
 
 from spherepde.cli import main
 from spherepde.experiments.sync_path import SyncPathConfig, default_output_every, run_sync_path
+from conftest import interrupt_after
 
 KEYS = ("times", "energy_density", "energy_reference", "ratio", "decades", "seconds", "scheme")
 
@@ -214,16 +215,7 @@ def test_ctrl_c_returns_the_outputs_both_reached(monkeypatch):
 
     cfg = SyncPathConfig(nlat=16, t_end=0.5)
     full = run_sync_path(cfg)
-    calls = {"n": 0}
-    original = controller_module.next_step
-
-    def next_step(*args):
-        calls["n"] += 1
-        if calls["n"] > 50 + 30:
-            raise KeyboardInterrupt
-        return original(*args)
-
-    monkeypatch.setattr(controller_module, "next_step", next_step)
+    interrupt_after(monkeypatch, controller_module, "next_step", 25 + 25 + 25 + 5)
     cut = run_sync_path(cfg)
     assert cut["interrupted"] is True and full["interrupted"] is False
     assert cut["times"] == [0.0, 0.25]
@@ -239,16 +231,7 @@ def test_ctrl_c_in_the_first_interval_returns_the_initial_output_only(monkeypatc
     at that output."""
     from spherepde.solvers import controller as controller_module
 
-    calls = {"n": 0}
-    original = controller_module.next_step
-
-    def next_step(*args):
-        calls["n"] += 1
-        if calls["n"] > 20:
-            raise KeyboardInterrupt
-        return original(*args)
-
-    monkeypatch.setattr(controller_module, "next_step", next_step)
+    interrupt_after(monkeypatch, controller_module, "next_step", 20)
     out = run_sync_path(SyncPathConfig(nlat=16, t_end=0.5))
     assert out["interrupted"] is True and out["times"] == [0.0]
     assert math.isnan(out["decades"]) and math.isnan(out["rate_reference"])

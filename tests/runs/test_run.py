@@ -14,6 +14,7 @@ from spherepde.runs.config import DEFAULT, RunConfig, apply_set, load, read_raw
 from spherepde.runs.build import build
 from spherepde.runs.execute import run
 from spherepde.io.netcdf import open_dataset, read_config
+from conftest import interrupt_after
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
 EPS = np.finfo(float).eps
@@ -274,16 +275,7 @@ def test_interrupted_run_stops_every_representation_at_one_output_and_plots(tmp_
     from spherepde.runs import build as run_module
 
     cls = run_module.ParticleStepper if stop == "particles" else type(build(RunConfig.from_dict(NOISY)).density)
-    calls = {"n": 0}
-    original = cls.step
-
-    def step(self, x, t, dt):
-        calls["n"] += 1
-        if calls["n"] > 6:
-            raise KeyboardInterrupt
-        return original(self, x, t, dt)
-
-    monkeypatch.setattr(cls, "step", step)
+    interrupt_after(monkeypatch, cls, "step", 6)
     with pytest.raises(KeyboardInterrupt):
         run(RunConfig.from_dict(NOISY), tmp_path / "o", progress=False)
     summary = json.loads((tmp_path / "o" / "summary.json").read_text())

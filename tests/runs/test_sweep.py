@@ -12,6 +12,7 @@ from spherepde.cli import main
 from spherepde.runs.config import RunConfig
 from spherepde.runs.execute import run
 from spherepde.runs.sweep import expand, run_sweep
+from conftest import interrupt_after
 
 I2 = [[1.0, 0.0], [0.0, 1.0]]
 
@@ -161,16 +162,7 @@ def test_interrupted_sweep_counts_its_members_and_writes_a_partial_sweep_nc(tmp_
     stdout with --json and exit status 130; a re-run skips the two and completes the file."""
     import spherepde.runs.sweep as sweep_module
 
-    calls = {"n": 0}
-    original = sweep_module._run_member
-
-    def member(*args):
-        calls["n"] += 1
-        if calls["n"] > 2:
-            raise KeyboardInterrupt
-        return original(*args)
-
-    monkeypatch.setattr(sweep_module, "_run_member", member)
+    interrupt_after(monkeypatch, sweep_module, "_run_member", 2)
     cfg = tmp_path / "s.json"
     cfg.write_text(json.dumps(_raw(**{"dynamics.attention.beta": [1.0, 2.0, 4.0]})))
     out = tmp_path / "o"
