@@ -58,6 +58,7 @@ from spherepde.io.netcdf import (
     TIME_ATTRS,
     _attr_order,
     close_with_status,
+    density_attrs,
     config_to_json,
     open_dataset,
     provenance_attrs,
@@ -141,8 +142,7 @@ class RunFile:
             if fields:
                 v = ds.createVariable("density", store, ("time", *gdims), fill_value=np.nan,
                                       chunksizes=(1, *grid.shape))
-                v.setncatts({"units": "1", "long_name": "probability density with respect to the "
-                             "area (S²) or arc-length (S¹) element of the unit sphere"})
+                v.setncatts(density_attrs(grid))
                 if isinstance(grid, GaussGrid):
                     v.setncattr("cell_measures", "area: cell_area")
             if particles is not None:
