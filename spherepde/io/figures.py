@@ -172,7 +172,8 @@ class RunData:
     positions : (k, N, d) or None (particles), tokens : (k, N_T, d) or None (transformer);
     series : name -> (k,) diagnostics; long_names : name -> text; label : a one-line title;
     config : the run's configuration (config_json), {} when the file has none; status : the file's
-    status ("complete", "interrupted" or "running"), said in the label when it is not complete."""
+    status ("complete", "interrupted" or "running"), said in the label when it is not complete;
+    energy_beta : the β of the energy diagnostics (their ``beta`` attribute), None without one."""
 
     path: Path
     grid: object
@@ -185,6 +186,7 @@ class RunData:
     label: str = ""
     config: dict = field(default_factory=dict)
     status: str = "complete"
+    energy_beta: float | None = None
 
     @property
     def sphere(self) -> bool:
@@ -243,6 +245,8 @@ def read_run(path: str | os.PathLike) -> RunData:
             if v.dimensions == ("time",) and name != "time":
                 data.series[name] = get(name)
                 data.long_names[name] = getattr(v, "long_name", name)
+                if name.endswith("energy") and "beta" in v.ncattrs():
+                    data.energy_beta = float(v.getncattr("beta"))
         if "config_json" in attrs:
             data.config = json.loads(ds.getncattr("config_json"))
             data.label = _config_label(data.config, data)
@@ -387,9 +391,24 @@ def _lon_text(deg: float) -> str:
     return "180°" if d == -180 else "0°" if d == 0 else f"{abs(d)}°{'E' if d > 0 else 'W'}"
 
 
-def _graticule_mollweide(ax, lon0: float, step: float = 30.0, colour: str = "w") -> None:
-    """Meridians (at multiples of ``step`` degrees, labelled every other one on the equator),
-    parallels every ``step`` degrees, and the outline."""
+def label_free(lonlat, w, label_lon: float, *, half_width: float = 22.0,
+               half_height: float = 12.0) -> bool:
+    """Whether a longitude label at (``label_lon`` degrees, the equator) covers no more mass than
+    a uniform density would: the share of ``w`` (at ``lonlat``, radians) within ± ``half_width``
+    degrees of longitude and ± ``half_height`` of latitude of it is at most that box's share of
+    the sphere's area.  A label is drawn over thin or empty regions, never over a cluster."""
+    lon, lat = lonlat
+    dlon = np.abs(np.degrees(_wrap(lon - math.radians(label_lon))))
+    near = (dlon <= half_width) & (np.abs(np.degrees(lat)) <= half_height)
+    area_share = math.radians(2 * half_width) * 2 * math.sin(math.radians(half_height)) / (4 * math.pi)
+    return float(w[near].sum()) <= area_share * float(w.sum())
+
+
+def _graticule_mollweide(ax, lon0: float, step: float = 30.0, colour: str = "w",
+                         free=lambda deg: True) -> None:
+    """Meridians (at multiples of ``step`` degrees, every other one labelled on the equator where
+    ``free(degrees)`` says the label covers no mass), parallels every ``step`` degrees, and the
+    outline."""
     ll = np.radians(np.linspace(-90, 90, 181))
     for d in np.arange(0, 360, step):
         dl = float(_wrap(math.radians(d) - lon0))
@@ -397,7 +416,7 @@ def _graticule_mollweide(ax, lon0: float, step: float = 30.0, colour: str = "w")
             continue
         x, y = mollweide(lon0 + dl, ll, lon0)
         ax.plot(x, y, color=colour, lw=0.4, alpha=0.5)
-        if d % (2 * step) == 0 and abs(dl) < np.pi - math.radians(20):
+        if d % (2 * step) == 0 and abs(dl) < np.pi - math.radians(20) and free(d):
             ax.text(x[90], -0.05, _lon_text(d), color=colour, fontsize=6, ha="center", va="top",
                     alpha=0.85)
     lo = np.linspace(lon0 - np.pi, lon0 + np.pi, 361)
@@ -524,7 +543,10 @@ def plot_mollweide(data: RunData, path, times=None, *, log: bool | None = None,
                            norm=norm, cmap="viridis", interpolation="nearest")
         else:
             ax.add_patch(_ellipse(plt))
-        _graticule_mollweide(ax, lon0, colour="w" if data.density is not None else "0.3")
+        xyz, w = _measure(data, t)
+        lonlat = xyz_to_lonlat(xyz)
+        _graticule_mollweide(ax, lon0, colour="w" if data.density is not None else "0.3",
+                             free=lambda deg: label_free(lonlat, w, deg))
         for pts, label, style in _point_sets(data, t):
             lon, lat = xyz_to_lonlat(pts)
             x, y = mollweide(lon, lat, lon0)
@@ -652,6 +674,8 @@ def plot_circle(data: RunData, path, times=None, *, log: bool | None = None,
         ax["map"].plot([], [], color="#ff3b30", lw=0.8, label=f"{pick.size} particle paths")
         ax["map"].legend(fontsize=7, loc="lower right")
     ax["map"].set_xlim(*xlim)
+    for a in ax.values():  # θ runs over [θ₀, θ₀ + 360°): label it modulo 360°
+        a.xaxis.set_major_formatter(plt.FuncFormatter(lambda x, _: f"{x % 360:.0f}°"))
     ax["map"].set_xlabel("θ (degrees)")
     ax["map"].set_ylabel("time t")
     ax["map"].set_title("space–time", fontsize=9)
@@ -685,6 +709,27 @@ _PREFIXES = (("", "density", "-"), ("particles_", "particles", "--"),
 #: the energy's log-rate is fitted on the outputs with t ≥ this fraction of the last time (after
 #: the first, not yet concentrated phase)
 RATE_FIT_FROM = 0.25
+
+
+def panel_labels(name: str, data: RunData) -> tuple[str, str]:
+    """(title, y label) of the diagnostic ``name`` (e.g. ``particles_energy``) from
+    :data:`PANELS`, the representation in the title and the energy's β where the file gives it;
+    the variable's long_name and name for a diagnostic without a panel."""
+    for prefix, what, _ in reversed(_PREFIXES):
+        if name.startswith(prefix):
+            base = name[len(prefix):]
+            break
+    for title, ylabel, bases, _ in PANELS:
+        if base in bases:
+            title = _with_beta(title, data)
+            return (title if len(bases) == 1 else f"{title}: {_SERIES_LABEL[base]}") + f" ({what})", ylabel
+    return data.long_names.get(name, name), name
+
+
+def _with_beta(title: str, data: RunData) -> str:
+    if title == "interaction energy" and data.energy_beta is not None:
+        return f"{title}, β = {data.energy_beta:g}"
+    return title
 
 
 def _energy_rate(ax, data: RunData, t, lines, valid) -> None:
@@ -744,7 +789,7 @@ def plot_diagnostics(data: RunData, path, *, dpi: int = 120) -> Path | None:
             ax.set_yscale("log")
             if title == "interaction energy":
                 _energy_rate(ax, data, t, lines, valid)
-        ax.set_title(title, fontsize=9)
+        ax.set_title(_with_beta(title, data), fontsize=9)
         ax.set_xlabel("time t")
         ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
@@ -791,9 +836,10 @@ def plot_ensemble_diagnostics(runs: list, path, *, dpi: int = 120) -> Path | Non
         positive = bool(np.all(y > 0))
         if positive and float(np.max(y) / np.min(y)) > LOG_SPAN:
             ax.set_yscale("log")
-        ax.set_title(runs[0].long_names.get(name, name), fontsize=8, wrap=True)
+        title, ylabel = panel_labels(name, runs[0])
+        ax.set_title(title, fontsize=8, wrap=True)
         ax.set_xlabel("time t")
-        ax.set_ylabel(name + (" − at t = 0" if name.endswith("mass") else ""))
+        ax.set_ylabel(ylabel)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7)
     for ax in axes.flat[n:]:
@@ -827,9 +873,11 @@ def animate(data: RunData, path, *, log: bool | None = None, max_frames: int = 6
     plt = _plt()
     norm = density_norm(data.density[valid], log) if data.density is not None else None
     if data.sphere:
-        lons, ws = zip(*((xyz_to_lonlat(x)[0], w / w.sum()) for x, w in
-                         (_measure(data, t) for t in frames)))
+        lonlats, ws = zip(*((xyz_to_lonlat(x), w / w.sum()) for x, w in
+                            (_measure(data, t) for t in frames)))
+        lons = [ll[0] for ll in lonlats]
         lon0 = (quiet_longitude(np.concatenate(lons), np.concatenate(ws)) + np.pi) % (2 * np.pi)
+        every = (np.concatenate(lons), np.concatenate([ll[1] for ll in lonlats]))  # all frames
         fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
         ax.set_xlim(-2 * SQRT2 * 1.02, 2 * SQRT2 * 1.02)
         ax.set_ylim(-SQRT2 * 1.04, SQRT2 * 1.04)
@@ -844,7 +892,8 @@ def animate(data: RunData, path, *, log: bool | None = None, max_frames: int = 6
             fig.colorbar(im, ax=ax, shrink=0.7, label=_density_label(norm))
         else:
             ax.add_patch(_ellipse(plt))
-        _graticule_mollweide(ax, lon0, colour="w" if data.density is not None else "0.3")
+        _graticule_mollweide(ax, lon0, colour="w" if data.density is not None else "0.3",
+                             free=lambda deg: label_free(every, np.concatenate(ws), deg))
         scats = [ax.scatter([], [], label=label, **style) for _, label, style in _point_sets(data, frames[0])]
         if scats:
             ax.legend(loc="lower left", fontsize=7, markerscale=3, frameon=False,

@@ -104,7 +104,7 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
                    fields=reps.density is not None and config.outputs.fields, particles=n_part,
                    weights=weights, positions=config.outputs.positions, tokens=n_tok,
                    token_realisations=None if tc is None else tc.realisations,
-                   series={k: series_attrs(k) for k in names}, static=static,
+                   series={k: series_attrs(k, model.config.energy_beta()) for k in names}, static=static,
                    density=reps.density is not None,
                    density_points=(model.density0.shape[0] if reps.density is not None and
                                    reps.density.scheme == "lagrangian-remap" else None),

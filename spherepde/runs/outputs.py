@@ -39,13 +39,17 @@ MOMENT_SERIES = ("moment_re", "moment_im")
 _WHAT = {"particles_": "the particles", "transformer_": "the transformer's tokens"}
 
 
-def series_attrs(name: str) -> dict:
-    """CF attributes of the (time,) variable ``name`` (e.g. ``particles_energy``)."""
+def series_attrs(name: str, energy_beta: float = 1.0) -> dict:
+    """CF attributes of the (time,) variable ``name`` (e.g. ``particles_energy``); the energy's
+    carry its β (``energy_beta``) in the long_name and as the attribute ``beta``."""
     what, base = "the density", name
     for prefix, text in _WHAT.items():
         if name.startswith(prefix) and name[len(prefix):] in SERIES_LONG_NAMES:
             what, base = text, name[len(prefix):]
     attrs = {"units": "1", "long_name": SERIES_LONG_NAMES[base].format(what=what)}
+    if base == "energy":
+        attrs["long_name"] += f", beta = {energy_beta:g}"
+        attrs["beta"] = float(energy_beta)
     if base in MOMENT_SERIES:
         attrs["dims"] = ("moment",)
     return attrs

@@ -226,3 +226,36 @@ def test_plot_bad_input_exit_2_naming_the_path(tmp_path, capsys):
     rc = main(["plot", str(nc), "--output", str(tmp_path / "file")])
     err = capsys.readouterr().err
     assert rc == 2 and "file" in err and "not a folder" in err
+
+
+# ---- labels that say what the figure shows (issue 22.11) ------------------------------------
+def test_longitude_labels_keep_off_the_mass():
+    """A cluster at 60°E: the 60° label (and its ± 22° neighbourhood) is not free, 180° is."""
+    lon, lat = np.radians([60.0, 62.0, 58.0]), np.radians([0.0, 5.0, -5.0])
+    w = np.array([0.4, 0.3, 0.3])
+    assert not F.label_free((lon, lat), w, 60.0)
+    assert not F.label_free((lon, lat), w, 70.0)
+    assert F.label_free((lon, lat), w, 180.0) and F.label_free((lon, lat), w, -60.0)
+    # a cluster far from the equator leaves the equator's labels free
+    assert F.label_free((lon, np.radians([60.0, 62.0, 58.0])), w, 60.0)
+
+
+def test_diagnostics_panels_name_the_quantity_and_the_energy_beta(tmp_path):
+    nc = _make(tmp_path, SPHERE, "s", outputs={"diagnostics": ["energy", "mass"], "energy_beta": 2.5})
+    data = F.read_run(nc)
+    assert data.energy_beta == 2.5
+    assert F.panel_labels("particles_energy", data) == (
+        "interaction energy, β = 2.5 (particles)", r"$e^{-\beta} E_\beta$")
+    assert F.panel_labels("energy", data)[0] == "interaction energy, β = 2.5 (density)"
+    assert F.panel_labels("mass", data) == ("mass error (density)", "mass − mass(0)")
+
+
+def test_an_unresolved_metastability_check_is_said_on_the_figure():
+    from spherepde.experiments.metastability import resolution_note
+
+    check = {"beta": 100.0, "nlat": [36, 48], "w2_min": [0.135, 0.116], "at_end": [False, False],
+             "relative_change": 0.164, "resolved": False}
+    note = resolution_note(check)
+    assert note.startswith("UNRESOLVED at β = 100") and "16.4 %" in note and "nlat 36" in note
+    assert resolution_note({**check, "resolved": True}) is None and resolution_note(None) is None
+    assert "not reached" in resolution_note({**check, "at_end": [False, True]})
