@@ -19,6 +19,7 @@ import json
 import math
 import os
 import platform
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -96,14 +97,18 @@ def run_examples(names: list[str], work: Path) -> dict:
 
 
 def demo(work: Path) -> dict:
-    """`spherepde demo`: its wall time and the numbers its reading quotes (experiments.demo.numbers)."""
+    """`spherepde demo`: its wall time and the numbers its reading quotes (experiments.demo.numbers);
+    its PNGs are copied to docs/figures/demo_*.png, the README's pictures."""
     from spherepde.experiments.demo import numbers
 
     args = ["demo", "--output", str(work / "demo"), "--quiet"]
     load = os.getloadavg()[0]
     seconds, res = _cli(args)
+    for png in res["figures"]:  # the README's pictures come from this very run
+        shutil.copyfile(png, ROOT / "docs" / "figures" / f"demo_{Path(png).name}")
     return {"command": "python3 -m spherepde demo --output DIR", "seconds": round(seconds, 1),
-            "load_average": round(load, 2), **numbers(res["file"])}
+            "load_average": round(load, 2), "figures": [f"docs/figures/demo_{Path(p).name}" for p in res["figures"]],
+            **numbers(res["file"])}
 
 
 def d5_realisations(work: Path, n_real: int = 16, tokens: int = 16) -> dict:
