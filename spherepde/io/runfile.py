@@ -115,8 +115,8 @@ class RunFile:
     """
 
     def __init__(self, path: Path, grid, times: np.ndarray, *, config: Mapping, seeds: Mapping,
-                 fields: bool, particles: tuple[int, int] | None, weights=None,
-                 positions: bool = True, tokens: tuple[int, int] | None = None,
+                 fields: bool, particles: tuple[int, ...] | None, weights=None,
+                 positions: bool = True, tokens: tuple[int, ...] | None = None,
                  series: Mapping[str, Mapping] = {},
                  static: Mapping[str, tuple] = {}, density: bool | None = None,
                  density_points: int | None = None, token_realisations: int | None = None,

@@ -308,7 +308,7 @@ class DiscreteTransformer:
         s_att, multiplies the attention term (+1 attractive, 0 off, −1 repulsive).
     """
 
-    def __init__(self, *, d: int, depth: int, T: float, width: int | None = None,
+    def __init__(self, *, d: int, depth: int, T: float, width: int | float | None = None,
                  activation="relu", sigma_u: float = 0.0, sigma_w: float = 0.0,
                  attention: Attention | None = None, attention_scale: float = 1.0) -> None:
         self.d = check_int("d", d, 2)
@@ -716,7 +716,8 @@ class TransformerStepper:
 
     def __init__(self, transformer: DiscreteTransformer, n: int, *, realisations: int | None = None,
                  rngs: Sequence[np.random.Generator] | None = None, layers: Sequence | None = None,
-                 noise: NoiseField | None = None, path: BrownianPath | None = None) -> None:
+                 noise: NoiseField | None = None,
+                 path: BrownianPath | Sequence[BrownianPath] | None = None) -> None:
         if not isinstance(transformer, DiscreteTransformer):
             raise TypeError(f"transformer must be a DiscreteTransformer, got {type(transformer).__name__}")
         tr = self.transformer = transformer
