@@ -82,6 +82,13 @@ class Model:
     kernel: NoiseKernel | None = None
     weights: np.ndarray | None = None
 
+    @property
+    def noise_field(self) -> NoiseField:
+        """``noise``, for a run that has one (dynamics.noise on a grid); ValueError otherwise."""
+        if self.noise is None:
+            raise ValueError("this run has no noise field (dynamics.noise with a grid)")
+        return self.noise
+
 
 class _MLPOptions(TypedDict, total=False):
     """The transformer's MLP options taken from dynamics.noise (none without noise)."""
