@@ -141,7 +141,7 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
                       "measure Π#ρ₀ is not computed", stacklevel=2)
     two_point = EA is not None and EA.dim == 1
     e = EA.basis[:, 0] if two_point else None
-    a = two_point_weight(x, w0, e) if two_point else math.nan
+    a = two_point_weight(x, w0, e) if e is not None else math.nan  # e: given two_point
     wanted = {"w2": ("w2_projection", two_point), "dist_E_VBt": ("dist_eigenspace", EA is not None),
               "dist_E_V": ("dist_eigenspace_V", EV is not None)}
     diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]
@@ -231,7 +231,7 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     """
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict] = []
     t_start = time.perf_counter()
     partial = {"experiment": "metastability", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):

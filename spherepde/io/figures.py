@@ -35,7 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.grids import GaussGrid, grid_from_dict
+from spherepde.grids import CircleGrid, GaussGrid, grid_from_dict
 from spherepde.grids.geometry import lonlat_to_xyz, xyz_to_lonlat
 from spherepde.validation.fits import log_rate
 from spherepde.noise.kernel import synchronisation_rate
@@ -148,7 +148,9 @@ def quiet_longitude(lon, w, bins: int = 72) -> float:
     1 % of the largest bin of the lightest one, the middle of the longest circular run."""
     h, _ = np.histogram(np.mod(np.ravel(lon), 2 * np.pi), bins=bins, range=(0, 2 * np.pi),
                         weights=np.ravel(w))
-    smooth = sum(np.roll(h, s) for s in range(-2, 3))
+    smooth = np.zeros_like(h)
+    for s in range(-2, 3):
+        smooth += np.roll(h, s)
     light = smooth <= smooth.min() + 0.01 * (smooth.max() - smooth.min())
     if light.all():
         return math.pi
@@ -176,7 +178,7 @@ class RunData:
     energy_beta : the β of the energy diagnostics (their ``beta`` attribute), None without one."""
 
     path: Path
-    grid: object
+    grid: GaussGrid | CircleGrid | None
     times: np.ndarray
     density: np.ndarray | None = None
     positions: np.ndarray | None = None
@@ -191,6 +193,25 @@ class RunData:
     @property
     def sphere(self) -> bool:
         return isinstance(self.grid, GaussGrid)
+
+    @property
+    def gauss_grid(self) -> GaussGrid:
+        """The grid of a density on S² (for the figures that draw one)."""
+        assert isinstance(self.grid, GaussGrid), "a density on S²"
+        return self.grid
+
+    @property
+    def circle_grid(self) -> CircleGrid:
+        """The grid of a density on S¹ (for the figures that draw one)."""
+        assert isinstance(self.grid, CircleGrid), "a density on S¹"
+        return self.grid
+
+    @property
+    def points(self) -> np.ndarray:
+        """The particles' positions (k, N, d), else the transformer's tokens."""
+        pts = self.positions if self.positions is not None else self.tokens
+        assert pts is not None, "a run with particles or tokens"
+        return pts
 
     def valid(self) -> np.ndarray:
         """Indices of the output times that were written (an interrupted run leaves NaN)."""
@@ -452,8 +473,8 @@ def _point_sets(data: RunData, t: int):
 def _measure(data: RunData, t: int):
     """(xyz (n, 3), w (n,)) of what is shown at output ``t``: the density's cells, else points."""
     if data.density is not None:
-        return data.grid.xyz.reshape(-1, 3), (data.density[t] * data.grid.cell_area).ravel()
-    pts = data.positions if data.positions is not None else data.tokens
+        return data.gauss_grid.xyz.reshape(-1, 3), (data.density[t] * data.gauss_grid.cell_area).ravel()
+    pts = data.points
     return pts[t], np.full(pts.shape[1], 1.0 / pts.shape[1])
 
 
@@ -486,7 +507,8 @@ def plot_orthographic(data: RunData, path, times=None, *, log: bool | None = Non
         for row, (name, sign) in enumerate(rows):
             ax, view = axes[row, col], sign * c
             if data.density is not None:
-                img = _image(data.density[t], ortho_raster(data.grid, view))
+                img = _image(data.density[t], ortho_raster(data.gauss_grid, view))
+                assert norm is not None  # with the density
                 im = ax.imshow(np.ma.masked_where(img.mask, np.maximum(img.filled(0), norm.vmin)),
                                extent=(-1, 1, -1, 1), origin="upper", norm=norm, cmap="viridis",
                                interpolation="nearest")
@@ -502,8 +524,8 @@ def plot_orthographic(data: RunData, path, times=None, *, log: bool | None = Non
                 ax.set_title(f"t = {data.times[t]:.3g}\n{name}: {where}", fontsize=8)
             else:
                 share = 100 * far[col]
-                share = f"{share:.0f} %" if share >= 1 else "< 1 %"
-                ax.set_title(f"{name}: {where}\n({share} of the mass)", fontsize=8)
+                share_text = f"{share:.0f} %" if share >= 1 else "< 1 %"
+                ax.set_title(f"{name}: {where}\n({share_text} of the mass)", fontsize=8)
             ax.set_xlim(-1.03, 1.03)
             ax.set_ylim(-1.03, 1.03)
             ax.set_aspect("equal")
@@ -533,11 +555,12 @@ def plot_mollweide(data: RunData, path, times=None, *, log: bool | None = None,
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol + 0.6, 2.5 * nrow + 1.0),
                              squeeze=False, layout="constrained")
     norm = density_norm(data.density[times], log) if data.density is not None else None
-    raster = mollweide_raster(data.grid, lon0) if data.density is not None else None
+    raster = mollweide_raster(data.gauss_grid, lon0) if data.density is not None else None
     im = None
     for ax, t in zip(axes.flat, times):
         if data.density is not None:
             img = _image(data.density[t], raster)
+            assert norm is not None  # with the density
             im = ax.imshow(np.ma.masked_where(img.mask, np.maximum(img.filled(0), norm.vmin)),
                            extent=(-2 * SQRT2, 2 * SQRT2, -SQRT2, SQRT2), origin="upper",
                            norm=norm, cmap="viridis", interpolation="nearest")
@@ -587,7 +610,7 @@ def _save(fig, path, dpi: int = 120) -> Path:
 
 # ---- S¹ figure --------------------------------------------------------------------------------
 def _circle_angles(data: RunData, t: int) -> np.ndarray:
-    pts = data.positions if data.positions is not None else data.tokens
+    pts = data.points
     return np.arctan2(pts[t, :, 1], pts[t, :, 0])
 
 
@@ -596,8 +619,8 @@ def circle_origin(data: RunData, times) -> float:
     th, w = [], []
     for t in times:
         if data.density is not None:
-            th.append(data.grid.theta)
-            w.append(data.density[t] * data.grid.cell_length)
+            th.append(data.circle_grid.theta)
+            w.append(data.density[t] * data.circle_grid.cell_length)
         else:
             a = _circle_angles(data, t)
             th.append(a)
@@ -624,7 +647,7 @@ def plot_circle(data: RunData, path, times=None, *, log: bool | None = None,
     xlim = (math.degrees(th0), math.degrees(th0) + 360)
     labels = [f"t = {data.times[t]:.3g}" for t in times]
     if data.density is not None:
-        th = data.grid.theta
+        th = data.circle_grid.theta
         order = np.argsort(np.mod(th - th0, 2 * np.pi))
         for t, col, label in zip(times, colours, labels):
             ax["lines"].plot(shift(th)[order], data.density[t][order], color=col, lw=1.2, label=label)
@@ -653,10 +676,10 @@ def plot_circle(data: RunData, path, times=None, *, log: bool | None = None,
         ax["lines"].set_xlim(*xlim)
     tt = data.times[valid]
     if data.density is not None:
-        th = data.grid.theta
+        th = data.circle_grid.theta
         order = np.argsort(np.mod(th - th0, 2 * np.pi))
-        start = th0 + np.mod(th[order[0]] - th0, 2 * np.pi) - 0.5 * data.grid.dtheta
-        faces = np.degrees(start + data.grid.dtheta * np.arange(th.size + 1))
+        start = th0 + np.mod(th[order[0]] - th0, 2 * np.pi) - 0.5 * data.circle_grid.dtheta
+        faces = np.degrees(start + data.circle_grid.dtheta * np.arange(th.size + 1))
         tf = np.concatenate([[tt[0]], 0.5 * (tt[1:] + tt[:-1]), [tt[-1]]]) if tt.size > 1 else \
             np.array([tt[0] - 0.5, tt[0] + 0.5])
         norm = density_norm(data.density[valid], log)
@@ -665,7 +688,7 @@ def plot_circle(data: RunData, path, times=None, *, log: bool | None = None,
         fig.colorbar(m, ax=ax["map"], label="density ρ (per unit length)"
                      + (", log scale" if isinstance(norm, _lognorm()) else ""))
     if points:
-        pts = data.positions if data.positions is not None else data.tokens
+        pts = data.points
         pick = np.unique(np.linspace(0, pts.shape[1] - 1, min(64, pts.shape[1])).round().astype(int))
         a = np.stack([shift(_circle_angles(data, t)[pick]) for t in valid])
         jump = np.abs(np.diff(a, axis=0)) > 180  # a path crossing the edge: break the line
@@ -702,6 +725,8 @@ PANELS = (
 _SERIES_LABEL = {"mass": "mass", "min_density": "min ρ", "max_density": "max ρ", "energy": "energy",
                  "dist_eigenspace": "to VBᵀ's top eigenspace", "dist_eigenspace_V": "to V's top eigenspace",
                  "w2_projection": "W₂", "w2_particles_density": "W₂"}
+#: a line of a diagnostics panel: (series name, label or None, (colour, line style))
+_Line = tuple[str, str | None, tuple[str, str]]
 _PREFIXES = (("", "density", "-"), ("particles_", "particles", "--"),
              ("transformer_", "transformer", ":"))
 
@@ -742,11 +767,11 @@ def _energy_rate(ax, data: RunData, t, lines, valid) -> None:
         rate = log_rate(t[fit], data.series[name][valid][fit])[0]
         what = line.get_label() if not line.get_label().startswith("_") else name
         line.set_label(f"{what}: fitted rate {rate:.3g} (t ≥ {t[fit][0]:.3g})")
-    rate = synchronisation_rate(data.config)
-    if rate is not None:
+    theory = synchronisation_rate(data.config)
+    if theory is not None:
         y_end = data.series[lines[0][0]][valid][-1]
-        ax.plot(t, y_end * np.exp(rate * (t - t[-1])), ":", color="k", lw=1.0,
-                label=f"slope 2λ₁ = {rate:.3g} (theory)")
+        ax.plot(t, y_end * np.exp(theory * (t - t[-1])), ":", color="k", lw=1.0,
+                label=f"slope 2λ₁ = {theory:.3g} (theory)")
 
 
 def plot_diagnostics(data: RunData, path, *, dpi: int = 120) -> Path | None:
@@ -755,11 +780,11 @@ def plot_diagnostics(data: RunData, path, *, dpi: int = 120) -> Path | None:
     when the run has none."""
     plt = _plt()
     valid = data.valid()
-    panels = []
+    panels: list[tuple[str, str, list[_Line], bool | str]] = []
     for title, ylabel, bases, logy in PANELS:
-        lines = [(p + b, f"{what}: {_SERIES_LABEL[b]}" if len(bases) > 1 else what,
-                  (f"C{k}", ls)) for k, b in enumerate(bases)
-                 for p, what, ls in _PREFIXES if p + b in data.series]
+        lines: list[_Line] = [(p + b, f"{what}: {_SERIES_LABEL[b]}" if len(bases) > 1 else what,
+                               (f"C{k}", ls)) for k, b in enumerate(bases)
+                              for p, what, ls in _PREFIXES if p + b in data.series]
         lines = [ln for ln in lines if np.isfinite(data.series[ln[0]][valid]).any()]
         if lines:
             panels.append((title, ylabel, lines, logy))
@@ -885,7 +910,8 @@ def animate(data: RunData, path, *, log: bool | None = None, max_frames: int = 6
         ax.axis("off")
         im = None
         if data.density is not None:
-            raster = mollweide_raster(data.grid, lon0, width=321)
+            raster = mollweide_raster(data.gauss_grid, lon0, width=321)
+            assert norm is not None  # with the density
             im = ax.imshow(_image(np.maximum(data.density[frames[0]], norm.vmin), raster),
                            extent=(-2 * SQRT2, 2 * SQRT2, -SQRT2, SQRT2), origin="upper",
                            norm=norm, cmap="viridis", interpolation="nearest")
@@ -908,7 +934,7 @@ def animate(data: RunData, path, *, log: bool | None = None, max_frames: int = 6
     else:
         th0 = circle_origin(data, valid)
         fig, ax = plt.subplots(figsize=(6.4, 3.6), layout="constrained")
-        th = data.grid.theta
+        th = data.circle_grid.theta
         order = np.argsort(np.mod(th - th0, 2 * np.pi))
         x = np.degrees(np.mod(th - th0, 2 * np.pi) + th0)[order]
         line = None

@@ -353,7 +353,8 @@ class NetCDFWriter:
             tv.setncatts(TIME_ATTRS)
             chunks = (1, *grid.shape)
             for name, vattrs in self.variables.items():
-                v = self._ds.createVariable(
+                # complevel: an int in 1..9 (compress checked above); the stubs want a Literal
+                v = self._ds.createVariable(  # type: ignore[call-overload]
                     name, "f8", ("time", *self._spatial_dims), fill_value=False,
                     chunksizes=chunks, zlib=self._compress > 0,
                     complevel=max(self._compress, 1),
@@ -518,11 +519,10 @@ def open_dataset(path: str | os.PathLike, *, load: bool = True, incomplete: str 
 
     if incomplete not in ("warn", "error", "ignore"):
         raise ValueError(f"incomplete must be 'warn', 'error' or 'ignore', got {incomplete!r}")
-    kwargs = dict(engine="netcdf4", decode_times=False, decode_timedelta=False)
     if not load:
-        ds = xr.open_dataset(path, **kwargs)
+        ds = xr.open_dataset(path, engine="netcdf4", decode_times=False, decode_timedelta=False)
     else:
-        with xr.open_dataset(path, **kwargs) as lazy:
+        with xr.open_dataset(path, engine="netcdf4", decode_times=False, decode_timedelta=False) as lazy:
             ds = lazy.load()
     status = ds.attrs.get("status", "complete")
     if status != "complete" and incomplete != "ignore":
@@ -643,26 +643,27 @@ class NetCDFTracker(Tracker):
         self.title = title
         self.static = dict(static or {})
         self.compress = compress
-        self.writer = None
+        self.writer: NetCDFWriter | None = None
         self._status = "complete"
 
     def initialize(self, state, t, info) -> None:
         if info["grid"] != self.grid:
             raise ValueError(f"grid: tracker grid {self.grid} differs from the stepper's {info['grid']}")
         self._status = "complete"
-        self.writer = NetCDFWriter(
+        self.writer = writer = NetCDFWriter(
             self.path, self.grid, variables={self.variable: self.attrs}, config=self.config,
             seed=self.seed, title=self.title, compress=self.compress,
             attrs={"stepper": str(info.get("stepper", "unknown"))},
         )
         try:
             for key, (array, dims, *rest) in self.static.items():
-                self.writer.add_static(key, array, dims, rest[0] if rest else None)
+                writer.add_static(key, array, dims, rest[0] if rest else None)
         except BaseException:
-            self.writer.close("interrupted")
+            writer.close("interrupted")
             raise
 
     def handle(self, state, t) -> None:
+        assert self.writer is not None  # opened by initialize
         self.writer.append(t, **{self.variable: state})
 
     def abort(self, error: BaseException) -> None:

@@ -108,7 +108,11 @@ def plot_ensemble(runs: list, output: str | os.PathLike, *, dpi: int = 120) -> l
         r0 = first.config.get("dynamics", {}).get("noise", {}).get("realisation", 0)
         figures.append(draw(replace(first, label=f"realisation {r0}: {first.label}"),
                             output / "realisation0.png", times, dpi=dpi))
-        mean = np.mean([d.density for d in data], axis=0)
+        densities = []
+        for d in data:
+            assert d.density is not None, "every member of the ensemble has the density"
+            densities.append(d.density)
+        mean = np.mean(densities, axis=0)
         figures.append(draw(replace(first, density=mean, positions=None, tokens=None,
                                     label=f"mean density over {len(data)} realisations: {first.label}"),
                             output / "mean.png", times, dpi=dpi))
