@@ -76,7 +76,7 @@ import numpy as np
 
 from spherepde.checks import check_int, check_real
 from spherepde.dynamics.attention import Attention
-from spherepde.grids.geometry import cosine_minus_one
+from spherepde.dynamics.energy import scaled_interaction_energy
 from spherepde.noise.activations import Activation, get_activation
 from spherepde.noise.brownian import BrownianPath
 from spherepde.noise.field import NoiseField
@@ -860,15 +860,17 @@ def token_interaction_energy(x, beta: float, *, form: str = "scaled") -> np.ndar
     zero exactly when all tokens coincide.  ``form``: "scaled" (default) e^{−β}E_β (never
     overflows; the convention of :func:`spherepde.validation.metrics.interaction_energy`, equal
     to it with weights 1/N), "raw" E_β (inf when e^β overflows), or "log" log E_β (−inf at a
-    single cluster).  β > 0 finite.  Returns shape (...,).  Uses ``-expm1`` so that nearly
-    clustered tokens keep their relative accuracy.
+    single cluster).  β > 0 finite.  Returns shape (...,).  The one implementation of the
+    energy (:func:`spherepde.dynamics.energy.scaled_interaction_energy`, weights 1/N).
     """
     b = check_real("beta", beta, positive=True)
     if form not in ENERGY_FORMS:
         raise ValueError(f"form must be one of {ENERGY_FORMS}, got {form!r}")
     u = retract(_check_tokens(x))
-    c1 = np.clip(cosine_minus_one(u, u), -2.0, 0.0)  # ⟨x_i, x_j⟩ − 1, exactly 0 for x_i = x_j
-    scaled = 0.5 * np.mean(-np.expm1(b * c1), axis=(-2, -1))
+    n = u.shape[-2]
+    flat = u.reshape(-1, n, u.shape[-1])
+    w = np.full(n, 1.0 / n)
+    scaled = np.array([scaled_interaction_energy(xi, w, b) for xi in flat]).reshape(u.shape[:-2])
     if form == "scaled":
         return scaled
     if form == "raw":
