@@ -32,7 +32,7 @@ import xarray as xr
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from spherepde.io.figures import RATE_FIT_FROM  # noqa: E402
+from spherepde.io.series import RATE_FIT_FROM  # noqa: E402
 from spherepde.io.runfile import swept_values  # noqa: E402
 from spherepde.io.summary import jsonable  # noqa: E402
 from spherepde.noise.kernel import synchronisation_rate  # noqa: E402

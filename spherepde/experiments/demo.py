@@ -46,7 +46,7 @@ def numbers(path: str | os.PathLike) -> dict:
     VBᵀ's, linearly interpolated between outputs; None before it happens), ``t_end`` and
     ``dist_V_end`` (the distance to V's eigenspace at the end), ``w2_particles_min``/``_max``.
     A number whose series is missing or all non-finite is None."""
-    from spherepde.io.figures import read_run
+    from spherepde.io.rundata import read_run
 
     data = read_run(path)
     valid = data.valid()

@@ -96,8 +96,9 @@ def plot_ensemble(runs: list, output: str | os.PathLike, *, dpi: int = 120) -> l
     Returns the paths written."""
     from dataclasses import replace
 
-    from spherepde.io.figures import (pick_times, plot_circle, plot_ensemble_diagnostics,
-                                      plot_mollweide, read_run)
+    from spherepde.io.maps import plot_circle, plot_mollweide
+    from spherepde.io.rundata import pick_times, read_run
+    from spherepde.io.series import plot_ensemble_diagnostics
 
     output = Path(output)
     data = [read_run(p) for p in runs]
