@@ -108,13 +108,16 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
                    density=reps.density is not None,
                    density_points=(model.density0.shape[0] if reps.density is not None and
                                    reps.density.scheme == "lagrangian-remap" else None),
-                   precision=config.outputs.precision)
+                   precision=config.outputs.precision,
+                   brownian_path=None if model.path is None else model.path.to_dict())
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
                      "seeds": config.seeds(), "dt": model.dt, "outputs": int(model.times.size),
                      "interrupted": False}
     if model.noise is not None:
         summary["noise"] = {**model.noise.to_dict(), "calculus": config.dynamics.noise.calculus}
+        if model.path is not None:
+            summary["noise"]["brownian_path"] = model.path.to_dict()
     elif model.kernel is not None:
         k = model.kernel
         summary["noise"] = {"d": int(k.d), "sampler": "exact Gaussian field at the tokens",

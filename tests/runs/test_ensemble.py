@@ -150,7 +150,7 @@ def test_moments_are_those_of_the_stored_measures(raw, tmp_path):
 def test_float32_fields_restart_bit_for_bit(tmp_path):
     from spherepde.runs.restart import restart
 
-    full = _with(CIRCLE, "dynamics.noise.horizon=0.4")
+    full = _with(CIRCLE, "stepping.t_end=0.4")
     run(RunConfig.from_dict(full), tmp_path / "full", progress=False)
     run(RunConfig.from_dict(_with(full, "stepping.t_end=0.2")), tmp_path / "half", progress=False)
     restart(tmp_path / "half" / "run.nc", ["stepping.t_end=0.4"], tmp_path / "cont", progress=False)
