@@ -6,9 +6,11 @@ whole run to a new file that equals an uninterrupted run's bit for bit.  What ma
 equal: each representation continues from its last complete output with the state stored in
 float64 (and the transformer's generator states, one per realisation); output i is at i·output_every, so the
 controller's even split of each output interval — a function of the interval's two ends and
-the step only — takes the same steps; the Brownian path is a pure function of (seed, t) on
-[0, horizon], so a new path object gives the same increments; caches are either keyed by
-exact equality or (the noise field's evaluation tables) primed as the earlier steps left them."""
+the step only — takes the same steps; the Brownian path is a pure function of (seed,
+realisation, t) for every t (:class:`~spherepde.noise.brownian.BrownianPath`; the file keeps
+its ``brownian_path_json``, checked here), so a new path object gives the same increments, also
+past the first run's ``t_end``; caches are either keyed by exact equality or (the noise field's
+evaluation tables) primed as the earlier steps left them."""
 
 from __future__ import annotations
 
