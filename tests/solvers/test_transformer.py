@@ -389,7 +389,7 @@ def test_gaussian_step_matches_run_and_realisations():
     # the stepper driven by the R paths themselves (layers from each path over the step) takes
     # the same layers up to where B is evaluated: the controller's step times may differ from
     # ℓ·Δt in the last bit, and B(t) is interpolated linearly in intervals of 2^-48, which moves
-    # B by up to the interpolation error 3e-8·sqrt(T) per evaluation (noise.brownian); over
+    # B by up to the interpolation error 3e-8 per evaluation (noise.brownian); over
     # 5 layers of 2 evaluations, with √κ(1) < 1, at most 3e-7 (measured 3.1e-9)
     from spherepde.solvers.controller import Controller
     from spherepde.solvers.lagrangian.transformer import TransformerStepper
