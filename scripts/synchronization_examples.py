@@ -2,13 +2,18 @@
 
     python scripts/synchronization_examples.py points    # examples/synchronization_points.toml
     python scripts/synchronization_examples.py schemes   # examples/sweeps/synchronization_schemes.toml
+    python scripts/synchronization_examples.py coarse    # the nlat-12 set-up of test_point_density
 
 ``points`` runs the example into ``out/examples/sync-points`` and writes
 ``docs/data/synchronization_points_example.json``: E_β (β = 1) of the points and the particles at
 every output, E_β(0)/E_β(6) and W₂(particles, density) at t = 6.  ``schemes`` runs the sweep
 (one member after the other, in this process) into ``out/examples/sync-schemes`` and writes
 ``docs/data/synchronization_schemes.json``: at t = 1, 2, 4, 6 E_β of each density scheme, of
-the 500 particles, and W₂(particles, density) per scheme.  Run from the repository root.
+the 500 particles, and W₂(particles, density) per scheme.  ``coarse`` runs the set-up of
+``tests/runs/test_point_density.py::test_points_follow_the_cluster_that_the_fixed_grid_loses``
+(nlat 12, seed 0, t = 0..4) with no remap (the exact pushforward of ρ₀'s quadrature), with the
+remap every 10 steps and as ``ffsl-ppm``, and writes ``docs/data/synchronization_coarse.json``:
+E_β of each at t = 0..4 and the ratios to the exact one.  Run from the repository root.
 """
 from __future__ import annotations
 
@@ -75,15 +80,48 @@ def schemes() -> dict:
     return res
 
 
+COARSE = {
+    "grid": {"kind": "sphere", "nlat": 12},
+    "initial": {"kind": "vmf", "centres": [[0.48, 0.6, 0.64]], "kappas": [10.0]},
+    "dynamics": {"noise": {"activation": "relu", "sigma_u": 0.5, "sigma_w": 0.5, "n_max": 4, "seed": 0}},
+    "representations": {"density": {"scheme": "lagrangian-remap", "remap_every": 10}},
+    "stepping": {"t_end": 4.0, "dt": 0.025, "output_every": 1.0},
+    "outputs": {"diagnostics": ["energy"], "energy_beta": 1.0},
+}
+
+
+def coarse() -> dict:
+    from spherepde.io.netcdf import open_dataset
+    from spherepde.runs.config import RunConfig
+    from spherepde.runs.execute import run
+
+    energy = {}
+    for name, dens in (("exact", {"remap_every": 10**6}), ("points", {}), ("grid", {"scheme": "ffsl-ppm"})):
+        raw = json.loads(json.dumps(COARSE))
+        raw["representations"]["density"] = ({"scheme": "ffsl-ppm"} if name == "grid" else
+                                             {**raw["representations"]["density"], **dens})
+        out = Path("out") / "examples" / f"sync-coarse-{name}"
+        run(RunConfig.from_dict(raw), out, progress=False)
+        energy[name] = open_dataset(out / "run.nc")["energy"].values.astype(float)
+    ref = energy["exact"]
+    return {"setup": COARSE, "times": [0.0, 1.0, 2.0, 3.0, 4.0],
+            "energy": {k: v.tolist() for k, v in energy.items()},
+            "exact_fall_0_to_4": float(ref[0] / ref[-1]),
+            "points_over_exact": (energy["points"] / ref).tolist(),
+            "grid_over_exact_at_4": float(energy["grid"][-1] / ref[-1])}
+
+
 def main(argv) -> int:
     which = argv[0] if argv else ""
-    if which not in ("points", "schemes"):
+    jobs = {"points": (points, "synchronization_points_example"),
+            "schemes": (schemes, "synchronization_schemes"), "coarse": (coarse, "synchronization_coarse")}
+    if which not in jobs:
         raise SystemExit(__doc__)
-    res = points() if which == "points" else schemes()
-    name = "synchronization_points_example" if which == "points" else "synchronization_schemes"
+    fn, name = jobs[which]
+    res = fn()
     (ROOT / "docs" / "data" / f"{name}.json").write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
     print(json.dumps({k: v for k, v in res.items() if k not in ("energy", "particles_energy", "times",
-                                                             "w2_particles_density")}))
+                                                             "w2_particles_density", "setup")}))
     return 0
 
 
