@@ -173,6 +173,11 @@ def test_complete_run_extended_equals_the_longer_run(tmp_path, case):
     _assert_same_file(tmp_path / "long" / "run.nc", tmp_path / "ext" / "run.nc")
     with netCDF4.Dataset(tmp_path / "short" / "run.nc") as ds:  # the original is untouched
         assert ds.dimensions["time"].size == 3
+    # the same seed with another t_end is the same path: the short run is the long one's start
+    x, y = _read(tmp_path / "short" / "run.nc"), _read(tmp_path / "long" / "run.nc")
+    for name in ("density", "position", "energy", "particles_energy"):
+        if name in x:
+            assert np.array_equal(x[name], y[name][:3]), name
 
 
 # ---- refused -------------------------------------------------------------------------------
