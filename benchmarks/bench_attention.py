@@ -26,6 +26,10 @@ medians.  Also written:
 * ``kernel``: pairs/s of the compiled direct kernel (all pairs, no culling, GaussGrid(64) face
   points, B = diag(0.1, 1, 1), β = 30) and of the numpy reference, against the rate of ``np.exp``
   on float64 arrays of the same size as one logit block, all measured in this run;
+* ``meta.yardstick``: the machine's limits measured in this run (``yardstick.py``: CPU model,
+  SIMD, numba's SVML state and threads, np.exp per core, dgemm GFLOP/s, copy bandwidth), and
+  ``kernel.compiled_per_core_over_np_exp`` / each row's ``pairs_per_core_over_np_exp``: the
+  rates per core as fractions of one core's np.exp rate, which mean the same on any CPU;
 * ``steps``: one ``meanfield-ffsl`` step for B = diag(0.1, 1, 1), β = 30, V = diag(1, 0.8, 0.2),
   a diffuse density, at nlat 32, 48, 64, 96, 128, with the least-squares exponent of
   time ∝ nlat^p (aim: p ≤ 3).
@@ -54,6 +58,7 @@ from spherepde.solvers import make_stepper  # noqa: E402
 from spherepde.solvers.eulerian.transport import FFSLSphere  # noqa: E402
 
 from _common import timed  # noqa: E402  (this folder: the timing helpers of every benchmark)
+from yardstick import machine_limits  # noqa: E402  (this folder: the machine's own limits)
 
 NLAT = 128
 BETAS = (1.0, 10.0, 100.0, 1000.0)
@@ -122,8 +127,10 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
             "cpu_auto": float(np.median(c_auto)), "ratios": ratio}
 
 
-def kernel_rates(reps: int) -> dict:
-    """pairs/s of the compiled kernel (no culling) and the reference, np.exp's rate."""
+def kernel_rates(reps: int, limits: dict) -> dict:
+    """pairs/s of the compiled kernel (no culling) and the reference, np.exp's rate; the compiled
+    rate per core (÷ numba's threads) as a fraction of one core's np.exp rate (the yardstick's
+    ``np_exp_per_s_per_core``): a pair costs one exp, so 1.0 is exp-bound on every core."""
     g = GaussGrid(64)
     pts = FFSLSphere(g, lambda t, x: np.zeros_like(x)).points
     y = g.xyz.reshape(-1, 3)
@@ -143,8 +150,12 @@ def kernel_rates(reps: int) -> dict:
         t, _, _ = timed(lambda: [np.exp(block, out=out) for _ in range(20)])
         rates["np_exp"].append(20 * block.size / t)
     med = {k: float(np.median(v)) for k, v in rates.items()}
+    threads = limits["cpu"]["numba_threads"] or 1
     return {"pairs_per_s_compiled": med["compiled"], "pairs_per_s_reference": med["reference"],
             "np_exp_per_s": med["np_exp"], "compiled_over_np_exp": med["compiled"] / med["np_exp"],
+            "threads": threads,
+            "compiled_per_core_over_np_exp": med["compiled"] / threads / limits["np_exp_per_s_per_core"],
+            "reference_over_np_exp": med["reference"] / limits["np_exp_per_s_per_core"],
             "compiled_over_reference": med["compiled"] / med["reference"],
             "setup": "GaussGrid(64) face points × cells, B = diag(0.1, 1, 1), β = 30, no culling; "
                      "np.exp on a 256 × 8192 float64 block, in place"}
@@ -182,6 +193,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=str, default=None)
     ap.add_argument("--skip-steps", action="store_true")
     ap.add_argument("--skip-kernel", action="store_true")
+    ap.add_argument("--skip-rows", action="store_true", help="only the kernel line and the yardstick")
     args = ap.parse_args(argv)
     if args.reps is not None and args.reps < 1:
         ap.error(f"--reps must be ≥ 1, got {args.reps}")
@@ -193,15 +205,24 @@ def main(argv=None) -> int:
     sub = np.sort(np.random.default_rng(2026).choice(pts.shape[0], args.subset, replace=False))
     load0 = list(os.getloadavg())
     t0 = time.perf_counter()
+    limits = machine_limits()
+    threads = limits["cpu"]["numba_threads"] or 1
+    print(f"yardstick: {limits['cpu']['model']}, np.exp {limits['np_exp_per_s_per_core']:.3g}/s per "
+          f"core, dgemm {limits['dgemm_gflops_per_core']:.3g} GFLOP/s per core, copy "
+          f"{limits['copy_gb_per_s']:.3g} GB/s; numba SVML {limits['cpu']['numba_svml']}, "
+          f"{threads} thread(s)")
     print(f"GaussGrid({NLAT}): {grid.nlat * grid.nlon} sources, {pts.shape[0]} targets; reference "
           f"on {sub.size} targets, scaled ×{pts.shape[0] / sub.size:.1f}; {reps} repetition(s)")
     print(f"{'B':>15} {'beta':>6} {'density':>12}  {'ref[s]':>7} {'auto[s]':>8} {'speedup':>8}"
           f"  {'w.err':>8} {'max.err':>8}  method")
     rows = []
-    for bname, B in matrices().items():
+    for bname, B in ({} if args.skip_rows else matrices()).items():
         for beta in BETAS:
             for dname in ("diffuse", "concentrated"):
                 r = run_row(grid, pts, sub, bname, B, beta, dname, reps)
+                if r["stats"].get("pairs"):  # the pairs the path summed, per core, against exp
+                    r["pairs_per_core_over_np_exp"] = (r["stats"]["pairs"] / r["t_auto"] / threads
+                                                       / limits["np_exp_per_s_per_core"])
                 aim = AIM_DIFFUSE if (dname == "diffuse" and bname in
                                       ("identity", "diag-0.1", "diag-0.5")) else AIM
                 flag = "" if r["speedup"] >= aim and r["weighted_error"] <= TOL else f"  < aim {aim:g}"
@@ -212,16 +233,17 @@ def main(argv=None) -> int:
                 rows.append(r)
     out = {"rows": rows}
     if not args.skip_kernel:
-        out["kernel"] = kernel_rates(max(reps, 2))
+        out["kernel"] = kernel_rates(max(reps, 2), limits)
         k = out["kernel"]
         print(f"kernel: compiled {k['pairs_per_s_compiled']:.3g} pairs/s, reference "
               f"{k['pairs_per_s_reference']:.3g} pairs/s, np.exp {k['np_exp_per_s']:.3g}/s "
-              f"(compiled/np.exp {k['compiled_over_np_exp']:.2f})")
+              f"(compiled/np.exp {k['compiled_over_np_exp']:.2f}; per core against one core's "
+              f"np.exp {k['compiled_per_core_over_np_exp']:.2f})")
     if not args.skip_steps:
         out["steps"] = step_scaling(reps)
         print(f"mean-field step ∝ nlat^{out['steps']['exponent']:.2f} "
               f"± {out['steps']['exponent_se']:.2f} (aim ≤ 3)")
-    out["meta"] = {"grid": f"GaussGrid({NLAT})", "sources": grid.nlat * grid.nlon,
+    out["meta"] = {"yardstick": limits, "grid": f"GaussGrid({NLAT})", "sources": grid.nlat * grid.nlon,
                    "targets": int(pts.shape[0]), "tol": TOL, "reps": reps,
                    "aims": {"every_row": AIM, "diffuse_identity_diag": AIM_DIFFUSE},
                    "vmf_kappa": KAPPA, "floor": FLOOR, "a": A_DIR.tolist(),

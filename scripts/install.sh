@@ -16,17 +16,22 @@ fi
 extras=""
 [[ "${1:-}" == "--test" ]] && extras="[test]"
 
-have_fftw() { [ -f /usr/include/fftw3.h ] || pkg-config --exists fftw3 2>/dev/null; }
-if ! have_fftw; then
+SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
+apt_install() {  # apt_install PACKAGE WHY: install a Debian package if apt-get exists
   if command -v apt-get >/dev/null 2>&1; then
-    SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
-    echo "install: FFTW headers missing; installing libfftw3-dev" >&2
-    $SUDO apt-get update -qq || true
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq libfftw3-dev >/dev/null \
-      || echo "install: could not install libfftw3-dev; shtns may fail to build" >&2
+    echo "install: installing $1 ($2)" >&2
+    { $SUDO apt-get update -qq || true; } >/dev/null 2>&1
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$1" >/dev/null 2>&1 \
+      || echo "install: could not install $1 ($2)" >&2
   else
-    echo "install: no apt-get; install FFTW (fftw3 headers) yourself for shtns" >&2
+    echo "install: no apt-get; install $1 yourself ($2)" >&2
   fi
+}
+have_fftw() { [ -f /usr/include/fftw3.h ] || pkg-config --exists fftw3 2>/dev/null; }
+have_fftw || apt_install libfftw3-dev "FFTW headers, to build shtns"
+# the CF checker of the tests (tests/io/test_cf.py) needs the udunits2 C library
+if [[ -n "$extras" ]] && ! ldconfig -p 2>/dev/null | grep -q libudunits2; then
+  apt_install libudunits2-0 "udunits2, for the CF checker cfchecks in the tests"
 fi
 
 if ! "$PY" -m pip install -q --disable-pip-version-check --root-user-action=ignore -e ".${extras}"; then

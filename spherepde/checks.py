@@ -17,6 +17,7 @@ import math
 import numbers
 import os
 from pathlib import Path
+from typing import Literal, overload
 
 
 class ArgumentTypeError(TypeError, ValueError):
@@ -62,6 +63,12 @@ def check_positive(value, name: str, *, upper: float | None = None, inclusive_up
             f"(0, {upper})" if upper is not None else "(0, inf)")
         raise ValueError(f"{name} must be in {rng}, got {value!r}")
     return v
+
+
+@overload
+def check_seed(seed, name: str = ..., *, none_ok: Literal[False] = ...) -> int: ...
+@overload
+def check_seed(seed, name: str = ..., *, none_ok: bool) -> int | None: ...
 
 
 def check_seed(seed, name: str = "seed", *, none_ok: bool = False) -> int | None:

@@ -160,8 +160,8 @@ def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    noise, att = model.noise, model.attention
-    rows = []
+    noise, att = model.noise_field, model.attention
+    rows: list[dict] = []
     partial = {"experiment": "chaos", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
         files = {}

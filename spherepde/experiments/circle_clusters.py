@@ -98,7 +98,7 @@ def run_circle_clusters(config: CircleClustersConfig, outdir: str | Path, *, pro
 
     configs = run_configs(config)
     outdir = prepare_output(outdir)
-    runs = []
+    runs: list[dict] = []
     times = None
     t_start = time.perf_counter()
     partial = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__, "runs": runs}
@@ -123,6 +123,7 @@ def run_circle_clusters(config: CircleClustersConfig, outdir: str | Path, *, pro
                          "min_density": float(states[-1].min()), "file": str(nc)})
         final = np.array([r["n_clusters"][-1] for r in runs], float)
         b = np.array([r["beta"] for r in runs])
+        assert times is not None  # read with the first run
         summary = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__,
                    "times": times.tolist(), "runs": runs, "seconds": round(time.perf_counter() - t_start, 1)}
         ok = final > 0

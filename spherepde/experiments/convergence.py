@@ -164,7 +164,7 @@ def plot_convergence_sweep(ds, key: str, path, *, dpi: int = 120) -> dict | None
     from matplotlib.ticker import FixedLocator, NullLocator
 
     ticks = np.unique(np.concatenate([l[1] for l in lines]))
-    ax.xaxis.set_major_locator(FixedLocator(ticks))  # the swept values, written plainly
+    ax.xaxis.set_major_locator(FixedLocator(ticks.tolist()))  # the swept values, written plainly
     ax.xaxis.set_major_formatter(lambda v, _: f"{v:g}")
     ax.xaxis.set_minor_locator(NullLocator())
     ax.set_xlabel(f"{res.symbol} ({key})")
@@ -184,7 +184,7 @@ def plot_convergence_sweep(ds, key: str, path, *, dpi: int = 120) -> dict | None
 
 def _describe(cfg: dict) -> str:
     g = cfg.get("grid") or {}
-    where = {"sphere": "S²", "circle": "S¹"}.get(g.get("kind"), f"d = {g.get('dimension')}")
+    where = {"sphere": "S²", "circle": "S¹"}.get(g.get("kind", ""), f"d = {g.get('dimension')}")
     dyn = cfg.get("dynamics") or {}
     parts = [where]
     if dyn.get("attention"):

@@ -40,33 +40,27 @@ def demo_config(quick: bool = False) -> RunConfig:
     return RunConfig.from_dict(QUICK if quick else DEMO)
 
 
-def reading(path: str | os.PathLike) -> str:
-    """A one-paragraph reading of a demo run.nc, with the numbers of this run."""
-    from spherepde.io.figures import read_run
+def numbers(path: str | os.PathLike) -> dict:
+    """The demo's quoted numbers from its run.nc: ``w2_min`` and its time ``t_w2_min`` (W₂ to
+    Π#ρ₀), ``t_switch`` (where the distance to V's eigenspace first drops below the distance to
+    VBᵀ's, linearly interpolated between outputs; None before it happens), ``t_end`` and
+    ``dist_V_end`` (the distance to V's eigenspace at the end), ``w2_particles_min``/``_max``.
+    A number whose series is missing or all non-finite is None."""
+    from spherepde.io.rundata import read_run
 
     data = read_run(path)
-    s, t = data.series, data.times
     valid = data.valid()
-    t, s = t[valid], {k: v[valid] for k, v in s.items()}
-
-    def at_min(name):
-        y = s.get(name)
-        if y is None or not np.isfinite(y).any():
-            return None
+    t, s = data.times[valid], {k: v[valid] for k, v in data.series.items()}
+    out: dict = dict.fromkeys(["w2_min", "t_w2_min", "t_switch", "dist_V_end", "w2_particles_min",
+                               "w2_particles_max"])
+    out["t_end"] = float(t[-1])
+    y = s.get("w2_projection")
+    if y is not None and np.isfinite(y).any():
         i = int(np.nanargmin(np.where(np.isfinite(y), y, np.inf)))
-        return float(y[i]), float(t[i])
-
-    parts = ["The density starts almost uniform (ρ₀ ∝ 1 + ½⟨x, a⟩) and first gathers into two "
-             "metastable clusters at ±e_y, the top eigenvector of VBᵀ (density_orthographic.png: "
-             "near and far side"]
-    w2 = at_min("w2_projection")
-    if w2 is not None:
-        parts.append(f"; W₂ to the projected initial measure Π#ρ₀ reaches its minimum "
-                     f"{w2[0]:.2f} at t = {w2[1]:.3g}")
-    parts.append("). The clusters then leave ±e_y for V's top eigenvector e_x: the terminal phase "
-                 "(density_mollweide.png, animation.gif)")
+        out["w2_min"], out["t_w2_min"] = float(y[i]), float(t[i])
     dE, dV = s.get("dist_eigenspace"), s.get("dist_eigenspace_V")
     if dE is not None and dV is not None:
+        out["dist_V_end"] = float(dV[-1])
         cross = np.flatnonzero(dV < dE)
         if cross.size:
             i = int(cross[0])
@@ -74,17 +68,35 @@ def reading(path: str | os.PathLike) -> str:
             if i > 0:  # linear interpolation of dV − dE between the outputs around the switch
                 g0, g1 = dV[i - 1] - dE[i - 1], dV[i] - dE[i]
                 t_switch = float(t[i - 1] + (t[i] - t[i - 1]) * g0 / (g0 - g1))
-            parts.append(f"; in diagnostics.png the distance to V's eigenspace drops below the "
-                         f"distance to VBᵀ's at t ≈ {t_switch:.3g} and ends at {dV[-1]:.2f}")
-        else:
-            parts.append(f"; by t = {t[-1]:.3g} the distance to V's eigenspace is "
-                         f"{dV[-1]:.2f} (the switch comes later)")
-    parts.append(". The particles (red dots) drawn from ρ₀ follow the same two phases")
+            out["t_switch"] = t_switch
     wp = s.get("w2_particles_density")
     if wp is not None and np.isfinite(wp).any():
-        parts.append(f"; their W₂ distance to the density stays between {np.nanmin(wp):.2f} and "
-                     f"{np.nanmax(wp):.2f}, largest while the clusters travel, where a finite N "
-                     f"leaves a cluster early or late")
+        out["w2_particles_min"], out["w2_particles_max"] = float(np.nanmin(wp)), float(np.nanmax(wp))
+    return out
+
+
+def reading(path: str | os.PathLike) -> str:
+    """A one-paragraph reading of a demo run.nc, with the numbers of this run (:func:`numbers`)."""
+    n = numbers(path)
+    parts = ["The density starts almost uniform (ρ₀ ∝ 1 + ½⟨x, a⟩) and first gathers into two "
+             "metastable clusters at ±e_y, the top eigenvector of VBᵀ (density_orthographic.png: "
+             "near and far side"]
+    if n["w2_min"] is not None:
+        parts.append(f"; W₂ to the projected initial measure Π#ρ₀ reaches its minimum "
+                     f"{n['w2_min']:.2f} at t = {n['t_w2_min']:.3g}")
+    parts.append("). The clusters then leave ±e_y for V's top eigenvector e_x: the terminal phase "
+                 "(density_mollweide.png, animation.gif)")
+    if n["t_switch"] is not None:
+        parts.append(f"; in diagnostics.png the distance to V's eigenspace drops below the "
+                     f"distance to VBᵀ's at t ≈ {n['t_switch']:.3g} and ends at {n['dist_V_end']:.2f}")
+    elif n["dist_V_end"] is not None:
+        parts.append(f"; by t = {n['t_end']:.3g} the distance to V's eigenspace is "
+                     f"{n['dist_V_end']:.2f} (the switch comes later)")
+    parts.append(". The particles (red dots) drawn from ρ₀ follow the same two phases")
+    if n["w2_particles_min"] is not None:
+        parts.append(f"; their W₂ distance to the density stays between {n['w2_particles_min']:.2f} "
+                     f"and {n['w2_particles_max']:.2f}, largest while the clusters travel, where a "
+                     f"finite N leaves a cluster early or late")
     return "".join(parts) + "."
 
 
@@ -105,4 +117,4 @@ def run_demo(output: str | os.PathLike = "out/demo", *, progress: bool = True,
     return summary
 
 
-__all__ = ["DEMO", "QUICK", "demo_config", "reading", "run_demo"]
+__all__ = ["DEMO", "QUICK", "demo_config", "numbers", "reading", "run_demo"]

@@ -92,13 +92,14 @@ import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from spherepde import __version__
 from spherepde.checks import check_int, check_real
 from spherepde.io.summary import summary_on_interrupt, write_summary
-from spherepde.noise import NoiseField, NoiseKernel
+from spherepde.noise import NoiseField, NoiseKernel, get_activation
 from spherepde.solvers.lagrangian.transformer import cosine_similarity, token_interaction_energy
 from spherepde.validation.fits import fit_order
 from spherepde.experiments.depth_width_output import (OBSERVABLES, RESOLVED_SE, plot_depth, plot_width,
@@ -193,7 +194,8 @@ class DepthWidthConfig:
 
     def field(self) -> NoiseField:
         """The m = ∞ field (the runs' noise): ``NoiseField(kernel, nmax)``."""
-        return NoiseField(NoiseKernel(self.activation, 3, self.sigma_u, self.sigma_w), nmax=self.nmax)
+        return NoiseField(NoiseKernel(get_activation(self.activation), 3, self.sigma_u, self.sigma_w),
+                          nmax=self.nmax)
 
 
 def _expand(raw: dict):
@@ -542,7 +544,7 @@ def _run(config: DepthWidthConfig, outdir: Path, partial: dict, t_start: float, 
     kernel = field.kernel
 
     dep = depth_study(config, outdir, progress=progress, scheduler=scheduler)
-    depth = {"paths": config.paths, "depths": list(config.depths)}
+    depth: dict[str, Any] = {"paths": config.paths, "depths": list(config.depths)}  # JSON
     for key, errs, text in (
             ("layer_times", dep["errors"], "E max_l (1/N) sum_i |X_l - Xbar(t_l)|^2"),
             ("sup_t", dep["errors_sup_t"], "E sup_t (1/N) sum_i |X_floor(Lt/T) - Xbar(t)|^2 (Thm 1.1; "
@@ -577,7 +579,7 @@ def _run(config: DepthWidthConfig, outdir: Path, partial: dict, t_start: float, 
     for name, entry in diffs.items():
         runs += [{"study": "width", "observable": name, **r} for r in entry["rows"]]
 
-    summary = {
+    summary: dict[str, Any] = {  # JSON
         "experiment": "depth-width", "config": config.to_dict(), "version": __version__,
         "kernel": {"kappa1": kernel.kappa1, "kappa_prime1": kernel.kappa_prime1,
                    "nmax": field.nmax, "captured_variance": field.captured_variance,

@@ -107,7 +107,7 @@ def _heat_grid(config: HeatKernelConfig, grid: str, outdir: Path, progress: bool
     res = run_ensemble(raw, 2 * pairs, outdir / f"heat_{grid}", workers=config.workers,
                        progress=progress)
     path = Path(res["file"])
-    kappa = build(RunConfig.from_dict(raw)).noise.variance
+    kappa = build(RunConfig.from_dict(raw)).noise_field.variance
     ds = open_dataset(path)
     try:
         r, t = _degree_ratios(ds, grid, config.degrees, antithetic=True)
@@ -141,6 +141,7 @@ def _ito_check(config: HeatKernelConfig) -> dict:
     (Controller) stops at the first non-finite state, and the overflow is what this records."""
     from spherepde.runs.config import RunConfig
     from spherepde.runs.build import build
+    from spherepde.grids import CircleGrid
     from spherepde.noise import BrownianPath
     from spherepde.solvers.eulerian.spde import SPDEFFSL
 
@@ -149,11 +150,12 @@ def _ito_check(config: HeatKernelConfig) -> dict:
     t_end = config.ito_dt * config.ito_steps
     raw["stepping"] = {"t_end": t_end, "dt": config.ito_dt, "output_every": t_end}
     model = build(RunConfig.from_dict(raw))  # the grid, ρ_0 and noise field of that run
-    grid, noise, rho0 = model.grid, model.noise, model.rho0
+    grid, noise, rho0 = model.grid, model.noise_field, model.rho0
+    assert isinstance(grid, CircleGrid) and rho0 is not None  # a density on S¹
     c0 = np.sum(rho0 * np.exp(-1j * grid.theta))
-    out = {}
+    out: dict[str, object] = {}
     for scheme in ("ito-euler", "stratonovich"):
-        vals = []
+        vals: list[float] = []
         for j in range(config.ito_pairs):
             pair = []
             for anti in (False, True):
@@ -161,14 +163,15 @@ def _ito_check(config: HeatKernelConfig) -> dict:
                 rho = SPDEFFSL(grid, noise=noise, path=path, scheme=scheme).step(rho0, 0.0, config.ito_dt)
                 pair.append(np.real(np.sum(rho * np.exp(-1j * grid.theta)) / c0))
             vals.append((0.5 * (pair[0] + pair[1]) - 1.0) / config.ito_dt)
-        vals = np.array(vals)
-        out[scheme] = {"decay_coefficient": float(vals.mean()),
-                       "stderr": float(vals.std(ddof=1) / math.sqrt(vals.size)),
-                       "max_abs_pair_mean_deviation": float(np.max(np.abs(vals)))}
+        v = np.array(vals)
+        out[scheme] = {"decay_coefficient": float(v.mean()),
+                       "stderr": float(v.std(ddof=1) / math.sqrt(v.size)),
+                       "max_abs_pair_mean_deviation": float(np.max(np.abs(v)))}
     out["predicted_stratonovich"] = -noise.variance / 2
     path = BrownianPath(noise.shape, seed=config.seed + 2)
     st = SPDEFFSL(grid, noise=noise, path=path, scheme="ito-euler")
-    rho, growth, low = rho0, [], 0.0
+    growth: list[float | None] = []
+    rho, low = rho0, 0.0
     with np.errstate(all="ignore"):
         for k in range(config.ito_steps):
             rho = st.step(rho, k * config.ito_dt, config.ito_dt)
@@ -186,7 +189,7 @@ def run_heat_kernel(config: HeatKernelConfig, outdir: str | Path, *, progress: b
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    runs = []
+    runs: list[dict] = []
     partial = {"experiment": "heat-kernel", "config": config.to_dict(), "version": __version__, "runs": runs}
     with summary_on_interrupt(outdir, partial):
         for g in ("circle", "sphere"):

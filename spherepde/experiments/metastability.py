@@ -141,7 +141,7 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
                       "measure Π#ρ₀ is not computed", stacklevel=2)
     two_point = EA is not None and EA.dim == 1
     e = EA.basis[:, 0] if two_point else None
-    a = two_point_weight(x, w0, e) if two_point else math.nan
+    a = two_point_weight(x, w0, e) if e is not None else math.nan  # e: given two_point
     wanted = {"w2": ("w2_projection", two_point), "dist_E_VBt": ("dist_eigenspace", EA is not None),
               "dist_E_V": ("dist_eigenspace_V", EV is not None)}
     diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]
@@ -231,7 +231,7 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     """
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict] = []
     t_start = time.perf_counter()
     partial = {"experiment": "metastability", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
@@ -263,6 +263,17 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     return summary
 
 
+def resolution_note(check: dict | None) -> str | None:
+    """A line for the figure when the resolution check failed (None when it passed or was off)."""
+    if not check or check.get("resolved"):
+        return None
+    (nc, nf), (wc, wf) = check["nlat"], check["w2_min"]
+    why = ("the minimum is not reached by t_end" if any(check["at_end"]) else
+           f"min W₂ changes by {100 * check['relative_change']:.1f} % (≥ {100 * RESOLVED_CHANGE:g} %)")
+    return (f"UNRESOLVED at β = {check['beta']:g}: {why} between nlat {nc} ({wc:.3g}) "
+            f"and nlat {nf} ({wf:.3g})")
+
+
 def plot_metastability(summary: dict, path: Path) -> Path:
     import matplotlib
 
@@ -270,7 +281,7 @@ def plot_metastability(summary: dict, path: Path) -> Path:
     import matplotlib.pyplot as plt
 
     t = np.asarray(summary["times"])
-    fig, axes = plt.subplots(1, 2, figsize=(10, 4), layout="constrained")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4.2), layout="constrained")
     for r in summary["runs"]:
         lab = "β = ∞" if not math.isfinite(r["beta"]) else f"β = {r['beta']:g}"
         axes[0].semilogy(t, r["w2"], label=lab)
@@ -278,16 +289,19 @@ def plot_metastability(summary: dict, path: Path) -> Path:
         axes[1].plot(t, r["dist_E_V"], "--", color=axes[1].lines[-1].get_color())
     axes[0].set_xlabel("t")
     axes[0].set_ylabel("W₂(ρ_t, Π#ρ₀)  (chordal)")
-    axes[0].set_title("metastability: distance to the projected initial measure")
+    axes[0].set_title("distance to the projected initial measure", fontsize=9)
     axes[0].legend(fontsize=8)
     axes[1].set_xlabel("t")
     axes[1].set_ylabel("dist_E (solid: top eigenspace of VBᵀ, dashed: of V)")
-    axes[1].set_title("eigenspace distances")
+    axes[1].set_title("eigenspace distances", fontsize=9)
+    title = "Paper 1, metastability"
+    note = resolution_note(summary.get("resolution_check"))
+    fig.suptitle(title if note is None else f"{title}\n{note}", fontsize=10,
+                 color="k" if note is None else "#c00000")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
-
 __all__ = ["MetastabilityConfig", "RESOLVED_CHANGE", "beta_key", "initial_density", "plot_metastability",
-           "resolution_check", "run_metastability", "setup_run_config", "sphere_runs"]
+           "resolution_check", "resolution_note", "run_metastability", "setup_run_config", "sphere_runs"]

@@ -133,7 +133,7 @@ def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Pat
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     t_start = time.perf_counter()
-    rows = []
+    rows: list[dict] = []
     partial = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
         res = {part: run_sweep(raw, outdir / "runs" / part, workers=config.workers, progress=progress)
@@ -201,8 +201,8 @@ def plot_particles_vs_density(summary: dict, path: Path) -> Path:
         axes[1].errorbar(n, [p["w2"] for p in r["particles"]], yerr=[p["w2_std"] for p in r["particles"]],
                          marker="o", label=lab)
     for ax, name in zip(axes, ("harmonic-moment error (l ≤ lmax)", "W₂(particles, density)")):
-        n = np.array([p["N"] for p in summary["runs"][0]["particles"]], float)
-        ax.loglog(n, ax.get_lines()[0].get_ydata()[0] * (n / n[0]) ** -0.5, "k:", label="N^-1/2")
+        nn = np.array([p["N"] for p in summary["runs"][0]["particles"]], float)
+        ax.loglog(nn, ax.get_lines()[0].get_ydata()[0] * (nn / nn[0]) ** -0.5, "k:", label="N^-1/2")
         ax.set_xlabel("N particles")
         ax.set_ylabel(name)
         ax.grid(True, which="both", alpha=0.3)

@@ -15,8 +15,18 @@ import importlib
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar, Protocol, Self
 
+
+
+class _StudyConfig(Protocol):
+    """What :meth:`Experiment.configure` needs of a study's configuration class: a dataclass
+    with a ``quick()`` constructor."""
+
+    __dataclass_fields__: ClassVar[dict[str, Any]]
+
+    @classmethod
+    def quick(cls) -> Self: ...
 
 @dataclass(frozen=True)
 class Option:
@@ -158,7 +168,7 @@ class Experiment:
     options: tuple[Option, ...]
     quick_help: str
 
-    def load(self) -> tuple[type, Callable]:
+    def load(self) -> tuple[type[_StudyConfig], Callable]:
         """Import the module: (configuration class, runner)."""
         mod = importlib.import_module(self.module)
         return getattr(mod, self.config), getattr(mod, self.runner)

@@ -203,7 +203,8 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     out = {"times": times.tolist(), "energy_density": e_den.tolist(),
            "energy_reference": e_ref.tolist(), "ratio": ratio.tolist()}
     late = times >= 0.5 * times[-1] if times.size else np.zeros(0, dtype=bool)
-    lam1 = -model.noise.variance  # λ₁ = −κ_{n_max}(1) on S² (see paper2.synchronization)
+    assert model.x0 is not None  # the particle reference
+    lam1 = -model.noise_field.variance  # λ₁ = −κ_{n_max}(1) on S² (see paper2.synchronization)
     state = model.density0 if res["state"] is None else res["state"]
     # the steps alone (the run's "seconds" also hold the O(N²) energy at every output)
     seconds = {"density": summary.get("density", {}).get("step_seconds", 0.0),

@@ -167,13 +167,13 @@ def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, pr
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    rows = []
+    rows: list[dict] = []
     partial = {"experiment": "synchronization", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
         serial = config.workers == 0
         client, cluster = (_SerialClient(), _SerialClient()) if serial else local_client(config.workers)
         try:
-            jobs = {}
+            jobs: dict[tuple, list | tuple] = {}  # Lyapunov futures; a sweep's (times, E, cos)
             for d in config.dims:  # the Lyapunov pairs first: they run while the sweeps do
                 for act, sigma in config.cases:
                     lyap = [client.submit(lyapunov_exponent, NoiseKernel(act, d=d, sigma_u=sigma, sigma_w=sigma),
@@ -256,6 +256,7 @@ def _sync_density(config: SynchronizationConfig, outdir: Path, progress: bool) -
     from spherepde.runs.build import build
     from spherepde.runs.sweep import run_sweep
     from spherepde.io.netcdf import open_dataset
+    from spherepde.grids import GaussGrid
 
     raw = _density_run_config(config)
     res = run_sweep(raw, outdir / "sync_density", workers=config.workers, progress=progress)
@@ -267,7 +268,8 @@ def _sync_density(config: SynchronizationConfig, outdir: Path, progress: bool) -
     finally:
         ds.close()
     model = build(RunConfig.from_dict({k: v for k, v in raw.items() if k != "sweep"}))
-    grid, noise = model.grid, model.noise
+    grid, noise = model.grid, model.noise_field
+    assert isinstance(grid, GaussGrid)  # the density runs on S²
     lo = 0.0 if config.density_scheme == "lagrangian-remap" else 3 * grid.dlon
     lam1 = -noise.variance  # λ₁ = ((d−3)/2)κ'(1) − ((d−1)/2)κ(1) = −κ(1) on S², truncated κ
     # fit each path where it is concentrated (rms width sqrt(2E/β) ≤ 0.3 rad, so E ∝ width²) and,

@@ -42,7 +42,7 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
 
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
-    rows = []
+    rows: list[dict] = []
     t_start = time.perf_counter()
     partial = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):

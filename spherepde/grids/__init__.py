@@ -6,7 +6,7 @@ from spherepde.grids.circle import CircleGrid
 from spherepde.grids.gauss import GaussGrid
 
 
-def grid_from_dict(d: dict):
+def grid_from_dict(d: dict) -> GaussGrid | CircleGrid:
     """Rebuild a grid from its ``to_dict()`` description."""
     kind = d.get("kind")
     if kind == "gauss":

@@ -5,9 +5,10 @@ All functions broadcast over leading dimensions; Cartesian vectors have a traili
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 
-def lonlat_to_xyz(lon: np.ndarray, lat: np.ndarray) -> np.ndarray:
+def lonlat_to_xyz(lon: ArrayLike, lat: ArrayLike) -> np.ndarray:
     """``(λ, φ) → (cos φ cos λ, cos φ sin λ, sin φ)``, shape ``broadcast(lon, lat) + (3,)``."""
     lon, lat = np.broadcast_arrays(np.asarray(lon, float), np.asarray(lat, float))
     c = np.cos(lat)

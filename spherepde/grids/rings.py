@@ -142,7 +142,8 @@ class RingLayout:
         m = np.arange(self.M + 1)
         by_ring = np.argsort(ring, kind="stable")
         starts = np.searchsorted(ring[by_ring], np.arange(R + 1))
-        groups, direct = {}, []
+        groups: dict[int, list[tuple[int, float, np.ndarray]]] = {}
+        direct: list[np.ndarray] = []
         for r in range(R):
             idx = by_ring[starts[r]:starts[r + 1]]
             p = phi[idx]

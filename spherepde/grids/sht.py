@@ -768,8 +768,8 @@ class SphericalHarmonics:
         even, odd = np.arange(0, L + 1, 2), np.arange(1, L + 1, 2)
         me, mo = even.size, odd.size
         th = 0.5 * np.pi - lat_a
-        Ge = np.zeros((L + 1, 2 * nb * me))  # [k, (b, m, re/im)] : Σ_p v cos(kθ) e^{−imλ}
-        Go = np.zeros((L, 2 * nb * mo))  # [k = 1..L, …]        : Σ_p v sin(kθ) e^{−imλ}
+        Ge: np.ndarray = np.zeros((L + 1, 2 * nb * me))  # [k, (b, m, re/im)] : Σ_p v cos(kθ) e^{−imλ}
+        Go: np.ndarray = np.zeros((L, 2 * nb * mo))  # [k = 1..L, …]        : Σ_p v sin(kθ) e^{−imλ}
         chunk = max(64, (1 << 20) // ((L + 1) * max(nb, 4)))
         for a in range(0, npts, chunk):
             b = min(npts, a + chunk)
@@ -801,7 +801,7 @@ class SphericalHarmonics:
         # a_lm = Σ_j p_lm(θ_j) H_m(θ_j): one batched (over m) real matrix product per block of the
         # Legendre table (the transpose of what _dfs_coefficients does)
         Hr = np.ascontiguousarray(H).view(np.float64)  # [m, j, (b, re/im)]
-        A = np.zeros((L + 1, L + 1, 2 * nb))  # [m, l, (b, re/im)]
+        A: np.ndarray = np.zeros((L + 1, L + 1, 2 * nb))  # [m, l, (b, re/im)]
         for j0, T in self._legendre_blocks(thj):
             A += np.matmul(T, Hr[:, j0:j0 + T.shape[2]])
         A = A.view(np.complex128).transpose(1, 0, 2)  # [l, m, b]

@@ -33,8 +33,10 @@ Mapping onto CF
   character arrays.
 
 CircleGrid ``(n,)``: dims ``time, theta, bnds``; ``theta`` in radians with bounds
-``theta_bnds``; a ``cell_length`` variable (CF ``cell_measures`` knows only area and volume,
-so fields on S¹ carry no ``cell_measures``).
+``theta_bnds``; a ``cell_length`` variable in ``m`` on the circle of radius 1 m (CF
+``cell_measures`` knows only area and volume, so fields on S¹ carry no ``cell_measures``).
+A probability density is in ``m-2`` (S²) or ``m-1`` (S¹), per unit measure of the unit sphere
+or circle taken as radius 1 m (:func:`density_attrs`).
 
 Global attributes: ``Conventions = "CF-1.8"``, ``title``, ``source``, ``history`` (UTC),
 ``status`` (``"running"`` from the moment the file is created, ``"complete"`` after a normal
@@ -197,6 +199,18 @@ def provenance_attrs(config: Mapping[str, Any] | None = None, seed: int | None =
 
 
 # ---- grid description ----------------------------------------------------------------------
+def density_attrs(grid) -> dict:
+    """Units and long_name of a probability density on ``grid``: per unit area of the unit sphere
+    (S², taken as radius 1 m, so ``m-2`` beside ``cell_area`` in ``m2``) or per unit arc length of
+    the unit circle (S¹, radius 1 m: ``m-1`` beside ``cell_length`` in ``m``); Σ density · cell
+    measure = 1 either way."""
+    if isinstance(grid, GaussGrid):
+        return {"units": "m-2", "long_name": "probability density per unit area of the unit sphere "
+                "(radius 1 m): sum of density * cell_area is 1"}
+    return {"units": "m-1", "long_name": "probability density per unit arc length of the unit "
+            "circle (radius 1 m): sum of density * cell_length is 1"}
+
+
 def write_grid(ds: netCDF4.Dataset, grid: Grid, radius: float | None) -> tuple[str, ...]:
     """Write the grid's dimensions, coordinates, bounds and cell measure; return the spatial dims."""
     ds.createDimension("bnds", 2)
@@ -239,8 +253,9 @@ def write_grid(ds: netCDF4.Dataset, grid: Grid, radius: float | None) -> tuple[s
         np.stack([f[:-1], f[1:]], axis=-1))
     ln = ds.createVariable("cell_length", "f8", ("theta",), fill_value=False)
     ln.setncatts({
-        "units": "1" if radius is None else "m",
-        "long_name": "cell arc length on the unit circle (radian); cells sum to 2 pi"
+        "units": "m",
+        "long_name": "cell arc length on the unit circle, taken as the circle of radius 1 m (the "
+                     "values are angles in radian); cells sum to 2 pi"
         if radius is None else f"cell arc length on the circle of radius {scale} m",
     })
     ln[:] = grid.cell_length * scale
@@ -268,8 +283,9 @@ class NetCDFWriter:
         ``title`` global attribute.
     radius : float or None
         Sphere (circle) radius in metres: ``cell_area`` (``m2``) and ``cell_length`` (``m``) are
-        scaled to it.  Default: the unit sphere, whose areas are stored in ``m2`` on the sphere
-        of radius 1 m (the module docstring) and whose cell lengths have units ``"1"``.
+        scaled to it.  Default: the unit sphere (circle), taken as radius 1 m (the module
+        docstring): areas in ``m2``, lengths in ``m``, densities (:func:`density_attrs`) in
+        ``m-2`` / ``m-1``.
     attrs : dict, optional
         Extra global attributes (strings, numbers, 1-d numeric arrays).
     compress : int
@@ -337,7 +353,8 @@ class NetCDFWriter:
             tv.setncatts(TIME_ATTRS)
             chunks = (1, *grid.shape)
             for name, vattrs in self.variables.items():
-                v = self._ds.createVariable(
+                # complevel: an int in 1..9 (compress checked above); the stubs want a Literal
+                v = self._ds.createVariable(  # type: ignore[call-overload]
                     name, "f8", ("time", *self._spatial_dims), fill_value=False,
                     chunksizes=chunks, zlib=self._compress > 0,
                     complevel=max(self._compress, 1),
@@ -502,11 +519,10 @@ def open_dataset(path: str | os.PathLike, *, load: bool = True, incomplete: str 
 
     if incomplete not in ("warn", "error", "ignore"):
         raise ValueError(f"incomplete must be 'warn', 'error' or 'ignore', got {incomplete!r}")
-    kwargs = dict(engine="netcdf4", decode_times=False, decode_timedelta=False)
     if not load:
-        ds = xr.open_dataset(path, **kwargs)
+        ds = xr.open_dataset(path, engine="netcdf4", decode_times=False, decode_timedelta=False)
     else:
-        with xr.open_dataset(path, **kwargs) as lazy:
+        with xr.open_dataset(path, engine="netcdf4", decode_times=False, decode_timedelta=False) as lazy:
             ds = lazy.load()
     status = ds.attrs.get("status", "complete")
     if status != "complete" and incomplete != "ignore":
@@ -582,7 +598,7 @@ class NetCDFTracker(Tracker):
     variable : str
         Name of the field variable (default ``"density"``).
     attrs : dict, optional
-        Its attributes; default ``units = "1"`` and a long_name for a probability density.
+        Its attributes; default :func:`density_attrs` of the grid (a probability density).
     seed : int or None
         Stored as the ``seed`` attribute.
     title : str
@@ -596,10 +612,6 @@ class NetCDFTracker(Tracker):
 
     name = "netcdf"
 
-    DEFAULT_ATTRS = {
-        "units": "1",
-        "long_name": "probability density with respect to the area element of the unit sphere",
-    }
 
     def __init__(
         self,
@@ -626,31 +638,32 @@ class NetCDFTracker(Tracker):
         self.grid = grid
         self.config = dict(config)
         self.variable = variable
-        self.attrs = dict(self.DEFAULT_ATTRS if attrs is None else attrs)
+        self.attrs = dict(density_attrs(grid) if attrs is None else attrs)
         self.seed = seed
         self.title = title
         self.static = dict(static or {})
         self.compress = compress
-        self.writer = None
+        self.writer: NetCDFWriter | None = None
         self._status = "complete"
 
     def initialize(self, state, t, info) -> None:
         if info["grid"] != self.grid:
             raise ValueError(f"grid: tracker grid {self.grid} differs from the stepper's {info['grid']}")
         self._status = "complete"
-        self.writer = NetCDFWriter(
+        self.writer = writer = NetCDFWriter(
             self.path, self.grid, variables={self.variable: self.attrs}, config=self.config,
             seed=self.seed, title=self.title, compress=self.compress,
             attrs={"stepper": str(info.get("stepper", "unknown"))},
         )
         try:
             for key, (array, dims, *rest) in self.static.items():
-                self.writer.add_static(key, array, dims, rest[0] if rest else None)
+                writer.add_static(key, array, dims, rest[0] if rest else None)
         except BaseException:
-            self.writer.close("interrupted")
+            writer.close("interrupted")
             raise
 
     def handle(self, state, t) -> None:
+        assert self.writer is not None  # opened by initialize
         self.writer.append(t, **{self.variable: state})
 
     def abort(self, error: BaseException) -> None:

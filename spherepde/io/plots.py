@@ -20,7 +20,9 @@ def plot_snapshots(grid, times, fields, path, *, title: str = "", label: str = "
     """Lon–lat maps of ``fields`` (k, nlat, nlon) at ``times`` (k,), one panel each, to PNG.
 
     ``log`` uses a logarithmic colour scale over three decades below the maximum (for densities
-    that concentrate)."""
+    that concentrate), shared by the panels; a panel whose own range is under one decade (a
+    nearly uniform ρ₀, whose perturbation the shared scale would hide) gets a linear scale and a
+    colour bar of its own."""
     plt = _plt()
     from matplotlib.colors import LogNorm
 
@@ -35,18 +37,27 @@ def plot_snapshots(grid, times, fields, path, *, title: str = "", label: str = "
     lat = np.degrees(grid.lat_faces)
     for ax in axes.flat[k:]:
         ax.set_visible(False)
+    shared, shared_im = [], None
     for ax, t, f in zip(axes.flat, times, fields):
-        if log:
-            im = ax.pcolormesh(lon, lat, np.maximum(f, 1e-3 * vmax), norm=norm, cmap="viridis", shading="flat")
+        lo, hi = float(np.min(f)), float(np.max(f))
+        if log and lo > 0 and hi < 10 * lo:  # under one decade: its own linear scale
+            im = ax.pcolormesh(lon, lat, f, vmin=lo, vmax=hi, cmap="viridis", shading="flat")
+            fig.colorbar(im, ax=ax, shrink=0.85, label=f"{label} (own linear scale)")
+        elif log:
+            shared_im = ax.pcolormesh(lon, lat, np.maximum(f, 1e-3 * vmax), norm=norm, cmap="viridis",
+                                      shading="flat")
+            shared.append(ax)
         else:
-            im = ax.pcolormesh(lon, lat, f, vmin=vmin, vmax=vmax, cmap="viridis", shading="flat")
+            shared_im = ax.pcolormesh(lon, lat, f, vmin=vmin, vmax=vmax, cmap="viridis", shading="flat")
+            shared.append(ax)
         ax.set_title(f"t = {t:.3g}", fontsize=9)
         ax.set_xlim(lon[0], lon[-1])
         ax.set_ylim(-90, 90)
         ax.set_xlabel("longitude (°)", fontsize=8)
         ax.set_ylabel("latitude (°)", fontsize=8)
         ax.tick_params(labelsize=7)
-    fig.colorbar(im, ax=axes.ravel().tolist(), shrink=0.85, label=label)
+    if shared_im is not None:
+        fig.colorbar(shared_im, ax=shared, shrink=0.85, label=label + (", log scale" if log else ""))
     if title:
         fig.suptitle(title, fontsize=10)
     path = Path(path)

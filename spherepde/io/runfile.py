@@ -58,6 +58,7 @@ from spherepde.io.netcdf import (
     TIME_ATTRS,
     _attr_order,
     close_with_status,
+    density_attrs,
     config_to_json,
     open_dataset,
     provenance_attrs,
@@ -118,8 +119,8 @@ class RunFile:
     """
 
     def __init__(self, path: Path, grid, times: np.ndarray, *, config: Mapping, seeds: Mapping,
-                 fields: bool, particles: tuple[int, int] | None, weights=None,
-                 positions: bool = True, tokens: tuple[int, int] | None = None,
+                 fields: bool, particles: tuple[int, ...] | None, weights=None,
+                 positions: bool = True, tokens: tuple[int, ...] | None = None,
                  series: Mapping[str, Mapping] = {},
                  static: Mapping[str, tuple] = {}, density: bool | None = None,
                  density_points: int | None = None, token_realisations: int | None = None,
@@ -128,10 +129,14 @@ class RunFile:
         store = {"float64": "f8", "float32": "f4"}[precision]
         seed = next((seeds[k] for k in ("noise", "particles") if seeds.get(k) is not None), None)
         attrs = provenance_attrs(config, seed)
+        if grid is not None:
+            grid_dict = grid.to_dict()
+        else:
+            points = particles or tokens
+            assert points is not None, "a run without a grid has particles or tokens"
+            grid_dict = {"kind": "none", "dimension": points[1]}
         attrs.update(title="spherepde run", seeds_json=json.dumps(dict(seeds), sort_keys=True),
-                     grid_json=json.dumps(grid.to_dict() if grid is not None else
-                                          {"kind": "none", "dimension": (particles or tokens)[1]},
-                                          sort_keys=True))
+                     grid_json=json.dumps(grid_dict, sort_keys=True))
         if brownian_path is not None:
             attrs["brownian_path_json"] = json.dumps(dict(brownian_path), sort_keys=True)
         self.path = Path(path)
@@ -144,10 +149,10 @@ class RunFile:
             tv.setncatts(TIME_ATTRS)
             tv[:] = np.asarray(times, float)
             if fields:
+                assert grid is not None and gdims is not None  # fields need a grid
                 v = ds.createVariable("density", store, ("time", *gdims), fill_value=np.nan,
                                       chunksizes=(1, *grid.shape))
-                v.setncatts({"units": "1", "long_name": "probability density with respect to the "
-                             "area (S²) or arc-length (S¹) element of the unit sphere"})
+                v.setncatts(density_attrs(grid))
                 if isinstance(grid, GaussGrid):
                     v.setncattr("cell_measures", "area: cell_area")
             if particles is not None:
@@ -163,7 +168,7 @@ class RunFile:
                                           fill_value=np.nan)
                     p.setncatts({"units": "1", "long_name": f"Cartesian coordinates of the tokens "
                                  f"on the unit sphere S^{d - 1} in R^{d}"})
-            tdims = ("token", "dim")
+            tdims: tuple[str, ...] = ("token", "dim")
             if tokens is not None:
                 n, d = tokens
                 ds.createDimension("token", n)
@@ -381,11 +386,12 @@ def write_sweep(outdir: Path, members: list, dims: dict, shape: tuple, config: d
         first = have[0]
         names = [sweep_dim(p) for p in dims]
         coords = {d: _swept_coordinate(d, p, v) for d, (p, v) in zip(names, dims.items())}
-        data, skipped = {}, []
+        data = {}
+        skipped: list[str] = []
         for name, var in first.data_vars.items():
             if any(name not in ds or ds[name].shape != var.shape for ds in have[1:]) or (
                     missing and var.dtype.kind != "f"):
-                skipped.append(name)
+                skipped.append(str(name))
                 continue
             stacked = np.stack([np.full(var.shape, np.nan) if ds is None else ds[name].values
                                 for ds in sets])
@@ -403,9 +409,9 @@ def write_sweep(outdir: Path, members: list, dims: dict, shape: tuple, config: d
         for name, coord in first.coords.items():
             if all(name in ds.coords and ds[name].shape == coord.shape
                    and np.array_equal(ds[name].values, coord.values) for ds in have[1:]):
-                coords[name] = xr.Variable(coord.dims, coord.values, dict(coord.attrs))
+                coords[str(name)] = xr.Variable(coord.dims, coord.values, dict(coord.attrs))
             else:
-                skipped.append(name)
+                skipped.append(str(name))
         attrs = {"Conventions": first.attrs.get("Conventions", "CF-1.8"),
                  "title": "spherepde sweep", "status": "interrupted" if missing else "complete",
                  "spherepde_version": __version__,
@@ -434,7 +440,7 @@ def _swept_coordinate(dim: str, path: str, values):
     import xarray as xr
 
     values = list(values)
-    attrs = {"long_name": f"swept value of {path}", "units": "1"}
+    attrs: dict[str, object] = {"long_name": f"swept value of {path}", "units": "1"}
     if any(isinstance(v, str) for v in values):
         idx = np.arange(len(values), dtype=np.int32)
         attrs.update(long_name=f"index of the swept value of {path}", flag_values=idx,

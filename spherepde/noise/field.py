@@ -39,6 +39,7 @@ same bits).
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -51,6 +52,9 @@ _TWO_PI = 2.0 * math.pi
 BASIS_CACHE_BYTES = 64 * 2**20
 #: points on at most this fraction × P distinct latitudes are evaluated ring by ring
 RING_FRACTION = 0.25
+
+if TYPE_CHECKING:
+    from spherepde.grids.sht import SphericalHarmonics
 
 
 class NoiseField:
@@ -95,10 +99,11 @@ class NoiseField:
         self.shape = (self.n_coefficients, d)
         #: κ_{n_max}(1) = Σ C_n N_n / ω: the variance of each component of G at a point
         self.variance = float(np.sum(self.sqrt_c ** 2) / (4 * math.pi if d == 3 else _TWO_PI))
-        self._sht = None
-        self._last_x = None  # the points of the last evaluation (a copy)
-        self._basis = None   # basis tabulated at _last_x: (n_coefficients, P) on S², (P, n_coefficients) on S¹
-        self._rings = None   # LatitudeRings of _last_x (S²)
+        self._sht: SphericalHarmonics | None = None  # S² only (set by _setup_sphere)
+        self._last_x: np.ndarray | None = None  # the points of the last evaluation (a copy)
+        # basis tabulated at _last_x: (n_coefficients, P) on S², (P, n_coefficients) on S¹
+        self._basis: np.ndarray | None = None
+        self._rings: LatitudeRings | None = None   # LatitudeRings of _last_x (S²)
         self._rings_checked = False  # whether _last_x was searched for latitude rings
         if d == 3:
             self._setup_sphere()
@@ -118,16 +123,17 @@ class NoiseField:
         from spherepde.grids.sht import SphericalHarmonics
 
         lmax = max(self.nmax, 1)
-        self._sht = SphericalHarmonics(GaussGrid(max(4, 2 * (lmax // 2 + 1))), lmax=lmax, backend="pyshtools")
+        sht = SphericalHarmonics(GaussGrid(max(4, 2 * (lmax // 2 + 1))), lmax=lmax, backend="pyshtools")
+        self._sht = sht
         # real index k → (complex index, part): m = 0 real; m > 0: Re q = ξ_c/√2, Im q = −ξ_s/√2
         # (a real field is q_l0 Y_l0 + Σ_{m>0} 2 Re(q_lm Y_lm), see SphericalHarmonics.evaluate)
         cidx, part, order = [], [], []
         for n in range(self.nmax + 1):
-            cidx.append(int(self._sht.index(n, 0)))
+            cidx.append(int(sht.index(n, 0)))
             part.append(0)
             order.append(0)
             for m in range(1, n + 1):
-                j = int(self._sht.index(n, m))
+                j = int(sht.index(n, m))
                 cidx += [j, j]
                 part += [1, 2]
                 order += [m, m]
@@ -138,7 +144,8 @@ class NoiseField:
     def _complex_coefficients(self, xi: np.ndarray) -> np.ndarray:
         """(…, n_coefficients, 3) real KL coefficients (already scaled) → (…, 3, nlm) complex."""
         lead = xi.shape[:-2]
-        q = np.zeros(lead + (3, self._sht.nlm), dtype=complex)
+        assert self._sht is not None, "S² only"
+        q = np.zeros(lead + (3, self._sht.nlm), dtype=np.complex128)
         a = np.moveaxis(xi, -1, -2)  # (…, 3, ncoef)
         s = 1.0 / math.sqrt(2.0)
         p0, p1, p2 = (self._part == 0), (self._part == 1), (self._part == 2)
@@ -172,6 +179,7 @@ class NoiseField:
             if basis is not None:  # (…, 3, K) @ (K, P) → (…, 3, P)
                 return np.moveaxis(np.matmul(np.swapaxes(xi, -1, -2), basis), -2, -1)
             lon, lat = self._lonlat(x)
+            assert self._sht is not None  # d == 3
             vals = self._sht.evaluate(self._complex_coefficients(xi), lon, lat)  # (…, 3, P)
             return np.moveaxis(vals, -2, -1)
         if basis is None:
@@ -214,7 +222,8 @@ class NoiseField:
         if self._basis is None:
             if self.d == 3:  # Y_k(x_p), k = real index: the evaluation of one-hot coefficients
                 s = 1.0 / math.sqrt(2.0)
-                q = np.zeros((self.n_coefficients, self._sht.nlm), dtype=complex)
+                assert self._sht is not None
+                q = np.zeros((self.n_coefficients, self._sht.nlm), dtype=np.complex128)
                 k = np.arange(self.n_coefficients)
                 q[k, self._cidx] = np.where(self._part == 0, 1.0, np.where(self._part == 1, s, -1j * s))
                 self._basis = self._sht.evaluate(q, *self._lonlat(x))  # (K, P)

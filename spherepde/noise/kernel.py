@@ -187,9 +187,9 @@ class NoiseKernel:
         rho = 1.0 - flat
         c = np.sqrt(flat * (2.0 - flat))           # √(1 − ρ²)
         one_d = c == 0.0                            # ρ = ±1: b = ρ a, a 1-D expectation
-        for k in np.flatnonzero(one_d):
-            gb = g(s * rho[k] * z)
-            out[k] = 0.5 * w @ (fa - gb) ** 2 if gap else w @ (fa * gb)
+        for i in np.flatnonzero(one_d):
+            gb = g(s * rho[i] * z)
+            out[i] = 0.5 * w @ (fa - gb) ** 2 if gap else w @ (fa * gb)
         idx = np.flatnonzero(~one_d)
         step = max(1, _CHUNK // z.size ** 2)
         for start in range(0, idx.size, step):
@@ -296,7 +296,7 @@ class NoiseKernel:
 
     @staticmethod
     def _check_beta(beta) -> float:
-        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not (0 < beta < math.inf):
+        if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not (0 < float(beta) < math.inf):
             raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
         return float(beta)
 

@@ -17,15 +17,15 @@ stepper of ``DiscreteTransformer.run``) for the transformer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.sampling import sample_density
-from spherepde.noise import BrownianPath, NoiseField, NoiseKernel
-from spherepde.runs.config import RunConfig
+from spherepde.noise import BrownianPath, NoiseField, NoiseKernel, get_activation
+from spherepde.runs.config import NoiseConfig, RunConfig
 from spherepde.runs.initial import initial_density, sample_initial
 from spherepde.solvers import make_stepper
 from spherepde.solvers.eulerian.spde import SPDEFFSL
@@ -63,8 +63,8 @@ class Model:
     """
 
     config: RunConfig
-    grid: Any
-    rho0: np.ndarray
+    grid: GaussGrid | CircleGrid | None
+    rho0: np.ndarray | None
     times: np.ndarray
     dt: float
     attention: Attention | None
@@ -81,6 +81,31 @@ class Model:
     density0: np.ndarray | None = None
     kernel: NoiseKernel | None = None
     weights: np.ndarray | None = None
+
+    @property
+    def noise_field(self) -> NoiseField:
+        """``noise``, for a run that has one (dynamics.noise on a grid); ValueError otherwise."""
+        if self.noise is None:
+            raise ValueError("this run has no noise field (dynamics.noise with a grid)")
+        return self.noise
+
+
+class _MLPOptions(TypedDict, total=False):
+    """The transformer's MLP options taken from dynamics.noise (none without noise)."""
+
+    activation: str
+    sigma_u: float
+    sigma_w: float
+
+
+def _mlp_options(n: NoiseConfig | None) -> _MLPOptions:
+    return {} if n is None else {"activation": n.activation, "sigma_u": n.sigma_u, "sigma_w": n.sigma_w}
+
+
+def _resolved(value: float | None, key: str) -> float:
+    """A stepping value that SteppingConfig resolves (output_every, courant; dt where required)."""
+    assert value is not None, f"{key} is resolved by the configuration"
+    return value
 
 
 def _named(prefix: str, err: Exception) -> ValueError:
@@ -101,18 +126,21 @@ def build(config: RunConfig) -> Model:
     att = _attention(config)
     # output i at i·output_every (not linspace(0, t_end)): the times are then a function of
     # output_every and i alone, so a run extended by --restart hits the same times (bit for bit)
-    times = st.output_every * np.arange(st.n_outputs + 1, dtype=float)
+    every = _resolved(st.output_every, "stepping.output_every")
+    times = every * np.arange(st.n_outputs + 1, dtype=float)
     if st.dt is not None:
         dt = st.dt
     else:  # |X| ≤ ‖V‖₂: the Courant number of the attention velocity stays ≤ courant
         dx = grid.dlon if isinstance(grid, GaussGrid) else grid.dtheta
+        assert att is not None, "stepping.courant needs dynamics.attention"
         vnorm = float(np.linalg.norm(att.V, 2))
-        dt = min(st.courant * dx / vnorm, st.output_every) if vnorm > 0 else st.output_every
+        dt = min(_resolved(st.courant, "stepping.courant") * dx / vnorm, every) if vnorm > 0 else every
     noise = path = None
     n = config.dynamics.noise
     if n is not None:
         try:
-            kernel = NoiseKernel(n.activation, d=config.d, sigma_u=n.sigma_u, sigma_w=n.sigma_w)
+            kernel = NoiseKernel(get_activation(n.activation), d=config.d, sigma_u=n.sigma_u,
+                                 sigma_w=n.sigma_w)
             noise = (NoiseField(kernel, nmax=n.n_max) if n.n_max is not None
                      else NoiseField(kernel, variance_fraction=n.variance_fraction))
         except (ValueError, TypeError) as err:
@@ -149,7 +177,7 @@ def build(config: RunConfig) -> Model:
         density0 = density.pack(x, w)
     elif dc is not None:
         try:
-            drift = None if att is None else DensityAttention(att, grid, method=a.method)
+            drift = None if att is None or a is None else DensityAttention(att, grid, method=a.method)
         except (ValueError, ImportError) as err:
             raise _named("dynamics.attention.method", err) from None
         polar = {"polar": dc.polar} if g.kind == "sphere" else {}
@@ -163,7 +191,7 @@ def build(config: RunConfig) -> Model:
             raise _named("representations.density.polar" if "cap_" in str(err) or "polar=" in str(err)
                          else "representations.density.limiter",
                          err) from None
-        if noise is not None and DENSITY_CALCULUS[density.scheme] != n.calculus:
+        if n is not None and noise is not None and DENSITY_CALCULUS[density.scheme] != n.calculus:
             raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the density stepper "
                              f"{density.name} integrates the {DENSITY_CALCULUS[density.scheme]} form")
     particles = x0 = weights = None
@@ -177,10 +205,8 @@ def build(config: RunConfig) -> Model:
     transformer = z0 = None
     tc = config.representations.transformer
     if tc is not None:
-        kw = {} if n is None else {"activation": n.activation, "sigma_u": n.sigma_u,
-                                   "sigma_w": n.sigma_w}
         tr = DiscreteTransformer(d=config.d, depth=tc.depth, T=st.t_end, width=tc.width,
-                                 attention=att, **kw)
+                                 attention=att, **_mlp_options(n))
         transformer = _transformer_stepper(tr, tc, n, own_noise(), path)
         z0 = _token_state(tc, retract(sample_density(grid, rho0, tc.n, seed=tc.seed)))
     basis, basis_v, projection = _reference_sets(config, att, grid, rho0)
@@ -266,6 +292,7 @@ def _reference_sets(config: RunConfig, att, grid, rho0) -> tuple:
     basis_v = top_eigenspace(att.V, by_magnitude=True).basis if "dist_eigenspace_V" in names else None
     projection = None
     if "w2_projection" in names:
+        assert basis is not None  # computed above for w2_projection
         if basis.shape[1] != 1:
             raise ValueError(f"outputs.diagnostics: 'w2_projection' needs a one-dimensional top "
                              f"eigenspace of A = V Bᵀ, this one has dimension {basis.shape[1]}")
@@ -280,29 +307,28 @@ def _build_gridless(config: RunConfig) -> Model:
     (``ParticleSDE(kernel=…)``, generator seeded by (noise seed, realisation)); no density."""
     d, st = config.d, config.stepping
     att = _attention(config)
-    times = st.output_every * np.arange(st.n_outputs + 1, dtype=float)
+    times = _resolved(st.output_every, "stepping.output_every") * np.arange(st.n_outputs + 1, dtype=float)
     n, kernel = config.dynamics.noise, None
     if n is not None:
         try:
-            kernel = NoiseKernel(n.activation, d=d, sigma_u=n.sigma_u, sigma_w=n.sigma_w)
+            kernel = NoiseKernel(get_activation(n.activation), d=d, sigma_u=n.sigma_u, sigma_w=n.sigma_w)
         except (ValueError, TypeError) as err:
             raise _named("dynamics.noise", err) from None
     particles = x0 = None
     p = config.representations.particles
     if p is not None:
-        system = (_particle_system(att, None, d) if kernel is None else
+        system = (_particle_system(att, None, d) if kernel is None or n is None else
                   _particle_system(att, n, d, kernel=kernel, seed=[n.seed, n.realisation]))
         particles = ParticleStepper(system, p.n)
         x0 = sample_initial(config.initial, d, p.n, _particle_seed(p, n))
     transformer = z0 = None
     tc = config.representations.transformer
     if tc is not None:
-        kw = {} if n is None else {"activation": n.activation, "sigma_u": n.sigma_u,
-                                   "sigma_w": n.sigma_w}
         tr = DiscreteTransformer(d=d, depth=tc.depth, T=st.t_end, width=tc.width,
-                                 attention=att, **kw)
+                                 attention=att, **_mlp_options(n))
         transformer = _transformer_stepper(tr, tc, n)
         z0 = _token_state(tc, sample_initial(config.initial, d, tc.n, tc.seed))
     basis, basis_v, projection = _reference_sets(config, att, None, None)
-    return Model(config, None, None, times, float(st.dt), att, None, None, None, particles, x0,
+    dt = _resolved(st.dt, "stepping.dt")  # required with grid.kind = "none"
+    return Model(config, None, None, times, float(dt), att, None, None, None, particles, x0,
                  transformer, z0, basis, basis_v, projection, kernel=kernel)

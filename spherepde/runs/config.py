@@ -32,7 +32,7 @@ import json
 import math
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -179,6 +179,7 @@ class _Section:
     REQUIRED: ClassVar[tuple] = ()
     KIND_KEYS: ClassVar[dict | None] = None
     KIND_REQUIRED: ClassVar[dict] = {}
+    __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every section is a dataclass
     #: keys of earlier releases that are gone: key → why (refused with that reason)
     REMOVED: ClassVar[dict] = {}
 
@@ -211,7 +212,7 @@ class _Section:
                     raise ValueError(f"{_join(path, key)}: not used with {_join(path, 'kind')} = "
                                      f"{kind!r} (its keys: {sorted(allowed)})")
             required += list(cls.KIND_REQUIRED.get(kind, ()))
-        kw = {}
+        kw: dict[str, Any] = {}
         for key, value in data.items():
             if key in cls.SUBSECTIONS:
                 sub = cls.SUBSECTIONS[key]
@@ -233,7 +234,7 @@ class _Section:
     def _kept(self) -> list[str]:
         if self.KIND_KEYS is None:
             return self.keys()
-        return ["kind", *self.KIND_KEYS[self.kind]]
+        return ["kind", *self.KIND_KEYS[getattr(self, "kind")]]  # a section with KIND_KEYS has a kind
 
     def to_dict(self) -> dict:
         """Plain nested dict (lists for vectors and matrices), only the keys that apply."""
@@ -306,7 +307,9 @@ class GridConfig(_Section):
     @property
     def d(self) -> int:
         """Ambient dimension: tokens on S^{d−1} ⊂ R^d."""
-        return {"sphere": 3, "circle": 2}.get(self.kind, self.dimension)
+        d = {"sphere": 3, "circle": 2}.get(self.kind, self.dimension)
+        assert d is not None  # grid.kind = "none" requires the dimension (__post_init__)
+        return d
 
 
 @dataclass(frozen=True)
@@ -360,8 +363,9 @@ class InitialConfig(_Section):
             if getattr(self, key) is None:
                 raise ValueError(f"{p}.{key}: required with {p}.kind = {kind!r}, missing")
         if kind == "cosine":
-            _set(self, "direction", check_vector(f"{p}.direction", self.direction))
-            if not any(self.direction):
+            direction = check_vector(f"{p}.direction", self.direction)
+            _set(self, "direction", direction)
+            if not any(direction):
                 raise ValueError(f"{p}.direction: must be a non-zero vector")
             amp = 0.5 if self.amplitude is None else self.amplitude
             _set(self, "amplitude", check_float(f"{p}.amplitude", amp, lo=0.0, hi=1.0))
@@ -408,12 +412,12 @@ class InitialConfig(_Section):
     def check_dimension(self, d: int) -> None:
         """Vectors of this section must live in R^d."""
         p = self.PATH
-        if self.kind == "cosine" and len(self.direction) != d:
+        if self.kind == "cosine" and len(self.direction or ()) != d:  # set by __post_init__
             raise ValueError(f"{p}.direction: must have {d} entries (d = {d} for this grid), "
-                             f"got {len(self.direction)}")
-        if self.kind == "vmf" and len(self.centres[0]) != d:
+                             f"got {len(self.direction or ())}")
+        if self.kind == "vmf" and self.centres is not None and len(self.centres[0]) != d:
             raise ValueError(f"{p}.centres: each centre must have {d} entries (d = {d} for this "
-                             f"grid), got {len(self.centres[0])}")
+                             f"grid), got {len(self.centres[0])}")  # (vmf: centres set by __post_init__)
 
 
 @dataclass(frozen=True)
@@ -742,7 +746,9 @@ class SteppingConfig(_Section):
     @property
     def n_outputs(self) -> int:
         """Number of output intervals (outputs at 0, every, …, t_end)."""
-        return round(self.t_end / self.output_every)
+        every = self.output_every
+        assert every is not None  # resolved by __post_init__
+        return round(self.t_end / every)
 
 
 @dataclass(frozen=True)
@@ -852,7 +858,7 @@ class RunConfig(_Section):
             if kind != "circle":
                 raise ValueError(f"initial.kind: 'random-phase' is a density on the circle (grid.kind "
                                  f"= 'circle'), got grid.kind = {kind!r}")
-            if 2 * ini.max_degree > self.grid.n:
+            if ini.max_degree is not None and 2 * ini.max_degree > self.grid.n:  # set by __post_init__
                 raise ValueError(f"initial.max_degree: at most grid.n/2 = {self.grid.n // 2} (the "
                                  f"modes must be resolved and sum to 0 on the grid), got {ini.max_degree}")
         if noise is not None:
@@ -896,7 +902,7 @@ class RunConfig(_Section):
             if kind == "none":
                 raise ValueError(f"outputs.diagnostics: 'moments' are harmonic moments on S² or S¹ "
                                  f"(grid.kind 'sphere' or 'circle'), not on S^{d - 1}")
-            if lmax > top:
+            if lmax is not None and lmax > top:  # set by OutputsConfig.__post_init__
                 raise ValueError(f"outputs.moments_lmax: at most {top} on this grid (grid."
                                  f"{'nlat - 1' if kind == 'sphere' else 'n/2'}), got {lmax}")
         if noise is not None and noise.antithetic and kind == "none":

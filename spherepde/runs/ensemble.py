@@ -96,8 +96,9 @@ def plot_ensemble(runs: list, output: str | os.PathLike, *, dpi: int = 120) -> l
     Returns the paths written."""
     from dataclasses import replace
 
-    from spherepde.io.figures import (pick_times, plot_circle, plot_ensemble_diagnostics,
-                                      plot_mollweide, read_run)
+    from spherepde.io.maps import plot_circle, plot_mollweide
+    from spherepde.io.rundata import pick_times, read_run
+    from spherepde.io.series import plot_ensemble_diagnostics
 
     output = Path(output)
     data = [read_run(p) for p in runs]
@@ -108,7 +109,11 @@ def plot_ensemble(runs: list, output: str | os.PathLike, *, dpi: int = 120) -> l
         r0 = first.config.get("dynamics", {}).get("noise", {}).get("realisation", 0)
         figures.append(draw(replace(first, label=f"realisation {r0}: {first.label}"),
                             output / "realisation0.png", times, dpi=dpi))
-        mean = np.mean([d.density for d in data], axis=0)
+        densities = []
+        for d in data:
+            assert d.density is not None, "every member of the ensemble has the density"
+            densities.append(d.density)
+        mean = np.mean(densities, axis=0)
         figures.append(draw(replace(first, density=mean, positions=None, tokens=None,
                                     label=f"mean density over {len(data)} realisations: {first.label}"),
                             output / "mean.png", times, dpi=dpi))

@@ -88,41 +88,46 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
     n_tok = None if model.transformer is None else tuple(model.transformer.grid.shape[-2:])
     tc = reps.transformer
     weights = None if n_part is None else _particle_weights(model, n_part[0])
-    static = {}
+    static: dict[str, tuple] = {}
     if model.attention is not None:
         for name in ("Q", "K", "V"):
             static[name] = (getattr(model.attention, name), ("dim_row", "dim_col"),
                             {"units": "1", "long_name": f"attention matrix {name}"})
     if "moments" in config.outputs.diagnostics:
+        assert config.outputs.moments_lmax is not None  # resolved by OutputsConfig
         for name, values in zip(("moment_l", "moment_m"),
                                 moment_degrees(config.d, config.outputs.moments_lmax)):
             static[name] = (values, ("moment",), {"units": "1", "long_name": (
                 "degree l" if name == "moment_l" else "order m") + " of the harmonic moment "
                 "(S1: both are the wavenumber k)"})
     names = series_names(model)
+    remap_rows = None  # the point rows of a lagrangian-remap density's state
+    if reps.density is not None and reps.density.scheme == "lagrangian-remap":
+        assert model.density0 is not None  # build packs the points
+        remap_rows = model.density0.shape[0]
     file = RunFile(nc, model.grid, model.times, config=cfg, seeds=config.seeds(),
                    fields=reps.density is not None and config.outputs.fields, particles=n_part,
                    weights=weights, positions=config.outputs.positions, tokens=n_tok,
                    token_realisations=None if tc is None else tc.realisations,
-                   series={k: series_attrs(k) for k in names}, static=static,
+                   series={k: series_attrs(k, model.config.energy_beta()) for k in names}, static=static,
                    density=reps.density is not None,
-                   density_points=(model.density0.shape[0] if reps.density is not None and
-                                   reps.density.scheme == "lagrangian-remap" else None),
+                   density_points=remap_rows,
                    precision=config.outputs.precision,
                    brownian_path=None if model.path is None else model.path.to_dict())
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
                      "seeds": config.seeds(), "dt": model.dt, "outputs": int(model.times.size),
                      "interrupted": False}
+    calculus = None if config.dynamics.noise is None else config.dynamics.noise.calculus
     if model.noise is not None:
-        summary["noise"] = {**model.noise.to_dict(), "calculus": config.dynamics.noise.calculus}
+        summary["noise"] = {**model.noise.to_dict(), "calculus": calculus}
         if model.path is not None:
             summary["noise"]["brownian_path"] = model.path.to_dict()
     elif model.kernel is not None:
         k = model.kernel
         summary["noise"] = {"d": int(k.d), "sampler": "exact Gaussian field at the tokens",
                             "kappa1": float(k.kappa1), "lambda_1": float(k.lambda_1),
-                            "calculus": config.dynamics.noise.calculus}
+                            "calculus": calculus}
     if resume is not None:
         copy_restart(file, resume)
         summary["restart"] = {"from": str(resume.source),
@@ -196,12 +201,14 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
     lanes, dens = [], None
     if model.density is not None:
         keep = "w2_particles_density" in config.outputs.diagnostics
+        assert model.density0 is not None  # build sets it with the density
         first, state = begin("density", model.density0)
         given = {} if resume is None or not keep else resume.snapshots
         dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
         if first >= 2 and callable(getattr(model.density, "prime", None)):
             model.density.prime()  # caches as the uninterrupted run's first steps left them
         if first > 0 and dens.points:
+            assert resume is not None  # first > 0 only on a restart
             model.density.resume(resume.rng_state["density"])  # the steps to the next remap
         scheme = getattr(config.representations.density, "scheme", None)
         rl = _RepLane("density", None, dens, {"scheme": scheme})
@@ -224,10 +231,12 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
     if model.particles is not None:
         n_part = model.particles.grid.shape[0]
         weights = _particle_weights(model, n_part)
+        assert model.x0 is not None  # build sets it with the particles
         first, state = begin("particles", model.x0)
         sampler = getattr(model.particles.system, "sampler", None)
         prng = None if sampler is None else sampler.rng  # the exact point noise draws from it
         if first > 0 and prng is not None:
+            assert resume is not None  # first > 0 only on a restart
             prng.bit_generator.state = resume.rng_state["particles"]
         parts = ParticleOutput(file, model, weights,
                                dens if dens is not None and dens.keep else None, start=first,
@@ -239,10 +248,12 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
         lanes.append(rl)
     if model.transformer is not None:
         ts, tc = model.transformer, config.representations.transformer
+        assert tc is not None and model.z0 is not None  # build sets them with the transformer
         tr = ts.transformer
         rngs = ts.rngs  # R generators (width m), restored from the file on a restart
         first, state = begin("transformer", model.z0)
         if first > 0 and rngs is not None:
+            assert resume is not None  # first > 0 only on a restart
             saved = resume.rng_state["transformer"]
             for g, st in zip(rngs, [saved] if tc.realisations is None else saved):
                 g.bit_generator.state = st

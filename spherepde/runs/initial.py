@@ -44,11 +44,11 @@ def low_mode_perturbation(cfg, d: int):
         scale = float(np.sum(np.abs(a) + np.abs(b)))
         k = np.arange(1, L + 1)
 
-        def p(x):
+        def p_circle(x):
             th = np.arctan2(x[..., 1], x[..., 0])[..., None]
             return np.sum(a * np.cos(k * th) + b * np.sin(k * th), axis=-1) / scale
 
-        return p
+        return p_circle
     from scipy.special import sph_harm_y
 
     terms = [(l, m, part) for l in range(1, L + 1) for m in range(l + 1)
@@ -101,7 +101,7 @@ def _from_netcdf(cfg, grid) -> np.ndarray:
         raise ValueError(f"{p}.path: cannot read {cfg.path!r}: {err}") from None
     if cfg.variable not in ds:
         raise ValueError(f"{p}.variable: {cfg.variable!r} is not in {cfg.path!r} "
-                         f"(variables: {sorted(ds.data_vars)})")
+                         f"(variables: {sorted(map(str, ds.data_vars))})")
     da = ds[cfg.variable]
     if "time" in da.dims:
         n = da.sizes["time"]

@@ -3,6 +3,8 @@ time (:class:`DensityOutput` for the density, :class:`ParticleOutput` for partic
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from spherepde.io.runfile import RunFile
@@ -39,13 +41,17 @@ MOMENT_SERIES = ("moment_re", "moment_im")
 _WHAT = {"particles_": "the particles", "transformer_": "the transformer's tokens"}
 
 
-def series_attrs(name: str) -> dict:
-    """CF attributes of the (time,) variable ``name`` (e.g. ``particles_energy``)."""
+def series_attrs(name: str, energy_beta: float = 1.0) -> dict:
+    """CF attributes of the (time,) variable ``name`` (e.g. ``particles_energy``); the energy's
+    carry its β (``energy_beta``) in the long_name and as the attribute ``beta``."""
     what, base = "the density", name
     for prefix, text in _WHAT.items():
         if name.startswith(prefix) and name[len(prefix):] in SERIES_LONG_NAMES:
             what, base = text, name[len(prefix):]
-    attrs = {"units": "1", "long_name": SERIES_LONG_NAMES[base].format(what=what)}
+    attrs: dict[str, object] = {"units": "1", "long_name": SERIES_LONG_NAMES[base].format(what=what)}
+    if base == "energy":
+        attrs["long_name"] = f"{attrs['long_name']}, beta = {energy_beta:g}"
+        attrs["beta"] = float(energy_beta)
     if base in MOMENT_SERIES:
         attrs["dims"] = ("moment",)
     return attrs
@@ -56,17 +62,23 @@ def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
     ``moments`` (key ``PREFIXmoments``) returns the complex moments (moment,), which
     :func:`_evaluate` writes as the two variables :data:`MOMENT_SERIES`."""
     beta = model.config.energy_beta()
-    out = {}
+    out: dict[str, Callable[[np.ndarray, np.ndarray], float | np.ndarray]] = {}
     if "moments" in names:
         lmax = model.config.outputs.moments_lmax
+        assert lmax is not None  # resolved by OutputsConfig
         out[prefix + "moments"] = lambda x, w: moments(x, w, lmax)
     if "energy" in names:
         out[prefix + "energy"] = lambda x, w: interaction_energy(x, w, beta)
     if "dist_eigenspace" in names:
-        out[prefix + "dist_eigenspace"] = lambda x, w: dist_to_subspace(x, w, model.eigenspace)
+        basis = model.eigenspace
+        assert basis is not None  # build computes it for this diagnostic
+        out[prefix + "dist_eigenspace"] = lambda x, w: dist_to_subspace(x, w, basis)
     if "dist_eigenspace_V" in names:
-        out[prefix + "dist_eigenspace_V"] = lambda x, w: dist_to_subspace(x, w, model.eigenspace_V)
+        basis_v = model.eigenspace_V
+        assert basis_v is not None  # build computes it for this diagnostic
+        out[prefix + "dist_eigenspace_V"] = lambda x, w: dist_to_subspace(x, w, basis_v)
     if "w2_projection" in names:
+        assert model.projection is not None  # build computes it for this diagnostic
         e, a = model.projection
         out[prefix + "w2_projection"] = lambda x, w: w2_two_point(x, w, e, a)
     return out
@@ -101,7 +113,7 @@ def series_names(model: Model) -> list[str]:
 def _evaluate(measures: dict, x, w) -> dict:
     """The diagnostics ``measures`` (name -> f(x, w)) of the measure (x, w) by variable: floats,
     and the real and imaginary parts (moment,) of the moments (computed once)."""
-    out = {}
+    out: dict[str, float | np.ndarray] = {}
     for k, f in measures.items():
         v = f(x, w)
         if k.endswith("moments"):
@@ -121,6 +133,7 @@ class DensityOutput(Tracker):
         super().__init__()
         self.file, self.model, self.keep, self.start = file, model, keep, start
         grid, names, st = model.grid, model.config.outputs.diagnostics, model.density
+        assert grid is not None  # a density has a grid
         # a field on the grid, or weighted points (lagrangian-remap) with their field and measure
         self.points = isinstance(st, RemapStepper)
         self.field = st.field if self.points else (lambda r: r)
@@ -193,7 +206,7 @@ class ParticleOutput(Tracker):
     def handle(self, state, t) -> None:
         if state.ndim == 3:  # realisations (R, N, d): each diagnostic per realisation
             per = [_evaluate(self.measures, s, self.w) for s in state]
-            values = {k: np.array([v[k] for v in per], float) for k in per[0]}
+            values: dict[str, float | np.ndarray] = {k: np.array([v[k] for v in per], float) for k in per[0]}
         else:
             values = _evaluate(self.measures, state, self.w)
         if self.density is not None:

@@ -57,7 +57,10 @@ class Stepper(Protocol):
     """What the controller needs from a time stepper."""
 
     name: str
-    grid: GaussGrid | CircleGrid
+
+    @property
+    def grid(self) -> GaussGrid | CircleGrid | StateSpace:
+        """The state's space: a grid, or a :class:`StateSpace` (the controller reads its shape)."""
 
     def stable_dt(self, rho: np.ndarray, t: float) -> float:
         """Largest stable step at ``(rho, t)``."""
@@ -237,7 +240,7 @@ class Controller:
 
     # ---- validation --------------------------------------------------------------------
     def _validate(
-        self, rho0: Any, t_span: Sequence[float], output_times: Sequence[float] | None
+        self, rho0: Any, t_span: Sequence[float], output_times: Sequence[float] | np.ndarray | None
     ) -> tuple[np.ndarray, float, float, np.ndarray]:
         t0, t_end, outs = check_time_span(t_span, output_times)
 
@@ -272,7 +275,7 @@ class Controller:
         rho0: np.ndarray,
         t_span: tuple[float, float],
         *,
-        output_times: Sequence[float] | None = None,
+        output_times: Sequence[float] | np.ndarray | None = None,
     ) -> Lane:
         """Validate the input and initialize the trackers; the returned :class:`Lane` then
         advances on demand (:meth:`Lane.advance`).  :meth:`run` is ``start`` followed by
@@ -284,7 +287,7 @@ class Controller:
         rho0: np.ndarray,
         t_span: tuple[float, float],
         *,
-        output_times: Sequence[float] | None = None,
+        output_times: Sequence[float] | np.ndarray | None = None,
     ) -> RunResult:
         """Integrate from ``t_span[0]`` to ``t_span[1]``.
 

@@ -61,27 +61,28 @@ def find_clusters(theta: np.ndarray, rho: np.ndarray, factor: float,
     csum = np.concatenate([[0.0], np.cumsum(np.concatenate([cell_mass, cell_mass]))])
     ends = np.append(bounds[1:], bounds[0] + n)
     masses = csum[ends] - csum[bounds + 1] + 0.5 * (cell_mass[bounds] + cell_mass[ends % n])
-    bounds, masses = list(bounds), list(masses)
-    while len(bounds) > 1:
-        m = np.asarray(masses)
-        lo = rho[bounds]  # left minimum of each basin; the right one is that of the next basin
+    bounds_l: list[int] = [int(b) for b in bounds]
+    masses_l: list[float] = list(masses)
+    while len(bounds_l) > 1:
+        m = np.asarray(masses_l)
+        lo = rho[bounds_l]  # left minimum of each basin; the right one is that of the next basin
         hi = np.roll(lo, -1)
         right = hi >= lo  # the higher minimum is on the right: merge with basin k + 1
         ratio = m / np.where(right, np.roll(m, -1), np.roll(m, 1))
         k = int(np.argmin(ratio))
         if not ratio[k] < min_mass_ratio:
             break
-        # dropping the minimum bounds[j] merges basins j − 1 and j: with basin k + 1 that is
+        # dropping the minimum bounds_l[j] merges basins j − 1 and j: with basin k + 1 that is
         # j = k + 1, with basin k − 1 it is j = k
-        K = len(bounds)
+        K = len(bounds_l)
         j = (k + 1) % K if right[k] else k
-        masses[(j - 1) % K] += masses[j]
-        del bounds[j], masses[j]
+        masses_l[(j - 1) % K] += masses_l[j]
+        del bounds_l[j], masses_l[j]
     out = []
-    K = len(bounds)
+    K = len(bounds_l)
     for k in range(K):
-        a = bounds[k]
-        b = bounds[(k + 1) % K] if K > 1 else a + n
+        a = bounds_l[k]
+        b = bounds_l[(k + 1) % K] if K > 1 else a + n
         b = b if b > a else b + n
         idx = np.arange(a, b + 1) % n
         vals = rho[idx]
@@ -89,7 +90,7 @@ def find_clusters(theta: np.ndarray, rho: np.ndarray, factor: float,
             continue
         lift = vals - vals.min()
         ang = np.angle(np.sum(lift * np.exp(1j * theta[idx])))
-        out.append({"position": float(np.mod(ang, 2 * np.pi)), "mass": float(masses[k]),
+        out.append({"position": float(np.mod(ang, 2 * np.pi)), "mass": float(masses_l[k]),
                     "peak": float(vals.max())})
     return out
 

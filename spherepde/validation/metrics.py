@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from spherepde.dynamics.attention import nonnegative_weights
-from spherepde.grids.geometry import cosine_minus_one
+from spherepde.dynamics.energy import scaled_interaction_energy
 
 #: largest n·m for which :func:`w2` builds the dense cost matrix (8 bytes each: 800 MB)
 MAX_EMD_ENTRIES = 10**8
@@ -302,16 +302,11 @@ def w2_with_bound(xa, wa, xb, wb, *, max_entries: int = MAX_EMD_ENTRIES) -> W2Es
 
 # ---- energy and moments ---------------------------------------------------------------------
 def interaction_energy(x, w, beta: float, *, block: int = 4096) -> float:
-    """Scaled interaction energy e^{−β} E_β(ρ) = ½ ∬ (1 − e^{β(⟨x,y⟩−1)}) dρ dρ (Paper 2).
-
-    Zero exactly at a single Dirac mass; the e^{−β} scaling keeps it finite at large β.
-    """
+    """Scaled interaction energy e^{−β} E_β(ρ) = ½ ∬ (1 − e^{β(⟨x,y⟩−1)}) dρ dρ (Paper 2) of
+    the weighted points (x, w): :func:`spherepde.dynamics.energy.scaled_interaction_energy`,
+    the one implementation, after checking the shapes and weights."""
     x, w = _check(x, w)
-    total = 0.0
-    for s in range(0, x.shape[0], block):
-        k = np.exp(beta * cosine_minus_one(x[s:s + block], x))
-        total += float(np.sum(w[s:s + block, None] * w[None, :] * (1.0 - k)))
-    return 0.5 * total
+    return scaled_interaction_energy(x, w, beta, block=block)
 
 
 def harmonic_moments(x, w, lmax: int) -> np.ndarray:

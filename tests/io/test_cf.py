@@ -36,7 +36,7 @@ from spherepde.io.netcdf import STATUSES, NetCDFWriter
 
 TABLES = Path(__file__).parent / "cf_tables"
 CANONICAL = {"latitude": "degree_north", "longitude": "degree_east", "cell_area": "m2"}
-KNOWN_UNITS = {"1", "m", "m2", "radian", "degrees_north", "degrees_east", "degree_north",
+KNOWN_UNITS = {"1", "m", "m2", "m-1", "m-2", "radian", "degrees_north", "degrees_east", "degree_north",
                "degree_east"}
 
 

@@ -205,7 +205,7 @@ def test_synchronisation_rate_of_the_d5_example_over_realisations(tmp_path):
 
     from spherepde.runs.config import read_raw
     from spherepde.runs.sweep import run_sweep
-    from spherepde.io.figures import RATE_FIT_FROM
+    from spherepde.io.series import RATE_FIT_FROM
     from spherepde.noise.kernel import synchronisation_rate
     from spherepde.validation.fits import log_rate
     from spherepde.noise import NoiseKernel

@@ -290,7 +290,7 @@ def test_interrupted_run_stops_every_representation_at_one_output_and_plots(tmp_
                        "--no-animation"], capsys)
     assert rc == 0, err
     assert any((tmp_path / "p").glob("*.png"))
-    from spherepde.io.figures import read_run  # the figures' titles say where it stopped
+    from spherepde.io.rundata import read_run  # the figures' titles say where it stopped
 
     last = 0.5 if stop == "particles" else 0.25
     assert read_run(tmp_path / "o" / "run.nc").label.endswith(f"[interrupted at t = {last:g}]")

@@ -284,7 +284,11 @@ def test_netcdf_tracker_round_trip(grid, tmp_path):
     assert ds.attrs["seed"] == 7 and ds.attrs["stepper"] == "fake-decay"
     assert json.loads(ds.attrs["config_json"]) == config == read_config(path)
     assert json.loads(ds.attrs["grid_json"]) == grid.to_dict()
-    assert ds["density"].attrs["units"] == "1" and ds["time"].attrs["units"] == "1"
+    assert ds["time"].attrs["units"] == "1"
+    # per unit measure of the unit sphere / circle taken as radius 1 m, beside m2 / m measures
+    measure = "cell_area" if isinstance(grid, GaussGrid) else "cell_length"
+    assert (ds["density"].attrs["units"], ds[measure].attrs["units"]) == (
+        ("m-2", "m2") if isinstance(grid, GaussGrid) else ("m-1", "m"))
     if isinstance(grid, GaussGrid):
         assert ds["density"].attrs["cell_measures"] == "area: cell_area"
         assert ds["lat"].attrs["units"] == "degrees_north"

@@ -57,7 +57,7 @@ def _accepted(kind: str, num: np.ndarray, den: np.ndarray, eta: float, tol: floa
     return finite & (sd * eta + extra <= tol / 4.0 * nnum)
 
 
-def _certified_mean(att, c: float, tol: float, x: np.ndarray, eta: float, sums,
+def _certified_mean(att, c: float | None, tol: float, x: np.ndarray, eta: float, sums,
                     exact, second_pass=None, general=False) -> tuple[np.ndarray, dict]:
     """The attention mean at targets x (n, d) from spectral sums, every target certified.
 
@@ -81,8 +81,9 @@ def _certified_mean(att, c: float, tol: float, x: np.ndarray, eta: float, sums,
     if general:  # any B: the unit targets themselves, each at its own scale c_i = |Bᵀx_i|
         nz = np.linalg.norm(z, axis=1)
         ok = np.flatnonzero(beta * nz * np.abs(np.linalg.norm(x, axis=1) - 1.0) <= tol / 16.0)
-        u, c = x[ok], nz[ok]
+        u, c_each = x[ok], nz[ok]
     else:
+        assert c is not None, "c is needed unless general"
         nz = np.linalg.norm(z, axis=1)
         ok = np.flatnonzero(beta * np.abs(nz - c) <= tol / 16.0)
         u = z[ok] / c
@@ -96,7 +97,7 @@ def _certified_mean(att, c: float, tol: float, x: np.ndarray, eta: float, sums,
         out[ok[good]] = num[good] / den[good, None]
     else:
         with np.errstate(over="ignore"):
-            scale = np.exp(beta * (c[good] if general else c) - beta)
+            scale = np.exp(beta * (c_each[good] if general else c) - beta)
             out[ok[good]] = num[good] * np.reshape(scale, (-1, 1))
     todo = np.ones(n, bool)
     todo[ok[good]] = False

@@ -55,7 +55,7 @@ class _SpectralCircle:
 
     def __init__(self, grid, kappa: float) -> None:
         self.grid, self.kappa = grid, float(kappa)
-        self._targets = _TargetCache()
+        self._targets: _TargetCache[_CircleTargets] = _TargetCache()
         self.possible = True
         nv = 16 + int(math.sqrt(100.0 * self.kappa + 100.0))
         v = circular_ive(self.kappa, nv)
@@ -97,9 +97,8 @@ class _SpectralCircle:
             t = self._targets.get(u, lambda v, keep: _CircleTargets(self.L, v, keep))
         else:  # a subset of the last targets (the split pass)
             kept = self._targets.rows(u, rows)
-            t = None if kept is None else kept.subset(np.asarray(rows))
-            if t is None:
-                t = _CircleTargets(self.L, u, False)
+            sub = None if kept is None else kept.subset(np.asarray(rows))
+            t = _CircleTargets(self.L, u, False) if sub is None else sub
         out = np.empty((3, u.shape[0]))
         step = max(1, (1 << 20) // (self.L + 1))
         for a in range(0, u.shape[0], step):

@@ -116,7 +116,9 @@ class DensityAttention:
         self._y = y
         self._area = area
         self.method, self.tol = method, tol
-        self._spec, self._c = None, None
+        #: the spectral sums and their scale c (None for _TargetBessel: a scale per target)
+        self._spec: _SpectralSphere | _SpectralCircle | None = None
+        self._c: float | None = None
         self.spectral_reason = None  #: why the spectral path is not used (None when it is)
         if method == "auto" and torch_sums.gpu_present():
             self.spectral_reason = "a GPU is present: the direct sums run there"
@@ -201,6 +203,7 @@ class DensityAttention:
 
     def _spectral_mean(self, x: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, dict]:
         att, spec, tol = self.attention, self._spec, self.tol
+        assert spec is not None  # called only with a spectral plan
         if x.ndim != 2 or x.shape[1] != att.d:
             raise ValueError(f"x must have shape (n, {att.d}), got {x.shape}")
         w = nonnegative_weights(w, "w")
@@ -244,6 +247,7 @@ class DensityAttention:
         targets of the first pass, whose kept point tables then serve the spectral sums here.
         """
         att, spec, c, tol = self.attention, self._spec, self._c, self.tol
+        assert spec is not None  # called only with a spectral plan
         d, beta = att.d, att.beta
         none = np.zeros(idx.size, bool), np.empty((0, d))
         area = self._area

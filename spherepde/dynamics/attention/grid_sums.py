@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import copy
 import math
+from typing import TYPE_CHECKING, Callable, Generic, TypeVar
 
 import numpy as np
 
@@ -25,6 +26,11 @@ from spherepde.dynamics.attention import compiled
 from spherepde.dynamics.attention.funk_hecke import (SERIES_TAIL, TARGET_ROUNDOFF, _per_target_synthesis,
                                                      _SphereKernel)
 from spherepde.grids.rings import RingLayout, legendre_recursion, legendre_table
+
+if TYPE_CHECKING:
+    from spherepde.grids.sht import SphericalHarmonics
+
+_Tables = TypeVar("_Tables")
 
 #: round-off of one spectral sum, per unit mass: ε_r(L) = SPECTRAL_ROUNDOFF · (L + 16).
 #: Measured against longdouble sums (GaussGrid 32–256, κ = 0.5–300, densities from uniform and
@@ -43,7 +49,7 @@ TARGET_CACHE = True
 TARGET_CACHE_BYTES = 64 * 2**20
 
 
-class _TargetCache:
+class _TargetCache(Generic[_Tables]):
     """Tables that depend only on the targets u of a spectral evaluation, kept between calls.
 
     The mean-field stepper evaluates the attention at the same points (the face points of its
@@ -58,10 +64,10 @@ class _TargetCache:
     """
 
     def __init__(self) -> None:
-        self.last = None  # copy of the previous call's targets
-        self.tables = None  # their tables, once built
+        self.last: np.ndarray | None = None  # copy of the previous call's targets
+        self.tables: _Tables | None = None  # their tables, once built
 
-    def get(self, u: np.ndarray, build):
+    def get(self, u: np.ndarray, build: Callable[[np.ndarray, bool], _Tables]) -> _Tables:
         if not TARGET_CACHE:
             return build(u, False)
         last = self.last
@@ -72,11 +78,12 @@ class _TargetCache:
         self.last, self.tables = np.array(u, dtype=float, copy=True), None
         return build(u, False)
 
-    def rows(self, u: np.ndarray, rows) -> object | None:
+    def rows(self, u: np.ndarray, rows) -> _Tables | None:
         """The kept tables if u are the rows ``rows`` of the kept targets (checked), else None:
         the split pass evaluates at a subset of the targets of the call before it."""
         if not TARGET_CACHE or self.tables is None or rows is None:
             return None
+        assert self.last is not None  # kept tables come with their targets
         rows = np.asarray(rows)
         if rows.shape != u.shape[:1] or not np.array_equal(self.last[rows], u):
             return None
@@ -105,8 +112,8 @@ class _SphereTargets:
                                                        table_bytes=TARGET_CACHE_BYTES)
         self.layout = layout
         self.scattered = layout is None
-        self._Y = None
-        if self.scattered:
+        self._Y: np.ndarray | None = None
+        if layout is None:  # scattered
             self.lon = np.arctan2(u[:, 1], u[:, 0])
             r = np.linalg.norm(u, axis=1)
             self.lat = np.arcsin(np.clip(u[:, 2] / r, -1.0, 1.0))
@@ -133,6 +140,7 @@ class _SphereTargets:
         sub = copy.copy(self)
         sub.layout, sub.mu = layout, layout.mu
         if self._Y is not None:  # the rings present, in order: those of the sorted distinct z
+            assert self.layout is not None  # not scattered
             present = np.flatnonzero(np.bincount(self.layout.ring[rows], minlength=self.mu.size))
             sub._Y = np.take(self._Y, present, axis=1)
         return sub
@@ -148,7 +156,7 @@ class _SpectralSphere(_SphereKernel):
 
     def __init__(self, grid, kappa: float) -> None:
         self.grid, self.kappa = grid, float(kappa)
-        self._targets = _TargetCache()
+        self._targets: _TargetCache[_SphereTargets] = _TargetCache()
         lmax = grid.lmax
         self.possible = lmax * lmax >= 2.0 * self.kappa  # else the tail at lmax is ≥ e^{−1}
         if not self.possible:
@@ -157,7 +165,7 @@ class _SpectralSphere(_SphereKernel):
         below = np.flatnonzero(self.tail <= SERIES_TAIL)
         L = max(1, min(lmax, int(below[0]) if below.size else lmax))
         self._truncate(L, SPECTRAL_ROUNDOFF * (L + 16))
-        self._sh = None
+        self._sh: SphericalHarmonics | None = None
 
     def degree_needed(self, tol: float) -> float:
         """Smallest L whose kernel tail is ≤ tol·ĩ_0/TRUNCATION_MARGIN (inf: beyond lmax)."""
@@ -168,7 +176,7 @@ class _SpectralSphere(_SphereKernel):
     def applicable(self, tol: float) -> bool:
         return self.degree_needed(tol) <= self.grid.lmax
 
-    def _transform(self):
+    def _transform(self) -> SphericalHarmonics:
         if self._sh is None:
             from spherepde.grids.sht import SphericalHarmonics  # noqa: PLC0415
 
@@ -207,10 +215,10 @@ class _SpectralSphere(_SphereKernel):
             t = self._targets.get(u, lambda v, keep: _SphereTargets(self, v, keep))
         else:  # a subset of the last targets: their kept tables serve, else computed as needed
             kept = self._targets.rows(u, rows)
-            t = None if kept is None else kept.subset(u, np.asarray(rows))
-            if t is None:
-                t = _SphereTargets(self, u, False)
-        if t.scattered:  # scattered targets: the general point evaluation
+            sub = None if kept is None else kept.subset(u, np.asarray(rows))
+            t = _SphereTargets(self, u, False) if sub is None else sub
+        assert self._sh is not None  # built by sums' _transform
+        if t.layout is None:  # scattered targets: the general point evaluation
             return self._sh.evaluate(q, t.lon, t.lat)
         # targets on few latitude rings (e.g. the face points of the FFSL transport when R = I):
         # Legendre sums once per ring, then the synthesis in longitude ring by ring
@@ -221,6 +229,7 @@ class _SpectralSphere(_SphereKernel):
         """P[r, b, m] = c_m Σ_l q_b,lm y_lm(μ_r) at the rings μ_r = t.mu (c_0 = 1 on the real part,
         c_m = 2)."""
         L, sh = self.L, self._sh
+        assert sh is not None  # built by sums' _transform
         nb = q.shape[0]
         Qd = np.zeros((nb, L + 1, L + 1), dtype=np.complex128)  # [b, l, m]
         Qd[:, sh.l, sh.m] = q
@@ -291,8 +300,8 @@ class _TargetBessel(_SpectralSphere):
     def __init__(self, grid, B: np.ndarray, beta: float) -> None:
         self.grid, self.B, self.beta = grid, np.asarray(B, float), float(beta)
         self.kappa = self.beta * float(np.linalg.norm(self.B, 2))
-        self._targets = _TargetCache()
-        self._sh = None
+        self._targets: _TargetCache[_SphereTargets] = _TargetCache()
+        self._sh: SphericalHarmonics | None = None
         lmax = grid.lmax
         self.possible = lmax * lmax >= 2.0 * self.kappa and compiled.available()
         if not self.possible:

@@ -124,7 +124,7 @@ class PeriodicDepartures(NamedTuple):
     :func:`periodic_departures`."""
 
     s: np.ndarray         #: fraction x_d − k ∈ [0, 1) of the departure cell left of x_d
-    index: np.ndarray     #: flat index r · n + (k mod n) of the departure cell
+    flat_index: np.ndarray  #: flat index r · n + (k mod n) of the departure cell
     wraps: np.ndarray     #: ⌊k / n⌋: whole periods between x_d and line 0..n (< 0: left of it)
     one_cell: np.ndarray  #: k = f − 1 (departure point in the cell just left of face f)
     same_cell: np.ndarray  #: k = f (departure point in the cell just right of face f)
@@ -160,7 +160,7 @@ def periodic_departures(a: np.ndarray, dt) -> PeriodicDepartures:
     k = k.astype(np.intp)
     wraps, kk = np.divmod(k, n)
     shift = np.arange(n)[None, :] - k  # number of whole cells between x_d and the face
-    return PeriodicDepartures(s=s, index=kk + row0, wraps=wraps,
+    return PeriodicDepartures(s=s, flat_index=kk + row0, wraps=wraps,
                               one_cell=shift == 1, same_cell=shift == 0)
 
 
@@ -203,7 +203,7 @@ def sweep_periodic_departed(q: np.ndarray, dep: PeriodicDepartures, limiter: str
                                           qp[:, 3:n + 3], qp[:, 4:n + 4])
     qL, dq, q6 = ppm.parabola(q, eL, eR, limiter)
 
-    idx = dep.index
+    idx = dep.flat_index
     pl = ppm.partial_mass_left(_gather(qL, idx), _gather(dq, idx), _gather(q6, idx), dep.s)
     # whole cells between the departure cell and the face: S(f) − S(k), with the exclusive
     # cumulative sum C[:, j] = Σ_{i<j} q_i (j = 0..n−1) and the ring total S(n)
@@ -379,7 +379,7 @@ def _numba_periodic_departures(a: np.ndarray, dt) -> PeriodicDepartures:
     same_cell = np.empty((nrows, n), bool)
     if not _kernels._periodic_departures(a, dt, s, index, wraps, one_cell, same_cell):
         raise DepartureOrderError(DEPARTURE_ORDER_MESSAGE)
-    return PeriodicDepartures(s=s, index=index, wraps=wraps,
+    return PeriodicDepartures(s=s, flat_index=index, wraps=wraps,
                                    one_cell=one_cell, same_cell=same_cell)
 
 
@@ -394,7 +394,7 @@ def _numba_sweep_periodic_departed(q: np.ndarray, dep: PeriodicDepartures, limit
     if q.size == 0:
         return sweep_periodic_departed.numpy(q, dep, limiter)
     s = np.ascontiguousarray(dep.s, dtype=np.float64)
-    index = np.ascontiguousarray(dep.index, dtype=np.intp)
+    index = np.ascontiguousarray(dep.flat_index, dtype=np.intp)
     wraps = np.ascontiguousarray(dep.wraps, dtype=np.intp)
     one_cell = np.ascontiguousarray(dep.one_cell, dtype=bool)
     same_cell = np.ascontiguousarray(dep.same_cell, dtype=bool)

@@ -54,7 +54,8 @@ class MeanFieldFFSL:
                 f"default) or 'monotone'; a velocity defined for signed densities may declare "
                 f"accepts_signed_density = True")
         self._sphere = isinstance(grid, GaussGrid)
-        self._last = None  # (t, rho, face velocities) of the last evaluation
+        #: (t, rho, face velocities, key) of the last evaluation
+        self._last: tuple[float, np.ndarray | None, tuple, object] | None = None
         # the velocity is evaluated at the face points and, with polar="cap", the cap vertices
         self._cap = getattr(self.transport, "cap_points", None) is not None
         self._points = self.transport.velocity_points
@@ -82,7 +83,7 @@ class MeanFieldFFSL:
         key = self._cache_key()
         if (self._last is not None and self._last[0] == t and self._last[3] == key
                 and (rho is None) == (self._last[1] is None)
-                and (rho is None or np.array_equal(self._last[1], rho))):
+                and (rho is None or (self._last[1] is not None and np.array_equal(self._last[1], rho)))):
             return self._last[2]
         # (az, am, max |v|) on S², (a, max |v|) on S¹; with the cap also v at its vertices
         out = self.transport.split_velocities(self._velocity_values(t, rho))

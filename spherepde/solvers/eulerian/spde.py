@@ -66,11 +66,16 @@ def cap_buffer_for(grid, noise, dt: float, cap_rings: int = 4, courant: float = 
     return int(min(max(base, need + 1), grid.nlat - cap_rings))
 
 
-def _no_drift(t, x, rho):
-    return np.zeros_like(x)
+class _NoDrift:
+    """The zero drift (a velocity(t, x, rho) that does not depend on the density)."""
+
+    depends_on_density = False
+
+    def __call__(self, t, x, rho):
+        return np.zeros_like(x)
 
 
-_no_drift.depends_on_density = False
+_no_drift = _NoDrift()
 
 
 class SPDEFFSL(MeanFieldFFSL):
@@ -134,8 +139,9 @@ class SPDEFFSL(MeanFieldFFSL):
         self.scheme = scheme
         self.d = d
         self._zero = np.zeros_like(self._points)
-        self._noise_cache = None  # (t, dt, noise velocity at the face points)
-        self._u, self._u_key = self._zero, None  # the current step's noise velocity and (t, dt)
+        self._noise_cache: tuple[float, float, np.ndarray] | None = None  # (t, dt, noise velocity at the face points)
+        self._u: np.ndarray = self._zero
+        self._u_key: tuple[float, float] | None = None  # the current step's noise velocity and (t, dt)
 
     # ---- parameters --------------------------------------------------------------------
     def options(self) -> dict:

@@ -108,6 +108,7 @@ def _tangent_components(vec: np.ndarray, xyz: np.ndarray, bases, name="velocity"
 
 class _FFSLBase:
     name = "ffsl-ppm"
+    _dx: float  #: the cell width in index units of the periodic sweeps (set by the subclass)
 
     def __init__(self, grid, velocity: Velocity, *, limiter: str = "positive",
                  courant: float = 0.8, max_lipschitz: float = 0.5):
@@ -141,6 +142,20 @@ class _FFSLBase:
 
     def courant_number(self, t: float, dt: float) -> float:
         return dt * self._face_velocities(t)[-1] / self._dx
+
+    # ---- defined by FFSLSphere / FFSLCircle ----
+    @property
+    def points(self) -> np.ndarray:
+        """The face points where the transport needs the velocity."""
+        raise NotImplementedError
+
+    def face_velocities(self, v: np.ndarray) -> tuple:
+        """Cartesian velocities at the face points → face velocities, max |v|."""
+        raise NotImplementedError
+
+    def _face_velocities(self, t: float) -> tuple:
+        """The face velocities at time t (cached per t), max |v| last."""
+        raise NotImplementedError
 
 
 @register_stepper("ffsl-ppm")
@@ -241,7 +256,7 @@ class FFSLSphere(_FFSLBase):
         self._zfac = (g.meridian_face_length / (g.weights * g.dlon))[:, None]
         self._line = ffsl.BoundedLine(np.pi / 2 - g.lat_faces)
         self._cache: tuple | None = None
-        self._caps = ()
+        self._caps: tuple[polar_cap.PolarCap, ...] = ()
         self.cap_fallbacks = 0  # cap remaps replaced by the split step's values (diagnostic)
         if polar == "cap":
             buffer = courant_cap_buffer(g.nlat, self.cap_rings, self.courant) \
@@ -307,7 +322,7 @@ class FFSLSphere(_FFSLBase):
         (nsub (nlat,), [(rings or None for all, departures), ...] one entry per sweep k).
         """
         nsub = np.maximum(1, np.ceil(tau * ffsl.lipschitz_periodic(a) / self.max_lipschitz)).astype(int)
-        sweeps = []
+        sweeps: list[tuple[np.ndarray | None, ffsl.PeriodicDepartures]] = []
         for k in range(int(nsub.max())):
             rows = np.nonzero(nsub > k)[0]
             if rows.size == a.shape[0]:
@@ -363,6 +378,7 @@ class FFSLSphere(_FFSLBase):
     def step(self, rho: np.ndarray, t: float, dt: float) -> np.ndarray:
         """One step of length dt from time t, velocity frozen at t + dt/2."""
         az, am, _ = self._face_velocities(t + 0.5 * dt)
+        assert self._cache is not None  # set by _face_velocities
         return self.advance(rho, az, am, dt, *self._cache[1][3:])  # v_cap with polar="cap"
 
     def _remap_cap(self, cap, mass, v, dt):

@@ -165,7 +165,7 @@ class ParticleODE:
             raise TypeError(f"attention must be an Attention, got {type(attention).__name__}")
         if method not in METHODS:
             raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
-        self.attention = attention
+        self.attention: Attention | None = attention  # None only in a ParticleSDE
         self.method = method
         self.weights = None if weights is None else self._check_weights(weights)
         if block is not None and (isinstance(block, bool) or not isinstance(block, (int, np.integer))
@@ -204,6 +204,7 @@ class ParticleODE:
     @property
     def d(self) -> int:
         """Ambient dimension: tokens live on S^{d−1} ⊂ R^d."""
+        assert self.attention is not None  # ParticleSDE overrides d
         return self.attention.d
 
     @property
@@ -247,11 +248,12 @@ class ParticleODE:
         ``last_stats``.
         """
         x = np.asarray(x, dtype=np.float64)
-        kw = {"method": self.attention_method, "tol": self.tol}
-        if self.block is not None:
-            kw["block"] = self.block
-        m, self.last_stats = self.attention.mean_and_stats(x, x, self._weights_for(x.shape[0]), **kw)
-        return self.attention.velocity_from_mean(x, m)
+        att = self.attention
+        assert att is not None  # a ParticleSDE without attention has velocity 0 (its own)
+        block = {} if self.block is None else {"block": self.block}
+        m, self.last_stats = att.mean_and_stats(x, x, self._weights_for(x.shape[0]),
+                                                method=self.attention_method, tol=self.tol, **block)
+        return att.velocity_from_mean(x, m)
 
     def _f(self, x: np.ndarray) -> np.ndarray:
         """f̃(x) = f(R(x)): the velocity at the retracted points."""
@@ -353,6 +355,7 @@ class ParticleODE:
 
     def __repr__(self) -> str:
         a = self.attention
+        assert a is not None  # ParticleSDE has its own __repr__
         return f"ParticleODE(d={a.d}, beta={a.beta}, kind={a.kind!r}, method={self.method!r})"
 
 

@@ -162,7 +162,7 @@ class ParticleSDE(ParticleODE):
         """Variance κ(1) of the noise actually used (truncated for an expansion); 0 without noise."""
         if self.noise is not None:
             return self.noise.variance
-        return 0.0 if self.sampler is None else float(self.kernel.kappa(1.0))
+        return 0.0 if self.sampler is None else float(self.sampler.kernel.kappa(1.0))
 
     def velocity(self, x: np.ndarray) -> np.ndarray:
         if self.attention is None or self.attention_scale == 0.0:
@@ -175,6 +175,7 @@ class ParticleSDE(ParticleODE):
                 self._inc = self.path.increment(t, t + dt)
                 self._inc_key = (t, dt)
             return self.noise.values(self._inc, x)
+        assert self.sampler is not None  # called only with noise
         return self.sampler.increment(x, dt)
 
     def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
@@ -193,6 +194,7 @@ class ParticleSDE(ParticleODE):
         elif self.noise is not None:
             g1 = project_tangent(xp, self._dw(xp, t, h))
         else:
+            assert self.sampler is not None  # has_noise
             g1 = project_tangent(xp, self.sampler.conditional(x, w0, xp, h))
         return retract(x + 0.5 * (f0 + f1) * h + 0.5 * (g0 + g1))
 

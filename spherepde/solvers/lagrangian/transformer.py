@@ -76,7 +76,7 @@ import numpy as np
 
 from spherepde.checks import check_int, check_real
 from spherepde.dynamics.attention import Attention
-from spherepde.grids.geometry import cosine_minus_one
+from spherepde.dynamics.energy import scaled_interaction_energy
 from spherepde.noise.activations import Activation, get_activation
 from spherepde.noise.brownian import BrownianPath
 from spherepde.noise.field import NoiseField
@@ -307,7 +307,7 @@ class DiscreteTransformer:
         s_att, multiplies the attention term (+1 attractive, 0 off, −1 repulsive).
     """
 
-    def __init__(self, *, d: int, depth: int, T: float, width: int | None = None,
+    def __init__(self, *, d: int, depth: int, T: float, width: int | float | None = None,
                  activation="relu", sigma_u: float = 0.0, sigma_w: float = 0.0,
                  attention: Attention | None = None, attention_scale: float = 1.0) -> None:
         self.d = check_int("d", d, 2)
@@ -315,7 +315,7 @@ class DiscreteTransformer:
         self.T = check_real("T", T, positive=True)
         if isinstance(width, numbers.Real) and not isinstance(width, (bool, numbers.Integral)) \
                 and width == math.inf:
-            self.width = math.inf
+            self.width: int | float | None = math.inf
         else:
             self.width = None if width is None else check_int("width", width, 1)
         self.activation = get_activation(activation)
@@ -394,6 +394,7 @@ class DiscreteTransformer:
             raise ValueError("the layers of the m = ∞ transformer (width=inf) are Gaussian fields, "
                              "not drawn from a generator: build them with "
                              "gaussian_layers(field, path) or GaussianLayer(field, xi)")
+        assert isinstance(self.width, int)  # check_int
         return self.width
 
     def _draw_into(self, rng: np.random.Generator, U, b_U, W, b_W) -> None:
@@ -453,6 +454,7 @@ class DiscreteTransformer:
         if not self.has_attention:
             return x
         att, n = self.attention, x.shape[1]
+        assert att is not None  # has_attention
         w = np.full(n, 1.0 / n)
         y = np.empty_like(x)
         for r in range(x.shape[0]):
@@ -483,9 +485,9 @@ class DiscreteTransformer:
         x = self._check_x0(x, 1)
         y = self._attention_half(x)
         if self.is_gaussian:
-            x = self._gaussian_half(y, [self._check_layer(layer, "layer")])
+            x = self._gaussian_half(y, [self._check_gaussian_layer(layer, "layer")])
         elif self.has_mlp:
-            lay = self._check_layer(layer, "layer")
+            lay = self._check_mlp_layer(layer, "layer")
             x = self._mlp_half(y, lay.U[None], lay.b_U[None], lay.W[None], lay.b_W[None],
                                lay.activation.f)
         elif layer is not None:
@@ -523,6 +525,9 @@ class DiscreteTransformer:
     def _check_layer(self, layer, name: str) -> MLPLayer | GaussianLayer:
         if self.is_gaussian:
             return self._check_gaussian_layer(layer, name)
+        return self._check_mlp_layer(layer, name)
+
+    def _check_mlp_layer(self, layer, name: str) -> MLPLayer:
         if not isinstance(layer, MLPLayer):
             raise TypeError(f"{name} must be an MLPLayer, got {type(layer).__name__}")
         if (layer.width, layer.d) != (self.width, self.d):
@@ -708,7 +713,8 @@ class TransformerStepper:
 
     def __init__(self, transformer: DiscreteTransformer, n: int, *, realisations: int | None = None,
                  rngs: Sequence[np.random.Generator] | None = None, layers: Sequence | None = None,
-                 noise: NoiseField | None = None, path: BrownianPath | None = None) -> None:
+                 noise: NoiseField | None = None,
+                 path: BrownianPath | Sequence[BrownianPath] | None = None) -> None:
         if not isinstance(transformer, DiscreteTransformer):
             raise TypeError(f"transformer must be a DiscreteTransformer, got {type(transformer).__name__}")
         tr = self.transformer = transformer
@@ -742,7 +748,7 @@ class TransformerStepper:
             self.paths = list(paths)
             tr._check_field(noise, "noise")
         if tr.has_mlp and not tr.is_gaussian and self.realisations is not None:
-            m, d = tr.width, tr.d  # the layer buffers of all realisations (memory 2·R·m·d floats)
+            m, d = tr._require_mlp(), tr.d  # the layer buffers of all realisations (memory 2·R·m·d floats)
             self._buffers = (np.empty((R, m, d)), np.empty((R, m)), np.empty((R, d, m)), np.empty((R, d)))
 
     def stable_dt(self, x, t):
@@ -759,10 +765,20 @@ class TransformerStepper:
         return int(ell)
 
     def _layer(self, r: int, ell: int, t: float, dt: float) -> MLPLayer | GaussianLayer:
+        if self.transformer.is_gaussian:
+            return self._gaussian_layer(r, ell, t, dt)
         if self.layers is not None:
             return self.layers[r][ell]
-        if self.rngs is not None:
-            return self.transformer.draw_layer(self.rngs[r])
+        assert self.rngs is not None  # __init__: rngs or layers
+        return self.transformer.draw_layer(self.rngs[r])
+
+    def _gaussian_layer(self, r: int, ell: int, t: float, dt: float) -> GaussianLayer:
+        """Realisation r's layer ℓ of the m = ∞ transformer: given, or from noise and path."""
+        if self.layers is not None:
+            lay = self.layers[r][ell]
+            assert isinstance(lay, GaussianLayer)  # _check_layers
+            return lay
+        assert self.noise is not None and self.paths is not None  # __init__: noise and path
         return GaussianLayer.from_path(self.noise, self.paths[r], t, t + dt)
 
     def step(self, x: np.ndarray, t: float, dt: float) -> np.ndarray:
@@ -776,14 +792,16 @@ class TransformerStepper:
             new = tr._attention_half(x)
             R = x.shape[0]
             if tr.is_gaussian:
-                new = tr._gaussian_half(new, [self._layer(r, ell, t, dt) for r in range(R)])
+                new = tr._gaussian_half(new, [self._gaussian_layer(r, ell, t, dt) for r in range(R)])
             elif tr.has_mlp:
                 U, b_U, W, b_W = self._buffers
                 for r in range(R):
                     if self.rngs is not None:
                         tr._draw_into(self.rngs[r], U[r], b_U[r], W[r], b_W[r])
                     else:
+                        assert self.layers is not None  # __init__: rngs or layers
                         lay = self.layers[r][ell]
+                        assert isinstance(lay, MLPLayer)  # _check_layers
                         U[r], b_U[r], W[r], b_W[r] = lay.U, lay.b_U, lay.W, lay.b_W
                 new = tr._mlp_half(new, U, b_U, W, b_W, tr.activation.f)
         if not np.all(np.isfinite(new)):
@@ -839,15 +857,17 @@ def token_interaction_energy(x, beta: float, *, form: str = "scaled") -> np.ndar
     zero exactly when all tokens coincide.  ``form``: "scaled" (default) e^{−β}E_β (never
     overflows; the convention of :func:`spherepde.validation.metrics.interaction_energy`, equal
     to it with weights 1/N), "raw" E_β (inf when e^β overflows), or "log" log E_β (−inf at a
-    single cluster).  β > 0 finite.  Returns shape (...,).  Uses ``-expm1`` so that nearly
-    clustered tokens keep their relative accuracy.
+    single cluster).  β > 0 finite.  Returns shape (...,).  The one implementation of the
+    energy (:func:`spherepde.dynamics.energy.scaled_interaction_energy`, weights 1/N).
     """
     b = check_real("beta", beta, positive=True)
     if form not in ENERGY_FORMS:
         raise ValueError(f"form must be one of {ENERGY_FORMS}, got {form!r}")
     u = retract(_check_tokens(x))
-    c1 = np.clip(cosine_minus_one(u, u), -2.0, 0.0)  # ⟨x_i, x_j⟩ − 1, exactly 0 for x_i = x_j
-    scaled = 0.5 * np.mean(-np.expm1(b * c1), axis=(-2, -1))
+    n = u.shape[-2]
+    flat = u.reshape(-1, n, u.shape[-1])
+    w = np.full(n, 1.0 / n)
+    scaled = np.array([scaled_interaction_energy(xi, w, b) for xi in flat]).reshape(u.shape[:-2])
     if form == "scaled":
         return scaled
     if form == "raw":

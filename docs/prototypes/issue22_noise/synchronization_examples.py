@@ -1,18 +1,19 @@
-"""The numbers docs/usage.md quotes from the synchronisation examples, as data files.
+"""Issue 22.10 helper: the synchronisation examples' numbers on the horizon-free Brownian path
+(main now measures the docs' numbers with scripts/docs_examples.py; this keeps the evidence).
 
-    python scripts/synchronization_examples.py points    # examples/synchronization_points.toml
-    python scripts/synchronization_examples.py schemes   # examples/sweeps/synchronization_schemes.toml
-    python scripts/synchronization_examples.py coarse    # the nlat-12 set-up of test_point_density
+    python docs/prototypes/issue22_noise/synchronization_examples.py points
+    python docs/prototypes/issue22_noise/synchronization_examples.py schemes
+    python docs/prototypes/issue22_noise/synchronization_examples.py coarse
 
 ``points`` runs the example into ``out/examples/sync-points`` and writes
-``docs/data/synchronization_points_example.json``: E_β (β = 1) of the points and the particles at
+``docs/prototypes/issue22_noise/synchronization_points_example.json``: E_β (β = 1) of the points and the particles at
 every output, E_β(0)/E_β(6) and W₂(particles, density) at t = 6.  ``schemes`` runs the sweep
 (one member after the other, in this process) into ``out/examples/sync-schemes`` and writes
-``docs/data/synchronization_schemes.json``: at t = 1, 2, 4, 6 E_β of each density scheme, of
+``docs/prototypes/issue22_noise/synchronization_schemes.json``: at t = 1, 2, 4, 6 E_β of each density scheme, of
 the 500 particles, and W₂(particles, density) per scheme.  ``coarse`` runs the set-up of
 ``tests/runs/test_point_density.py::test_points_follow_the_cluster_that_the_fixed_grid_loses``
 (nlat 12, seed 0, t = 0..4) with no remap (the exact pushforward of ρ₀'s quadrature), with the
-remap every 10 steps and as ``ffsl-ppm``, and writes ``docs/data/synchronization_coarse.json``:
+remap every 10 steps and as ``ffsl-ppm``, and writes ``docs/prototypes/issue22_noise/synchronization_coarse.json``:
 E_β of each at t = 0..4 and the ratios to the exact one.  Run from the repository root.
 """
 from __future__ import annotations
@@ -25,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[3]
+HERE = Path(__file__).resolve().parent
 TIMES = (1.0, 2.0, 4.0, 6.0)
 
 
@@ -119,7 +121,7 @@ def main(argv) -> int:
         raise SystemExit(__doc__)
     fn, name = jobs[which]
     res = fn()
-    (ROOT / "docs" / "data" / f"{name}.json").write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
+    (HERE / f"{name}.json").write_text(json.dumps(res, indent=1, allow_nan=False) + "\n")
     print(json.dumps({k: v for k, v in res.items() if k not in ("energy", "particles_energy", "times",
                                                              "w2_particles_density", "setup")}))
     return 0
