@@ -159,8 +159,7 @@ def _ito_check(config: HeatKernelConfig) -> dict:
         for j in range(config.ito_pairs):
             pair = []
             for anti in (False, True):
-                path = BrownianPath(noise.shape, seed=config.seed + 1, t1=config.ito_dt,
-                                    realisation=j, antithetic=anti)
+                path = BrownianPath(noise.shape, seed=config.seed + 1, realisation=j, antithetic=anti)
                 rho = SPDEFFSL(grid, noise=noise, path=path, scheme=scheme).step(rho0, 0.0, config.ito_dt)
                 pair.append(np.real(np.sum(rho * np.exp(-1j * grid.theta)) / c0))
             vals.append((0.5 * (pair[0] + pair[1]) - 1.0) / config.ito_dt)
@@ -169,7 +168,7 @@ def _ito_check(config: HeatKernelConfig) -> dict:
                        "stderr": float(v.std(ddof=1) / math.sqrt(v.size)),
                        "max_abs_pair_mean_deviation": float(np.max(np.abs(v)))}
     out["predicted_stratonovich"] = -noise.variance / 2
-    path = BrownianPath(noise.shape, seed=config.seed + 2, t1=t_end)
+    path = BrownianPath(noise.shape, seed=config.seed + 2)
     st = SPDEFFSL(grid, noise=noise, path=path, scheme="ito-euler")
     growth: list[float | None] = []
     rho, low = rho0, 0.0

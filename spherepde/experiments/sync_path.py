@@ -32,7 +32,8 @@ interleaved) the numbers agree to ~1e-8 relative, not bit for bit, for one reaso
 reaches t_k by its even split of each output interval (t + τ, τ = (target − t)/n), which is
 k·Δt up to a few ulps δt (≤ 2.2e-16 at t_end = 1, ≤ 2.7e-15 at t_end = 6 for Δt = 0.01), and
 the Brownian path is rough down to its leaves: piecewise linear on a dyadic tree of depth 48
-(leaf h_B = t_end/2⁴⁸), B moves by ≈ δt/√h_B (3.7e-9 at t_end = 1) when t moves by δt, so an
+in each unit interval (leaf h_B = 2⁻⁴⁸; t_end/2⁴⁸ when this was measured, the same at
+t_end = 1), B moves by ≈ δt/√h_B (3.7e-9 at t_end = 1) when t moves by δt, so an
 increment ΔW ~ √Δt changes by a relative ≲ δt/√(h_B Δt) ≈ 4e-8, and n steps move E by at most
 ~n times that (linear accumulation; a contracting flow does better).  Measured (nlat 24,
 t_end 1): E 1.3e-8, ratio 8e-12 (lagrangian-remap: density and reference feel the same path

@@ -104,6 +104,9 @@ class RunFile:
     static : dict
         ``name -> (array, dims, attributes)`` written once (e.g. Q, K, V; integer arrays stay
         integers), before the series.
+    brownian_path : dict, optional
+        :meth:`BrownianPath.to_dict <spherepde.noise.brownian.BrownianPath.to_dict>` of the run's
+        path (stored as ``brownian_path_json``: how the noise was drawn, which a restart checks).
     precision : "float64" or "float32"
         Storage type of ``density``, ``density_points``, ``position`` and
         ``transformer_position`` (the restart state is always float64).
@@ -121,7 +124,7 @@ class RunFile:
                  series: Mapping[str, Mapping] = {},
                  static: Mapping[str, tuple] = {}, density: bool | None = None,
                  density_points: int | None = None, token_realisations: int | None = None,
-                 precision: str = "float64") -> None:
+                 precision: str = "float64", brownian_path: Mapping | None = None) -> None:
         density = fields if density is None else density
         store = {"float64": "f8", "float32": "f4"}[precision]
         seed = next((seeds[k] for k in ("noise", "particles") if seeds.get(k) is not None), None)
@@ -134,6 +137,8 @@ class RunFile:
             grid_dict = {"kind": "none", "dimension": points[1]}
         attrs.update(title="spherepde run", seeds_json=json.dumps(dict(seeds), sort_keys=True),
                      grid_json=json.dumps(grid_dict, sort_keys=True))
+        if brownian_path is not None:
+            attrs["brownian_path_json"] = json.dumps(dict(brownian_path), sort_keys=True)
         self.path = Path(path)
         self._ds = ds = netCDF4.Dataset(self.path, "w", format="NETCDF4")
         try:
@@ -263,6 +268,7 @@ class RestartState:
     rows: list             # names of the (time, …) variables (NaN where not written)
     slots: dict            # restart variable -> (array (2, …), attributes)
     snapshots: dict | None = None    # output index -> ρ the particles' W₂ needs (resume_snapshots)
+    brownian_path: dict | None = None  # brownian_path_json (None: not stored)
 
 
 def read_restart(path: str | os.PathLike) -> RestartState:
@@ -296,6 +302,8 @@ def read_restart(path: str | os.PathLike) -> RestartState:
             config = json.loads(ds.getncattr("config_json"))
         except json.JSONDecodeError as err:
             raise ValueError(f"--restart: {str(path)!r}: config_json is not JSON ({err})") from None
+        brownian_path = (json.loads(ds.getncattr("brownian_path_json"))
+                         if "brownian_path_json" in attrs else None)
         times = np.array(ds["time"][:], dtype=float)
         index, state, rng_state, slots = {}, {}, {}, {}
         for rep, name in RESTART_VARIABLES.items():
@@ -314,7 +322,8 @@ def read_restart(path: str | os.PathLike) -> RestartState:
                 if v.dimensions[:1] == ("time",) and name != "time"]
     finally:
         ds.close()
-    return RestartState(path, config, times, index, state, rng_state, rows, slots)
+    return RestartState(path, config, times, index, state, rng_state, rows, slots,
+                        brownian_path=brownian_path)
 
 
 def copy_restart(file: RunFile, resume: RestartState) -> None:

@@ -150,8 +150,8 @@ def build(config: RunConfig) -> Model:
         nmax = noise.nmax
         # antithetic: realisations 2j and 2j + 1 are path j and −path j (NoiseConfig)
         r, flip = (n.realisation // 2, bool(n.realisation % 2)) if n.antithetic else (n.realisation, False)
-        path = BrownianPath(noise.shape, seed=n.seed, realisation=r, antithetic=flip,
-                            t1=st.t_end if n.horizon is None else n.horizon)
+        # a function of (seed, r, t) alone: the same noise for every t_end (and --restart)
+        path = BrownianPath(noise.shape, seed=n.seed, realisation=r, antithetic=flip)
         try:
             SPDEFFSL(grid, noise=noise, path=path).check_dt(dt)
         except ValueError as err:
@@ -228,8 +228,8 @@ def _transformer_stepper(tr: DiscreteTransformer, tc, n=None, noise=None, path=N
     first = 0 if n is None else n.realisation
     js = range(first, first + tc.r)
     if tr.is_gaussian:
-        paths = [path] + [BrownianPath(path.shape, seed=path.seed, t0=path.t0, t1=path.t1,
-                                       realisation=j, antithetic=path.antithetic) for j in js[1:]]
+        paths = [path] + [BrownianPath(path.shape, seed=path.seed, realisation=j,
+                                       antithetic=path.antithetic) for j in js[1:]]
         return TransformerStepper(tr, tc.n, realisations=R, noise=noise,
                                   path=path if R is None else paths)
     rngs = [np.random.default_rng(np.random.SeedSequence(tc.seed, spawn_key=(j,))) for j in js]

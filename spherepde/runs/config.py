@@ -180,6 +180,8 @@ class _Section:
     KIND_KEYS: ClassVar[dict | None] = None
     KIND_REQUIRED: ClassVar[dict] = {}
     __dataclass_fields__: ClassVar[dict[str, Field[Any]]]  # every section is a dataclass
+    #: keys of earlier releases that are gone: key → why (refused with that reason)
+    REMOVED: ClassVar[dict] = {}
 
     @classmethod
     def keys(cls) -> list[str]:
@@ -193,6 +195,8 @@ class _Section:
                              f"got {data!r}")
         names = cls.keys()
         for key in data:
+            if key in cls.REMOVED:
+                raise ValueError(f"{_join(path, str(key))}: {cls.REMOVED[key]}")
             if key not in names:
                 hint = difflib.get_close_matches(str(key), names, n=1, cutoff=0.5)
                 extra = f"; did you mean {_join(path, hint[0])!r}?" if hint else ""
@@ -461,20 +465,24 @@ class NoiseConfig(_Section):
     ``sigma_w`` (≥ 0), the truncation ``n_max`` (degree) or ``variance_fraction`` (default
     0.99), the Brownian path's ``seed``, and the stochastic ``calculus`` the equation is written
     in ("stratonovich": density ``spde-ffsl`` and particles ``heun``; "ito": particles
-    ``euler-maruyama`` only).  ``horizon`` (default ``stepping.t_end``) is the end T_B of the
-    Brownian path's interval [0, T_B]: the path is a function of (seed, T_B), so runs with
-    different ``t_end`` see the same noise only when they give the same horizon (a run that
-    ``--restart`` may extend sets it to the longest ``t_end`` wanted).  ``realisation`` r ≥ 0
-    (default 0) selects the independent path r of the seed — the path ``BrownianPath(shape,
-    seed, t1 = horizon, realisation = r)`` that realisation r of ``spherepde ensemble`` gets with
-    the same seed and horizon — so a sweep over it is an ensemble.  On ``grid.kind = "none"``
+    ``euler-maruyama`` only).  The Brownian path is a function of (seed, realisation, t) alone
+    (:class:`~spherepde.noise.brownian.BrownianPath`): runs of any ``t_end`` with the same seed
+    see the same noise on their common times, and ``--restart`` may extend any run.
+    ``realisation`` r ≥ 0 (default 0) selects the independent path r of the seed — the path
+    ``BrownianPath(shape, seed, realisation = r)`` that realisation r of ``spherepde ensemble``
+    gets with the same seed — so a sweep over it is an ensemble.  On ``grid.kind = "none"``
     the noise is the exact Gaussian field at the tokens, drawn from the generator seeded by
-    (seed, realisation); ``n_max``, ``variance_fraction`` and ``horizon`` do not apply there.
+    (seed, realisation); ``n_max`` and ``variance_fraction`` do not apply there.  (The key
+    ``horizon`` of earlier releases, the end of a path that depended on it, is gone: giving it
+    is an error that says so.)
     ``antithetic = true`` pairs the realisations: r = 2j and 2j + 1 are driven by path j and by
     −path j (every increment negated; equal in law, and odd powers of the noise cancel in pair
     means), the pairs of ``spherepde ensemble`` (grids only)."""
 
     PATH: ClassVar[str] = "dynamics.noise"
+    REMOVED: ClassVar[dict] = {"horizon": (
+        "no longer a key: the Brownian path is a function of (seed, realisation, t) alone, the "
+        "same noise for every stepping.t_end, and --restart may extend any run; remove it")}
 
     activation: str = "relu"
     sigma_u: float = 0.0
@@ -483,16 +491,12 @@ class NoiseConfig(_Section):
     variance_fraction: float | None = None
     seed: int = 0
     calculus: str = "stratonovich"
-    horizon: float | None = None
     realisation: int = 0
     antithetic: bool = False
 
     def __post_init__(self) -> None:
         p = self.PATH
         check_choice(f"{p}.activation", self.activation, ACTIVATIONS)
-        if self.horizon is not None:
-            _set(self, "horizon", check_float(f"{p}.horizon", self.horizon, lo=0.0, hi=1e6,
-                                              lo_open=True))
         for key in ("sigma_u", "sigma_w"):
             _set(self, key, check_float(f"{p}.{key}", getattr(self, key), lo=0.0, hi=10.0))
         if self.n_max is not None and self.variance_fraction is not None:
@@ -863,10 +867,6 @@ class RunConfig(_Section):
                     "dynamics.noise.calculus: 'ito' has no density scheme here (the density stepper "
                     "spde-ffsl integrates the Stratonovich SPDE); use 'stratonovich', or run "
                     "particles alone (representations.density = false, Euler–Maruyama)")
-            if noise.horizon is not None and noise.horizon < step.t_end:
-                raise ValueError(f"dynamics.noise.horizon: the Brownian path must cover [0, "
-                                 f"stepping.t_end] = [0, {step.t_end:g}], got horizon = "
-                                 f"{noise.horizon:g}")
             if step.dt is None:
                 raise ValueError("stepping.dt: required with dynamics.noise (a fixed step that "
                                  "does not depend on the path; stepping.courant is for noise-free runs)")
@@ -929,9 +929,6 @@ class RunConfig(_Section):
             if noise.n_max is not None:
                 raise ValueError("dynamics.noise.n_max: not used with grid.kind = 'none' (the noise "
                                  "there is the exact Gaussian field at the tokens, not truncated)")
-            if noise.horizon is not None:
-                raise ValueError("dynamics.noise.horizon: not used with grid.kind = 'none' (the "
-                                 "noise there is drawn step by step from its generator)")
         tr = reps.transformer
         if tr is not None and tr.width is not None and math.isinf(tr.width):
             raise ValueError(f"{tr.PATH}.width: inf builds the layers from the Karhunen–Loève "

@@ -112,7 +112,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
                    series={k: series_attrs(k, model.config.energy_beta()) for k in names}, static=static,
                    density=reps.density is not None,
                    density_points=remap_rows,
-                   precision=config.outputs.precision)
+                   precision=config.outputs.precision,
+                   brownian_path=None if model.path is None else model.path.to_dict())
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
                      "seeds": config.seeds(), "dt": model.dt, "outputs": int(model.times.size),
@@ -120,6 +121,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
     calculus = None if config.dynamics.noise is None else config.dynamics.noise.calculus
     if model.noise is not None:
         summary["noise"] = {**model.noise.to_dict(), "calculus": calculus}
+        if model.path is not None:
+            summary["noise"]["brownian_path"] = model.path.to_dict()
     elif model.kernel is not None:
         k = model.kernel
         summary["noise"] = {"d": int(k.d), "sampler": "exact Gaussian field at the tokens",

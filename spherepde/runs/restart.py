@@ -6,19 +6,21 @@ whole run to a new file that equals an uninterrupted run's bit for bit.  What ma
 equal: each representation continues from its last complete output with the state stored in
 float64 (and the transformer's generator states, one per realisation); output i is at i·output_every, so the
 controller's even split of each output interval — a function of the interval's two ends and
-the step only — takes the same steps; the Brownian path is a pure function of (seed, t) on
-[0, horizon], so a new path object gives the same increments; caches are either keyed by
-exact equality or (the noise field's evaluation tables) primed as the earlier steps left them."""
+the step only — takes the same steps; the Brownian path is a pure function of (seed,
+realisation, t) for every t (:class:`~spherepde.noise.brownian.BrownianPath`; the file keeps
+its ``brownian_path_json``, checked here), so a new path object gives the same increments, also
+past the first run's ``t_end``; caches are either keyed by exact equality or (the noise field's
+evaluation tables) primed as the earlier steps left them."""
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import numpy as np
 
 from spherepde.io.runfile import RestartState, read_restart
+from spherepde.noise.brownian import SCHEME
 from spherepde.runs.build import Model, build
 from spherepde.runs.config import RunConfig
 from spherepde.runs.execute import _execute, prepare_output
@@ -62,10 +64,11 @@ def _leaves(d, prefix: str = "") -> dict:
 
 def restart_config(resume: RestartState, overrides=()) -> RunConfig:
     """The configuration of the continued run: the stored one with ``overrides`` (only
-    :data:`RESTART_KEYS`), the Brownian path's horizon frozen; ValueError naming the key."""
+    :data:`RESTART_KEYS`); ValueError naming the key."""
     from spherepde.runs.config import apply_set
 
     old = resume.config
+    _check_path_scheme(resume)
     raw = old
     for assignment in overrides:
         raw = apply_set(raw, assignment)
@@ -81,17 +84,6 @@ def restart_config(resume: RestartState, overrides=()) -> RunConfig:
     old_cfg = RunConfig.from_dict(old)
     t_old = old_cfg.stepping.t_end
     new_t = b.get("stepping.t_end", t_old)
-    noise = old_cfg.dynamics.noise
-    if noise is not None and old_cfg.grid.kind != "none":  # no Brownian path without a grid
-        horizon = t_old if noise.horizon is None else noise.horizon
-        if isinstance(new_t, (int, float)) and not isinstance(new_t, bool) and new_t > horizon:
-            raise ValueError(
-                f"stepping.t_end: {new_t:g} lies beyond the end {horizon:g} of this run's Brownian "
-                f"path (dynamics.noise.horizon, default the first run's stepping.t_end): the "
-                f"noise after it is not the one an uninterrupted run would see; for runs to be "
-                f"extended set --set dynamics.noise.horizon=<the longest t_end> from the start")
-        raw = json.loads(json.dumps(raw))
-        raw["dynamics"]["noise"]["horizon"] = horizon
     if old_cfg.representations.transformer is not None and new_t != t_old:
         raise ValueError(f"stepping.t_end: a run with representations.transformer cannot be "
                          f"extended (its layers have Δt = t_end/depth = {t_old:g}/"
@@ -101,6 +93,22 @@ def restart_config(resume: RestartState, overrides=()) -> RunConfig:
 
 
 _MISSING = object()
+
+
+def _check_path_scheme(resume: RestartState) -> None:
+    """ValueError when the run had a Brownian path (noise on a grid) and its file does not say
+    it was drawn as this version draws it (runs of earlier releases: a path with a horizon)."""
+    cfg = resume.config
+    noise = (cfg.get("dynamics") or {}).get("noise")
+    grid = cfg.get("grid") or {}
+    if not isinstance(noise, dict) or grid.get("kind", "sphere") == "none":
+        return  # no Brownian path (no noise, or the exact field at the tokens)
+    stored = resume.brownian_path
+    if stored is None or stored.get("scheme") != SCHEME:
+        raise ValueError(f"--restart: {str(resume.source)!r} was driven by the Brownian path of "
+                         f"an earlier spherepde (one that depended on the run's horizon, "
+                         f"dynamics.noise.horizon), which this version does not draw; run it "
+                         f"again from the start")
 
 
 def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | None = None, *,
@@ -113,12 +121,16 @@ def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | N
     in the file (:mod:`spherepde.io.runfile`), on the same Brownian path, step sizes
     and output times, so the new file equals the one an uninterrupted run writes, bit for bit
     (data and time coordinate).  ``overrides`` are ``--set`` assignments; only
-    ``stepping.t_end`` may change (to at least the time reached), the Brownian path's horizon
-    must cover it, and a run with a transformer keeps its t_end.
+    ``stepping.t_end`` may change (to at least the time reached, past the first run's end too:
+    the Brownian path has no horizon), and a run with a transformer keeps its t_end.
     """
     resume = read_restart(path)
     config = restart_config(resume, overrides)
     model = build(config)
+    if model.path is not None and model.path.to_dict() != resume.brownian_path:
+        raise ValueError(f"--restart: the Brownian path stored in {str(resume.source)!r} "
+                         f"({resume.brownian_path}) is not the one its configuration builds "
+                         f"({model.path.to_dict()}); run it again from the start")
     n = min(model.times.size, resume.times.size)
     if not np.array_equal(model.times[:n], resume.times[:n]):
         raise ValueError(f"--restart: the output times of {str(resume.source)!r} are not those "

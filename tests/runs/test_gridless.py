@@ -48,7 +48,7 @@ BAD = [
                                             "grid.kind = 'none'"]),
     (_bad("initial={kind = 'low-mode'}"), ["initial.kind", "'low-mode'", "needs a grid"]),
     (_bad("dynamics.noise.n_max=4"), ["dynamics.noise.n_max", "not used with grid.kind = 'none'"]),
-    (_bad("dynamics.noise.horizon=2.0"), ["dynamics.noise.horizon", "not used"]),
+    (_bad("dynamics.noise.horizon=2.0"), ["dynamics.noise.horizon", "no longer a key"]),
     (_bad("dynamics.noise.realisation=-1"), ["dynamics.noise.realisation", "integer >= 0"]),
     (_bad("stepping.dt=false"), ["stepping.dt", "required with grid.kind = 'none'"]),
     (_bad("representations.transformer={depth = 4, width = inf}"),

@@ -120,7 +120,7 @@ def test_points_before_a_remap_are_the_particle_sde_of_the_quadrature_points(tmp
 
 def test_points_follow_the_cluster_that_the_fixed_grid_loses(tmp_path):
     """The issue's point, on a coarse grid (nlat 12, cells of 15°) where the noise contracts the
-    measure far below a cell by t = 4 (E_β falls 400×).  Reference: the same points with no
+    measure far below a cell by t = 4 (E_β falls 291× on this path).  Reference: the same points with no
     remap (remap_every beyond the run), i.e. the exact pushforward of ρ_0's quadrature on the
     run's Brownian path.  Error model for the remapped points: each remap merges points within
     cells ≈ σ/8 wide, changing E_β ∝ σ² by ≈ (1/8)²/12 ≈ 1e-3; 40 remaps → a few %, bound 10 %.

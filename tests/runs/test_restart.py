@@ -26,7 +26,7 @@ INITIAL = {"kind": "low-mode", "amplitude": 0.5, "max_degree": 2, "seed": 4}
 def _cfg(reps, *, noise=False, t_end=1.0, diagnostics=("mass", "energy"), grid=None, **stepping):
     dyn = {"attention": ATT}
     if noise:
-        dyn["noise"] = dict(NOISE, **({"horizon": noise} if not isinstance(noise, bool) else {}))
+        dyn["noise"] = dict(NOISE)
     step = {"t_end": t_end, "output_every": 0.25, **stepping}
     if "dt" not in step and "courant" not in step:
         step["dt"] = 0.0625
@@ -159,7 +159,7 @@ def test_complete_run_extended_equals_the_longer_run(tmp_path, case):
     reps = ({"density": True} if case == "density" else
             {"density": False, "particles": {"n": 12, "seed": 3}} if case == "particles" else
             {"density": True, "particles": {"n": 12, "seed": 3}})
-    noise = 1.0 if case == "noise" else False  # the path's horizon covers the longer run
+    noise = case == "noise"  # the Brownian path has no horizon: the short run's path is the long one's
     long = _cfg(reps, noise=noise, t_end=1.0,
                 diagnostics=("mass", "energy") if reps["density"] else ("energy",),
                 **({"courant": 0.3} if case == "density" else {}))  # dt = Courant step
@@ -173,13 +173,18 @@ def test_complete_run_extended_equals_the_longer_run(tmp_path, case):
     _assert_same_file(tmp_path / "long" / "run.nc", tmp_path / "ext" / "run.nc")
     with netCDF4.Dataset(tmp_path / "short" / "run.nc") as ds:  # the original is untouched
         assert ds.dimensions["time"].size == 3
+    # the same seed with another t_end is the same path: the short run is the long one's start
+    x, y = _read(tmp_path / "short" / "run.nc"), _read(tmp_path / "long" / "run.nc")
+    for name in ("density", "position", "energy", "particles_energy"):
+        if name in x:
+            assert np.array_equal(x[name], y[name][:3]), name
 
 
 # ---- refused -------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("finished") / "run"
-    raw = _cfg({"density": True}, noise=1.0, t_end=0.5)  # its path covers [0, 1]
+    raw = _cfg({"density": True}, noise=True, t_end=0.5)
     run(RunConfig.from_dict(raw), out, progress=False)
     return out / "run.nc"
 
@@ -197,14 +202,39 @@ def _refused(args, capsys) -> str:
     ("dynamics.noise.seed=1", ["dynamics.noise.seed"]),
     ("stepping.dt=0.03125", ["stepping.dt"]),
     ("outputs.fields=false", ["outputs.fields"]),
-    ("stepping.t_end=2.0", ["stepping.t_end", "Brownian path", "dynamics.noise.horizon"]),
-    ("dynamics.noise.horizon=2.0", ["dynamics.noise.horizon"]),
+    ("dynamics.noise.horizon=2.0", ["dynamics.noise.horizon", "cannot be changed"]),
     ("stepping.t_end=0.5", ["stepping.t_end", "complete"]),
     ("stepping.t_end=0.25", ["stepping.t_end", "already reached"]),
 ])
 def test_restart_refuses_changes_of_the_model(finished, capsys, tmp_path, assignment, words):
     err = _refused([finished, "--set", assignment, "--output", tmp_path / "o"], capsys)
     assert all(w in err for w in words), err
+    assert not (tmp_path / "o").exists()
+
+
+def test_noise_run_extended_far_past_its_end_equals_the_straight_run(finished, tmp_path):
+    """Earlier releases refused this (the Brownian path ended at the first run's t_end): a run
+    to 0.5 continued to 2.0 is, bit for bit, the run straight to 2.0."""
+    rc = main(["run", "--restart", str(finished), "--set", "stepping.t_end=2.0",
+               "--output", str(tmp_path / "ext"), "--quiet"])
+    assert rc == 0
+    raw = _cfg({"density": True}, noise=True, t_end=2.0)
+    run(RunConfig.from_dict(raw), tmp_path / "straight", progress=False)
+    _assert_same_file(tmp_path / "straight" / "run.nc", tmp_path / "ext" / "run.nc")
+
+
+def test_restart_refuses_a_run_of_the_horizon_path(finished, tmp_path, capsys):
+    """A run file without brownian_path_json (earlier releases, whose path depended on the
+    horizon) cannot be continued on this path: refused, naming the file."""
+    import shutil
+
+    old = tmp_path / "old.nc"
+    shutil.copy(finished, old)
+    with netCDF4.Dataset(old, "a") as ds:
+        assert json.loads(ds.brownian_path_json)["scheme"] == "unit-interval-bridge"
+        ds.delncattr("brownian_path_json")
+    err = _refused([old, "--set", "stepping.t_end=1.0", "--output", tmp_path / "o"], capsys)
+    assert str(old) in err and "earlier spherepde" in err and "horizon" in err
     assert not (tmp_path / "o").exists()
 
 
@@ -258,13 +288,13 @@ def test_w2_particles_density_without_stored_fields_is_refused(tmp_path, monkeyp
 
 # ---- the pieces bit for bit rests on ---------------------------------------------------------
 def test_a_new_brownian_path_gives_the_same_increments():
-    """The increments are a pure function of (seed, t0, t1): no state to save."""
+    """The increments are a pure function of (seed, realisation, ta, tb): no state to save."""
     from spherepde.noise import BrownianPath
 
     ts = 0.0625 * np.arange(33)
-    a = BrownianPath((5, 3), seed=1, t1=2.0)
+    a = BrownianPath((5, 3), seed=1)
     first = [a.increment(s, t) for s, t in zip(ts[:-1], ts[1:])]
-    b = BrownianPath((5, 3), seed=1, t1=2.0)  # a fresh object, asked from the middle on
+    b = BrownianPath((5, 3), seed=1)  # a fresh object, asked from the middle on
     later = [b.increment(s, t) for s, t in zip(ts[16:-1], ts[17:])]
     assert all(np.array_equal(x, y) for x, y in zip(first[16:], later))
 

@@ -29,7 +29,7 @@ RAW = {"grid": {"kind": "sphere", "nlat": 12},
 def test_member_r_gets_brownian_path_r_of_the_seed():
     for r in (0, 3):
         model = build(RunConfig.from_dict(apply_set(RAW, f"dynamics.noise.realisation={r}")))
-        want = BrownianPath(model.noise.shape, seed=4, t1=0.5, realisation=r)
+        want = BrownianPath(model.noise.shape, seed=4, realisation=r)
         assert model.path.to_dict() == want.to_dict()
         for t in (0.05, 0.3, 0.5):  # the same numbers, not only the same parameters
             assert np.array_equal(model.path(t), want(t))

@@ -105,7 +105,7 @@ def test_attention_runs_converge_to_the_unremapped_points():
 
     g = GaussGrid(16)
     noise = NoiseField(NoiseKernel("relu", d=3, sigma_u=0.5, sigma_w=0.5), nmax=4)
-    path = BrownianPath(noise.shape, seed=0, t1=1.0, realisation=0)
+    path = BrownianPath(noise.shape, seed=0, realisation=0)
     a = np.array([0.48, 0.6, 0.64]) / np.linalg.norm([0.48, 0.6, 0.64])
     w0 = (g.cell_average(lambda x: np.exp(3.0 * (x @ a - 1.0))) * g.cell_area).reshape(-1)
     x0, w0 = g.xyz.reshape(-1, 3), w0 / w0.sum()

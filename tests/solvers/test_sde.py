@@ -53,14 +53,14 @@ def test_common_noise_and_reproducibility():
     k = NoiseKernel("relu", d=3, sigma_u=0.2, sigma_w=0.2)
     f = NoiseField(k, nmax=6)
     x0 = np.array([[1.0, 0, 0], [0, 1.0, 0]])
-    run = lambda seed: ParticleSDE(noise=f, path=BrownianPath(f.shape, seed=seed, t1=1.0)).run(  # noqa: E731
+    run = lambda seed: ParticleSDE(noise=f, path=BrownianPath(f.shape, seed=seed)).run(  # noqa: E731
         x0, (0, 1.0), dt=0.05).positions[-1]
     a, b, c = run(1), run(1), run(2)
     np.testing.assert_array_equal(a, b)
     assert not np.allclose(a, c)
     np.testing.assert_allclose(np.linalg.norm(a, axis=1), 1.0, atol=1e-14)
     # one token alone moves as it does among others: the noise does not depend on the others
-    alone = ParticleSDE(noise=f, path=BrownianPath(f.shape, seed=1, t1=1.0)).run(
+    alone = ParticleSDE(noise=f, path=BrownianPath(f.shape, seed=1)).run(
         x0[:1], (0, 1.0), dt=0.05).positions[-1]
     np.testing.assert_allclose(alone[0], a[0], atol=1e-14)
 

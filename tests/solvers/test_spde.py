@@ -43,7 +43,7 @@ def test_mass_positivity_with_and_without_drift(grid):
         rho0 = _circle_rho(grid)
         mass = lambda r: np.sum(r) * grid.dtheta  # noqa: E731
     for drift in (None, DensityAttention(att, grid)):
-        st = SPDEFFSL(grid, drift, noise=f, path=BrownianPath(f.shape, seed=4, t1=1.0))
+        st = SPDEFFSL(grid, drift, noise=f, path=BrownianPath(f.shape, seed=4))
         rho = _run(st, rho0, 1.0, 0.05)
         assert mass(rho) == pytest.approx(mass(rho0), rel=1e-13)
         assert rho.min() >= 0.0
@@ -70,7 +70,7 @@ def _heat_ratios(scheme, pairs, t_end, dt, n_grid=64):
     for r in range(pairs):
         pair = []
         for anti in (False, True):
-            path = BrownianPath(f.shape, seed=12, t1=t_end, realisation=r, antithetic=anti)
+            path = BrownianPath(f.shape, seed=12, realisation=r, antithetic=anti)
             rho = _run(SPDEFFSL(g, noise=f, path=path, scheme=scheme), rho0, t_end, dt)
             pair.append(np.fft.rfft(rho)[1:3] / c0)
         out.append(0.5 * (pair[0] + pair[1]))
@@ -102,7 +102,7 @@ def test_ito_step_does_not_diffuse_the_mean():
     dt = 0.01
     for r in range(3):
         pair = [SPDEFFSL(g, noise=f, scheme="ito-euler",
-                         path=BrownianPath(f.shape, seed=3, t1=dt, realisation=r, antithetic=a)
+                         path=BrownianPath(f.shape, seed=3, realisation=r, antithetic=a)
                          ).step(rho0, 0.0, dt) for a in (False, True)]
         np.testing.assert_allclose(0.5 * (pair[0] + pair[1]), rho0, rtol=0, atol=1e-14)
     mean, se, kappa = _heat_ratios("stratonovich", 30, dt, dt)
@@ -117,7 +117,7 @@ def test_pathwise_convergence_in_dt():
     g = CircleGrid(128)
     f = NoiseField(KERNEL2, nmax=8)
     rho0 = _circle_rho(g)
-    path = BrownianPath(f.shape, seed=21, t1=0.5)
+    path = BrownianPath(f.shape, seed=21)
     ref = _run(SPDEFFSL(g, noise=f, path=path), rho0, 0.5, 0.00125)
     dts = np.array([0.04, 0.02, 0.01, 0.005])
     err = [np.sum(np.abs(_run(SPDEFFSL(g, noise=f, path=path), rho0, 0.5, dt) - ref)) * g.dtheta
@@ -135,12 +135,12 @@ def test_particles_follow_the_density_with_the_same_path():
     rho0 = np.exp(3 * g.xyz[..., 0])
     rho0 /= g.integrate(rho0)
     t_end, dt = 1.5, 0.02
-    path = BrownianPath(f.shape, seed=0, t1=t_end)
+    path = BrownianPath(f.shape, seed=0)
     rho = _run(SPDEFFSL(g, noise=f, path=path), rho0, t_end, dt)
     m_density = np.array([g.integrate(rho * g.xyz[..., i]) for i in range(3)])
     x0 = sample_density(g, rho0, 4000, seed=1)
     same = ParticleSDE(noise=f, path=path).run(x0, (0, t_end), dt=dt).positions[-1].mean(0)
-    other = ParticleSDE(noise=f, path=BrownianPath(f.shape, seed=99, t1=t_end)).run(
+    other = ParticleSDE(noise=f, path=BrownianPath(f.shape, seed=99)).run(
         x0, (0, t_end), dt=dt).positions[-1].mean(0)
     assert np.linalg.norm(same - m_density) < 0.03
     assert np.linalg.norm(other - m_density) > 0.1
@@ -149,7 +149,7 @@ def test_particles_follow_the_density_with_the_same_path():
 def test_bad_input():
     g = CircleGrid(32)
     f = NoiseField(KERNEL2, nmax=4)
-    path = BrownianPath(f.shape, seed=0, t1=10.0)
+    path = BrownianPath(f.shape, seed=0)
     st = SPDEFFSL(g, noise=f, path=path)
     with pytest.raises(ValueError, match="adaptive"):
         Controller(st).run(_circle_rho(g), (0.0, 1.0))

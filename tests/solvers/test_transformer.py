@@ -354,7 +354,7 @@ def test_gaussian_layers_are_the_brownian_field_increments():
     from spherepde.solvers.lagrangian.transformer import GaussianLayer
 
     field = _field()
-    path = BrownianPath(field.shape, seed=3, t0=0.0, t1=2.0)
+    path = BrownianPath(field.shape, seed=3)
     y = unit_points(6, 3, 1)
     for L in (4, 8):
         tr = _gaussian_transformer(L, T=2.0)
@@ -389,7 +389,7 @@ def test_gaussian_step_matches_run_and_realisations():
     # the stepper driven by the R paths themselves (layers from each path over the step) takes
     # the same layers up to where B is evaluated: the controller's step times may differ from
     # ℓ·Δt in the last bit, and B(t) is interpolated linearly in intervals of 2^-48, which moves
-    # B by up to the interpolation error 3e-8·sqrt(T) per evaluation (noise.brownian); over
+    # B by up to the interpolation error 3e-8 per evaluation (noise.brownian); over
     # 5 layers of 2 evaluations, with √κ(1) < 1, at most 3e-7 (measured 3.1e-9)
     from spherepde.solvers.controller import Controller
     from spherepde.solvers.lagrangian.transformer import TransformerStepper
@@ -413,8 +413,6 @@ def test_bad_gaussian_arguments():
     with pytest.raises(TypeError, match="GaussianLayer"):
         tr.run(x0, layers=DiscreteTransformer(d=3, depth=3, T=1.0, width=4).draw_layers(
             np.random.default_rng(0)))
-    with pytest.raises(ValueError, match="cover"):
-        tr.gaussian_layers(field, BrownianPath(field.shape, seed=0, t0=0.0, t1=0.5))
     with pytest.raises(ValueError, match="kernel"):  # not the m = ∞ limit of this MLP
         tr.gaussian_layers(NoiseField(NoiseKernel("tanh", 3, 0.5, 0.5), nmax=4),
                            BrownianPath(field.shape, seed=0))
@@ -479,7 +477,7 @@ def test_run_equals_the_layer_loop_bit_for_bit(L, T):
                               attention=generic_attention(d), attention_scale=-1.0)
     field = _field()
     gauss = _gaussian_transformer(L, T=T)
-    paths = [BrownianPath(field.shape, seed=1, realisation=r, t0=0.0, t1=T) for r in range(2)]
+    paths = [BrownianPath(field.shape, seed=1, realisation=r) for r in range(2)]
     cases = [(mlp, dict(x0=x0, seed=11, realisations=3, record=rec))
              for rec in ("all", "final", 1, 3, 100)]
     cases += [
