@@ -1,0 +1,62 @@
+"""Compare run.nc files of two source trees bit for bit (e.g. before and after a refactoring).
+
+    python scripts/compare_runs.py OLD_DIR NEW_DIR NAME [NAME ...] [--json OUT.json]
+
+For every NAME, OLD_DIR/NAME/run.nc and NEW_DIR/NAME/run.nc are read (netCDF4, no masking) and
+every variable is compared with ``np.array_equal(..., equal_nan=True)`` on its raw bytes' values
+(no tolerance).  The result — per run, the variables compared and those that differ — is printed
+and written as JSON; the exit status is 1 if any variable differs or is missing on one side.
+Attributes (provenance: version, dates, commit) are not compared.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import netCDF4
+import numpy as np
+
+
+def _variables(path: Path) -> dict[str, np.ndarray]:
+    with netCDF4.Dataset(path) as ds:
+        out = {}
+        for name, var in ds.variables.items():
+            var.set_auto_mask(False)
+            out[name] = np.array(var[...])
+        return out
+
+
+def compare(old: Path, new: Path) -> dict:
+    a, b = _variables(old), _variables(new)
+    differ = []
+    for name in sorted(set(a) | set(b)):
+        if name not in a or name not in b:
+            differ.append(name)
+            continue
+        x, y = a[name], b[name]
+        same_kind = x.dtype == y.dtype and x.shape == y.shape
+        nan_ok = x.dtype.kind in "fc"
+        if not (same_kind and np.array_equal(x, y, equal_nan=nan_ok)):
+            differ.append(name)
+    return {"variables": len(set(a) | set(b)), "differ": differ}
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("old", type=Path)
+    ap.add_argument("new", type=Path)
+    ap.add_argument("names", nargs="+")
+    ap.add_argument("--json", type=Path, default=None)
+    args = ap.parse_args(argv)
+    result = {name: compare(args.old / name / "run.nc", args.new / name / "run.nc") for name in args.names}
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.json is not None:
+        args.json.write_text(text + "\n")
+    return 1 if any(r["differ"] for r in result.values()) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
