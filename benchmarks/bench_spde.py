@@ -138,15 +138,17 @@ PATH_STEPS = 1024  # the timed paths run on [0, PATH_STEPS dt]
 
 # ---- helpers ---------------------------------------------------------------------------------
 class LegacyPath(BrownianPath):
-    """BrownianPath as before the fix (same numbers bitwise): CHUNK normals drawn per chunk and
-    sliced, and every query descends the tree (no memory of the last B(t))."""
+    """BrownianPath without the fix of its cost (same numbers bitwise): CHUNK normals drawn per
+    chunk and sliced, and every query descends the tree (no memory of the last B(t)).  Since
+    issue 22.10 on the horizon-free path (unit-interval increments, a bridge tree in each)."""
 
-    def _normals(self, level: int, index: int) -> np.ndarray:
+    def _normals(self, k: int, level: int, index: int) -> np.ndarray:
         out = np.empty(self.size)
+        code = 2 * k if k >= 0 else -2 * k - 1
         for c, a in enumerate(range(0, self.size, CHUNK)):
             b = min(self.size, a + CHUNK)
-            key = [self.seed, self.realisation, level, index, c]
-            out[a:b] = np.random.Generator(np.random.PCG64(key)).standard_normal(CHUNK)[: b - a]
+            ss = np.random.SeedSequence(self.seed, spawn_key=(self.realisation, code, level, index, c))
+            out[a:b] = np.random.Generator(np.random.PCG64(ss)).standard_normal(CHUNK)[: b - a]
         return self._sign * out
 
     def __call__(self, t: float) -> np.ndarray:
@@ -193,7 +195,7 @@ def make_noise(n) -> NoiseField:
 
 def make_path(noise: NoiseField, dt: float, legacy: bool = False) -> BrownianPath:
     cls = LegacyPath if legacy else BrownianPath
-    return cls(noise.shape, seed=0, t1=PATH_STEPS * dt)
+    return cls(noise.shape, seed=0)  # no horizon (issue 22.10); dt kept for the callers
 
 
 class Counted:
