@@ -21,7 +21,7 @@ import numpy as np
 from spherepde.io.runfile import RestartState, read_restart
 from spherepde.runs.build import Model, build
 from spherepde.runs.config import RunConfig
-from spherepde.runs.execute import _execute, prepare_output
+from spherepde.runs.execute import _execute, guard_run, prepare_output
 
 
 #: keys ``--set`` may change on ``--restart`` (anything else would make it another model)
@@ -104,7 +104,7 @@ _MISSING = object()
 
 
 def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | None = None, *,
-            progress: bool = True) -> dict:
+            progress: bool = True, overwrite: bool | None = None) -> dict:
     """Continue the run stored in ``path`` (a ``run.nc``) and write the whole run, earlier
     outputs copied and new ones computed, to ``output/run.nc`` (default: the folder of
     ``path`` with ``-restart`` appended; the original file is only read).
@@ -114,7 +114,9 @@ def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | N
     and output times, so the new file equals the one an uninterrupted run writes, bit for bit
     (data and time coordinate).  ``overrides`` are ``--set`` assignments; only
     ``stepping.t_end`` may change (to at least the time reached), the Brownian path's horizon
-    must cover it, and a run with a transformer keeps its t_end.
+    must cover it, and a run with a transformer keeps its t_end.  A folder ``output`` that
+    holds another result, or a run of another configuration, is refused unless ``overwrite``
+    (:func:`~spherepde.runs.execute.guard_run`).
     """
     resume = read_restart(path)
     config = restart_config(resume, overrides)
@@ -139,5 +141,6 @@ def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | N
                          f"another folder (the original is never overwritten)")
     if "w2_particles_density" in config.outputs.diagnostics:
         resume.snapshots = resume_snapshots(resume, model)
+    guard_run(outdir, config, overwrite)
     outdir = prepare_output(outdir)  # the first thing created, after every check
     return _execute(model, outdir, progress=progress, resume=resume)
