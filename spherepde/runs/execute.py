@@ -177,6 +177,7 @@ def _write_text(path: Path, text: str) -> None:
     try:
         path.write_text(text)
     except OSError as err:
+        path.unlink(missing_ok=True)  # not a truncated file left behind
         raise storage_error(err, path) from err
 
 

@@ -103,6 +103,10 @@ def held(outdir: str | os.PathLike) -> tuple[str, dict | None, str] | None:
     return None
 
 
+def _a(kind: str) -> str:
+    return f"{'an' if kind[0] in 'aeiou' else 'a'} {kind}"
+
+
 def guard(outdir: str | os.PathLike, kind: str, config: Mapping, *, overwrite: bool | None = None,
           ignore: Iterable[str] = ()) -> bool:
     """Refuse to write a ``kind`` ("run", "sweep", "experiment") of ``config`` into ``outdir``
@@ -121,8 +125,8 @@ def guard(outdir: str | os.PathLike, kind: str, config: Mapping, *, overwrite: b
         if overwrite:
             return True
         raise OutputConflict(
-            f"--output: {str(outdir)!r} holds a {old_kind} ({source}), not a {kind}; give another "
-            f"--output, or --overwrite to write the {kind} there anyway")
+            f"--output: {str(outdir)!r} holds {_a(old_kind)} ({source}), not {_a(kind)}; give "
+            f"another --output, or --overwrite to write the {kind} there anyway")
     if old is None:
         return False  # unreadable: nothing to compare (the run writes it anew)
     skip = set(ignore)
@@ -133,7 +137,7 @@ def guard(outdir: str | os.PathLike, kind: str, config: Mapping, *, overwrite: b
         return True
     named = ", ".join(keys[:SHOWN]) + (f" and {len(keys) - SHOWN} more" if len(keys) > SHOWN else "")
     raise OutputConflict(
-        f"--output: {str(outdir)!r} holds a {kind} of another configuration ({source}; "
+        f"--output: {str(outdir)!r} holds {_a(kind)} of another configuration ({source}; "
         f"differing: {named}); give another --output, or --overwrite to replace it")
 
 
