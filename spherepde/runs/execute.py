@@ -154,7 +154,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
         raise
     except BaseException as err:  # e.g. a full disk: the summary says so, not "complete"
         summary["interrupted"] = True
-        summary["error"] = f"{err.strerror}: {err.filename}" if isinstance(err, OSError) else repr(err)
+        summary["error"] = (f"{err.strerror}: {err.filename}" if isinstance(err, OSError) and err.filename
+                            else f"{type(err).__name__}: {err}")
         failed = err
         raise
     finally:

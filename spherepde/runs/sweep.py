@@ -24,6 +24,7 @@ configuration (``sweep.toml``), is refused unless ``overwrite`` (:mod:`spherepde
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from spherepde import __version__
+from spherepde.checks import storage_error
 from spherepde.runs.config import RunConfig, _toml_value, apply_seed, assign, dumps_toml
 from spherepde.runs.build import build
 from spherepde.runs.execute import _secondary, _write_text, prepare_output, run
@@ -143,8 +145,20 @@ def _run_member(config_dict: dict, folder: str) -> dict:
 
 
 def collect(sweep: Sweep, outdir: Path, config: dict) -> Path:
-    """Stack the members' ``run.nc`` into ``outdir/sweep.nc`` (:func:`~spherepde.io.runfile.write_sweep`)."""
-    return write_sweep(outdir, [(m.name, m.values) for m in sweep.members], sweep.dims, sweep.shape, config)
+    """Stack the members' ``run.nc`` into ``outdir/sweep.nc`` (:func:`~spherepde.io.runfile.write_sweep`);
+    a write that fails (a full disk) raises :class:`~spherepde.checks.StorageError` naming it."""
+    try:
+        return write_sweep(outdir, [(m.name, m.values) for m in sweep.members], sweep.dims,
+                           sweep.shape, config)
+    except (OSError, RuntimeError) as err:
+        if isinstance(err, OSError) and err.errno not in _WRITE_ERRORS:
+            raise  # e.g. a member file that cannot be read: its own message
+        (outdir / "sweep.nc.part").unlink(missing_ok=True)
+        raise storage_error(err, outdir / "sweep.nc") from err
+
+
+#: errnos of a file that cannot be written (as opposed to one that cannot be read)
+_WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, scheduler: str | None = None,

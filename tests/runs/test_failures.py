@@ -223,3 +223,23 @@ def test_folder_made_unwritable_during_the_run(tmp_path, capsys, monkeypatch):
     assert rc == 2 and str(out / "summary.json") in line and "permission denied" in line
     assert file_status(out / "run.nc") == "complete"
     assert not (out / "summary.json").exists()
+
+
+def test_sweep_nc_on_a_full_disk(tmp_path, capsys, monkeypatch):
+    """Every member finished, then sweep.nc meets a full disk: one line naming sweep.nc, exit 2,
+    no sweep.nc.part left, summary.json says interrupted with the error."""
+    import spherepde.runs.sweep as sweep_module
+
+    def full(outdir, *args):
+        (outdir / "sweep.nc.part").write_bytes(b"half")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(sweep_module, "write_sweep", full)
+    cfg = _config(tmp_path, '\n[sweep]\n"dynamics.attention.beta" = [1.0, 3.0]\n')
+    out = tmp_path / "s"
+    rc = main(["sweep", str(cfg), "--workers", "0", "--output", str(out), "--quiet"])
+    line = _one_line(capsys.readouterr().err)
+    assert rc == 2 and "no space left" in line and str(out / "sweep.nc") in line
+    assert not (out / "sweep.nc.part").exists() and not (out / "sweep.nc").exists()
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["completed"], summary["interrupted"]) == (2, True) and "sweep.nc" in summary["error"]
