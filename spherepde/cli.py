@@ -51,9 +51,9 @@ Documentation: README.md and docs/usage.md.
 def _emit(result: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(jsonable(result), indent=2, allow_nan=False, default=float))
-    else:
-        for k, v in result.items():
-            print(f"{k:>16}: {v}")
+    else:  # the same numbers as the JSON (jsonable: 15 significant digits)
+        for k, v in jsonable(result).items():
+            print(f"{k:>16}: {json.dumps(v) if isinstance(v, (dict, list)) else v}")
 
 
 def _alpha(text: str) -> float:
