@@ -7,12 +7,15 @@ catch either); a value of the right type out of range raises ``ValueError``.
 
 Output paths: errors are :class:`OutputPathError` (a ``ValueError``), one line naming the
 option and the path, raised before any work starts; the command line turns them into exit
-status 2.
+status 2.  A file that cannot be written during a run (a full disk, a folder made unwritable)
+is a :class:`StorageError` (an ``OSError``) naming the cause and the path
+(:func:`storage_error`), also exit status 2 on one line.
 
 Imports nothing from the package: every layer may use it.
 """
 from __future__ import annotations
 
+import errno
 import math
 import numbers
 import os
@@ -131,5 +134,53 @@ def check_output_file(path: str | os.PathLike, option: str = "--output") -> Path
     return path
 
 
-__all__ = ["ArgumentTypeError", "OutputPathError", "check_int", "check_output_dir", "check_output_file",
-           "check_positive", "check_real", "check_seed"]
+#: free bytes below which a failed write is put down to a full disk
+LOW_SPACE = 1 << 20
+
+#: what the command line says for each cause of a failed write
+_CAUSES = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded",
+           errno.EACCES: "permission denied (the folder or file is not writable)",
+           errno.EPERM: "permission denied (the folder or file is not writable)",
+           errno.EROFS: "the file system is read-only"}
+
+
+def _diagnose(path: Path) -> int | None:
+    """The likely errno of a write to ``path`` that failed without one (netCDF's "HDF error"):
+    a full disk, a folder or file that is not writable, a read-only file system."""
+    folder = path if path.is_dir() else path.parent
+    try:
+        st = os.statvfs(folder)
+    except (OSError, AttributeError):
+        st = None
+    if st is not None:
+        if st.f_bavail * st.f_frsize < LOW_SPACE:
+            return errno.ENOSPC
+        if st.f_flag & getattr(os, "ST_RDONLY", 1):
+            return errno.EROFS
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return errno.EACCES
+    return None
+
+
+class StorageError(OSError):
+    """A file that could not be written during a run: ``errno``, a short cause
+    (``strerror``) and the path (``filename``); the command line prints it on one line."""
+
+
+def storage_error(err: BaseException, path: str | os.PathLike) -> StorageError:
+    """An error met writing ``path`` (an OSError, or netCDF4's RuntimeError "NetCDF: HDF
+    error", which carries no errno) as a :class:`StorageError` naming the cause: the OSError's
+    errno, else the one :func:`_diagnose` finds (a full disk, no permission, read-only), else
+    the original message."""
+    if isinstance(err, StorageError):
+        return err
+    path = Path(path)
+    code = err.errno if isinstance(err, OSError) and err.errno else _diagnose(path)
+    if code is None:
+        return StorageError(errno.EIO, f"write failed: {err}", str(path))
+    cause = _CAUSES.get(code) or os.strerror(code)
+    return StorageError(code, cause, str(path))
+
+
+__all__ = ["ArgumentTypeError", "OutputPathError", "StorageError", "check_int", "check_output_dir",
+           "check_output_file", "check_positive", "check_real", "check_seed", "storage_error"]

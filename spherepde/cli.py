@@ -3,8 +3,13 @@
 
 Errors in the arguments and output paths that are files or not writable are reported before
 any work, naming the argument or the path (exit status 2; with ``--json`` also a JSON object
-``{"error": ...}`` on stdout).  Ctrl-C (exit status 130) or SIGTERM (exit status 143) stops a
-run but leaves its NetCDF files valid, with the global attribute ``status = "interrupted"``.
+``{"error": ...}`` on stdout); so is an output folder that holds a result of another
+configuration (unless ``--overwrite``: :mod:`spherepde.runs.folders`), and a dask scheduler
+that does not answer within seconds.  A file that cannot be written during a run (a full
+disk, a folder made unwritable) ends the command with one line naming the cause and the path,
+exit status 2.  Ctrl-C (exit status 130) or SIGTERM (exit status 143) stops a run but leaves
+its NetCDF files valid, with the global attribute ``status = "interrupted"``.  A closed stdout
+(``spherepde … --json | head -1``) ends it quietly with exit status 141.
 """
 from __future__ import annotations
 
@@ -12,6 +17,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import re
 import signal
 import sys
@@ -20,15 +26,34 @@ from pathlib import Path
 from spherepde import __version__
 from spherepde.io.summary import jsonable
 
+DESCRIPTION = """\
+spherepde simulates the mean-field dynamics of transformers on the sphere: token densities
+on S² and S¹ (finite volumes or weighted points), N-particle systems and discrete
+transformers driven by the same velocity, with attention and common multiplicative noise
+(Paper 1: metastability and clustering; Paper 2: synchronisation by noise).  Runs write
+NetCDF (run.nc), a JSON summary and the configuration they ran.
 
+start here:   spherepde demo
+your model:   spherepde run CONFIG.toml [--set KEY.PATH=VALUE ...]   (examples/ has some)
+pictures:     spherepde plot DIR/run.nc
+many runs:    spherepde sweep | ensemble;  the papers' figures: spherepde experiment NAME
+"""
+
+EPILOG = """\
+exit status: 0 done; 2 bad input, an output folder holding another configuration (see
+--overwrite), an unreachable --scheduler or a file that could not be written (one line on
+stderr; with --json also {"error": ...} on stdout); 130 Ctrl-C, 143 SIGTERM (the files keep
+what was computed, marked status = interrupted); 141 stdout closed early.
+Documentation: README.md and docs/usage.md.
+"""
 
 
 def _emit(result: dict, as_json: bool) -> None:
     if as_json:
         print(json.dumps(jsonable(result), indent=2, allow_nan=False, default=float))
-    else:
-        for k, v in result.items():
-            print(f"{k:>16}: {v}")
+    else:  # the same numbers as the JSON (jsonable: 15 significant digits)
+        for k, v in jsonable(result).items():
+            print(f"{k:>16}: {json.dumps(v) if isinstance(v, (dict, list)) else v}")
 
 
 def _alpha(text: str) -> float:
@@ -101,8 +126,16 @@ def _sweep_options(p, output: str) -> None:
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
                    help="address of a running dask scheduler (e.g. tcp://host:8786) instead of a LocalCluster")
     p.add_argument("--output", default=output, help=f"output folder (created), default ./{output}")
+    _overwrite_argument(p, "sweep")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--json", action="store_true", help="print the summary as JSON")
+
+
+def _overwrite_argument(p, kind: str) -> None:
+    p.add_argument("--overwrite", action="store_true",
+                   help=f"write into --output even when it holds another kind of result or a "
+                        f"{kind} of another configuration, replacing it (without this flag such "
+                        f"a folder is refused, naming the keys that differ)")
 
 
 def _experiment_parsers(sub) -> None:
@@ -117,11 +150,13 @@ def _experiment_parsers(sub) -> None:
         for opt in entry.options:
             e.add_argument(opt.flag, type=opt.type, nargs=opt.nargs, default=None, help=opt.help)
         e.add_argument("--output", default=f"out/{entry.name}", help="output folder")
+        _overwrite_argument(e, "experiment")
         e.add_argument("--json", action="store_true")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="spherepde", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="spherepde", description=DESCRIPTION, epilog=EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"spherepde {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -132,6 +167,7 @@ def build_parser() -> argparse.ArgumentParser:
                                       "particles to t = 18), write DIR/run.nc, DIR/summary.json and "
                                       "the pictures, and say what to look at.")
     demo.add_argument("--output", default="out/demo", help="output folder (created), default out/demo")
+    _overwrite_argument(demo, "run")
     demo.add_argument("--quiet", action="store_true", help="no progress bars")
     demo.add_argument("--json", action="store_true", help="print the summary as JSON")
     demo.add_argument("--quick", action="store_true", help=argparse.SUPPRESS)  # tests: seconds
@@ -170,6 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", default=None,
                      help="output folder (created), default ./out (with --restart: the restarted "
                           "file's folder with -restart appended)")
+    _overwrite_argument(run, "run")
     run.add_argument("--restart", default=None, metavar="DIR/run.nc",
                      help="continue the run in this file (stopped or finished) to the numbers an "
                           "uninterrupted run gives, bit for bit; only --set stepping.t_end=… may "
@@ -224,6 +261,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--output", default=None,
                     help="folder for the run (run.nc, summary.json, config.toml of its spherepde run "
                          "configuration); default a temporary folder, removed")
+    _overwrite_argument(sp, "run")
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
 
     _noise_kernel_parser(sub)
@@ -306,11 +344,48 @@ def _cmd_run(args) -> int:
         summary = restart(args.restart, args.overrides, args.output, progress=not args.quiet)
     else:
         summary = _run_config(args)
-    short = {k: v for k, v in summary.items() if k != "config"}
-    if not args.json:
-        short = {k: (json.dumps(jsonable(v)) if isinstance(v, dict) else v) for k, v in short.items()}
-    _emit(short, args.json)
+    if args.json:
+        _emit({k: v for k, v in summary.items() if k != "config"}, True)
+    else:
+        print("\n".join(_run_text(summary)))
     return 0
+
+
+def _num(v) -> str:
+    """A number for reading: 4 significant digits (the JSON output keeps 15)."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return str(v)
+    return str(v) if isinstance(v, int) else f"{v:.4g}"
+
+
+def _pairs(d: dict, limit: int = 6) -> str:
+    """``key value, …`` of the numbers and short strings in ``d`` (at most ``limit``)."""
+    items = [f"{k} {_num(v)}" for k, v in d.items()
+             if v is not None and isinstance(v, (int, float, str)) and len(str(v)) <= 40]
+    return ", ".join(items[:limit]) + (", …" if len(items) > limit else "")
+
+
+def _run_text(s: dict) -> list[str]:
+    """The plain-text result of ``run``: what ran, the key numbers, where the files are."""
+    t_end = s.get("config", {}).get("stepping", {}).get("t_end")
+    head = (f"spherepde run: {'interrupted' if s.get('interrupted') else 'complete'} in "
+            f"{_num(s.get('seconds'))} s: to t = {_num(t_end)}, {s['outputs']} outputs, "
+            f"dt {_num(s['dt'])}")
+    if "restart" in s:
+        head += f" (continued from {s['restart']['from']})"
+    lines = [head]
+    for rep in ("density", "particles", "transformer"):
+        if rep in s:
+            r = s[rep]
+            info = {k: v for k, v in r.items() if k not in ("final", "seconds", "step_seconds")}
+            text = _pairs(info)
+            if r.get("final"):
+                text += f"; at the end: {_pairs(r['final'])}"
+            lines.append(f"  {rep:<12}{text}")
+    if "noise" in s:
+        lines.append(f"  {'noise':<12}{_pairs(s['noise'], 4)}")
+    lines.append(f"  {'output':<12}{s['file']} (summary.json and config.toml beside it)")
+    return lines
 
 
 def _run_config(args) -> dict:
@@ -409,8 +484,32 @@ def _cmd_experiment(args) -> int:
                       and not (isinstance(v, list) and len(v) > 8)}
                      for r in summary["runs"]]
     short["summary"] = str(Path(args.output) / "summary.json")
-    _emit(short, args.json)
+    if args.json:
+        _emit(short, True)
+    else:
+        print("\n".join(_experiment_text(args.name, short)))
     return 0
+
+
+def _experiment_text(name: str, s: dict, runs: int = 8) -> list[str]:
+    """The plain-text result of ``experiment NAME``: a line per run (up to ``runs``) with its
+    numbers, the other results, and the files (the whole summary is in summary.json)."""
+    lines = [f"spherepde experiment {name}: done in {_num(s.get('seconds'))} s"]
+    for r in s["runs"][:runs]:
+        lines.append(f"  run         {_pairs(r, 8)}")
+    if len(s["runs"]) > runs:
+        lines.append(f"  …           {len(s['runs']) - runs} more runs")
+    skip = {"experiment", "config", "version", "runs", "seconds", "interrupted", "summary", "plot"}
+    for key, value in s.items():
+        if key in skip:
+            continue
+        if isinstance(value, dict) and _pairs(value):
+            lines.append(f"  {key}: {_pairs(value)}")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            lines.append(f"  {key}: {_num(value)}")
+    files = [s[k] for k in ("plot",) if isinstance(s.get(k), str)]
+    lines.append(f"  {'output':<12}{s['summary']}" + (f", {', '.join(files)}" if files else ""))
+    return lines
 
 
 def _noise_kernel_parser(sub) -> None:
@@ -523,20 +622,45 @@ def _dispatch(args) -> int:
     return _cmd_validate(args)
 
 
+def _stdout_closed() -> int:
+    """stdout was closed by the reader (``… --json | head -1``): end quietly, exit status
+    141 (128 + SIGPIPE, what a shell reports for a command killed by it)."""
+    try:  # what is still buffered goes nowhere, so the exit's flush cannot fail again
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return 141
+
+
 def main(argv: list[str] | None = None) -> int:
+    from spherepde.checks import StorageError, storage_error
+    from spherepde.runs.folders import overwriting
+
     parser = build_parser()
     args = parser.parse_args(argv)
     as_json = bool(getattr(args, "json", False))
     try:
-        with sigterm_as_interrupt():
+        with sigterm_as_interrupt(), overwriting(bool(getattr(args, "overwrite", False))):
             _check_output_paths(args)
-            return _dispatch(args)
+            rc = _dispatch(args)
+            sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+            return rc
+    except BrokenPipeError:
+        return _stdout_closed()
     except (ValueError, TypeError) as exc:
         return _fail(str(exc), as_json)
+    except StorageError as exc:  # a file that could not be written during the run
+        return _fail(f"cannot write {exc.filename}: {exc.strerror}", as_json)
     except OSError as exc:  # a file-system error met during the run: name the path
         if exc.filename is None:
             raise
         return _fail(f"{exc.filename}: {exc.strerror or exc}", as_json)
+    except RuntimeError as exc:  # the netCDF library's own errors (e.g. "NetCDF: HDF error")
+        if not str(exc).startswith("NetCDF:") or getattr(args, "output", None) is None:
+            raise
+        err = storage_error(exc, Path(args.output))
+        return _fail(f"cannot write in {err.filename}: {err.strerror}", as_json)
     except Terminated:
         print("spherepde: terminated (SIGTERM); output files hold everything computed so far",
               file=sys.stderr)

@@ -186,10 +186,25 @@ class Experiment:
                 over.update({f: value for f in opt.fields})
         return dataclasses.replace(config, **over)
 
-    def run(self, config, outdir, *, progress: bool = False) -> dict:
-        """Run ``config`` into ``outdir``; the summary (also in ``outdir/summary.json``)."""
+    def run(self, config, outdir, *, progress: bool = False, overwrite: bool | None = None) -> dict:
+        """Run ``config`` into ``outdir``; the summary (also in ``outdir/summary.json``).
+
+        A folder that holds another result, or this experiment with another configuration
+        (its ``summary.json``; ``workers`` aside), is refused before anything is written unless
+        ``overwrite`` (None: the command's ``--overwrite``), which then also holds for the
+        runs and sweeps inside the folder (:mod:`spherepde.runs.folders`)."""
+        import json
+
+        from spherepde.io.summary import jsonable
+        from spherepde.runs.folders import OVERWRITE, guard, overwriting
+
         _, runner = self.load()
-        return runner(config, outdir, progress=progress)
+        stored = json.loads(json.dumps(jsonable({"experiment": self.name, "config": config.to_dict()}),
+                                       default=float))
+        overwrite = OVERWRITE.get() if overwrite is None else overwrite
+        guard(outdir, "experiment", stored, overwrite=overwrite, ignore=("config.workers",))
+        with overwriting(overwrite):
+            return runner(config, outdir, progress=progress)
 
 
 def _entry(name, help_, module, config, runner, options, quick_help) -> tuple[str, Experiment]:

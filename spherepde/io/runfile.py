@@ -43,9 +43,10 @@ states for R transformer realisations).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,6 +54,7 @@ import netCDF4
 import numpy as np
 
 from spherepde import __version__
+from spherepde.checks import storage_error
 from spherepde.grids import GaussGrid
 from spherepde.io.netcdf import (
     TIME_ATTRS,
@@ -140,7 +142,8 @@ class RunFile:
         if brownian_path is not None:
             attrs["brownian_path_json"] = json.dumps(dict(brownian_path), sort_keys=True)
         self.path = Path(path)
-        self._ds = ds = netCDF4.Dataset(self.path, "w", format="NETCDF4")
+        with self._storage():
+            self._ds = ds = netCDF4.Dataset(self.path, "w", format="NETCDF4")
         try:
             ds.setncatts({k: attrs[k] for k in sorted(attrs, key=_attr_order)})
             gdims = write_grid(ds, grid, None) if grid is not None else None
@@ -221,26 +224,40 @@ class RunFile:
                 s = ds.createVariable(name, "f8", ("time", *dims), fill_value=np.nan)
                 s.setncatts(vattrs)
             ds.sync()
-        except BaseException:
-            ds.close()
+        except BaseException as err:
+            with contextlib.suppress(Exception):  # the first error is the one to report
+                ds.close()
+            if isinstance(err, (OSError, RuntimeError)):
+                raise storage_error(err, self.path) from err
             raise
+
+    @contextlib.contextmanager
+    def _storage(self) -> Iterator[None]:
+        """Errors of the netCDF library while writing (a full disk gives "NetCDF: HDF error")
+        become a :class:`~spherepde.checks.StorageError` naming the cause and the file."""
+        try:
+            yield
+        except (OSError, RuntimeError) as err:
+            raise storage_error(err, self.path) from err
 
     def write(self, i: int, **values) -> None:
         """Write output ``i`` of the given variables (arrays or scalars) and flush."""
-        for name, value in values.items():
-            self._ds[name][i, ...] = np.asarray(value, float)
-        self._ds.sync()
+        with self._storage():
+            for name, value in values.items():
+                self._ds[name][i, ...] = np.asarray(value, float)
+            self._ds.sync()
 
     def save_state(self, rep: str, i: int, state: np.ndarray, rng_state: dict | None = None) -> None:
         """Keep the exact ``state`` of representation ``rep`` after output ``i`` (module
         docstring): its slot i mod 2 first, then ``output_index = i``, then flush."""
-        v = self._ds[RESTART_VARIABLES[rep]]
-        slot = i % 2
-        v[slot, ...] = np.asarray(state, float)
-        if rng_state is not None:
-            v.setncattr(f"rng_state_{slot}", json.dumps(rng_state))
-        v.setncattr("output_index", np.int64(i))
-        self._ds.sync()
+        with self._storage():
+            v = self._ds[RESTART_VARIABLES[rep]]
+            slot = i % 2
+            v[slot, ...] = np.asarray(state, float)
+            if rng_state is not None:
+                v.setncattr(f"rng_state_{slot}", json.dumps(rng_state))
+            v.setncattr("output_index", np.int64(i))
+            self._ds.sync()
 
     @property
     def dataset(self) -> netCDF4.Dataset:
@@ -249,7 +266,8 @@ class RunFile:
     def close(self, status: str = "complete") -> None:
         """Set the ``status`` attribute (``"complete"`` or ``"interrupted"``) and close the file
         (idempotent)."""
-        close_with_status(self._ds, status)
+        with self._storage():
+            close_with_status(self._ds, status)
 
 
 __all__ = ["RESTART_VARIABLES", "RunFile"]

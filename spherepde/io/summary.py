@@ -16,19 +16,27 @@ from collections.abc import Iterator
 from pathlib import Path
 
 
+#: significant digits of the floats in JSON output (:func:`jsonable`)
+DIGITS = 15
+
+
 def jsonable(obj):
     """Plain, standard JSON values (jq, JavaScript; not Python's NaN/Infinity): NaN → null,
     ±inf → "inf"/"-inf", numpy scalars → Python numbers (ints stay ints), numpy arrays → lists,
-    recursively through dicts, lists and tuples.  Every JSON file and ``--json`` output of the
-    package goes through it (one convention)."""
+    floats rounded to :data:`DIGITS` significant digits (so a time 53·0.1 reads 5.3, not
+    5.300000000000001: the last binary digits of a sum carry no information, and 15 digits
+    are what a float64 holds exactly in decimal), recursively through dicts, lists and tuples.
+    Every JSON file and ``--json`` output of the package goes through it (one convention)."""
     import numpy as np
 
     if isinstance(obj, np.ndarray):
         obj = obj.tolist()
     if isinstance(obj, np.generic):
         obj = obj.item()
-    if isinstance(obj, float) and not math.isfinite(obj):
-        return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+    if isinstance(obj, float):
+        if not math.isfinite(obj):
+            return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
+        return float(f"{obj:.{DIGITS}g}")
     if isinstance(obj, dict):
         return {k: jsonable(v) for k, v in obj.items()}
     if isinstance(obj, (list, tuple)):
@@ -73,4 +81,4 @@ def summary_on_interrupt(outdir: str | os.PathLike, summary: dict) -> Iterator[d
     summary["interrupted"] = False
 
 
-__all__ = ["finish_summary", "jsonable", "summary_on_interrupt", "write_summary"]
+__all__ = ["DIGITS", "finish_summary", "jsonable", "summary_on_interrupt", "write_summary"]

@@ -64,21 +64,38 @@ def ensemble_config(raw: dict, realisations: int) -> dict:
 
 
 def run_ensemble(raw: dict, realisations: int, output: str | os.PathLike, *, workers: int = 2,
-                 scheduler: str | None = None, seed: int | None = None, progress: bool = True) -> dict:
+                 scheduler: str | None = None, seed: int | None = None, progress: bool = True,
+                 overwrite: bool | None = None) -> dict:
     """Run the ensemble of ``raw`` (module docstring); return the sweep's summary with the
-    pictures (``figures``) and ``realisations``.  Every check is done before any file exists."""
+    pictures (``figures``) and ``realisations``.  Every check is done before any file exists
+    (a folder of another result or configuration is refused unless ``overwrite``:
+    :func:`~spherepde.runs.sweep.run_sweep`)."""
     raw = ensemble_config(raw if seed is None else apply_seed(raw, seed), realisations)
     members = expand(raw).members  # every member validated before the folder is created
     try:
-        summary = run_sweep(raw, output, workers=workers, scheduler=scheduler, progress=progress)
-    finally:  # also after Ctrl-C: the pictures of the members finished by then
-        figures = _pictures(members, Path(output)) if Path(output).is_dir() else []
-        path = Path(output) / "summary.json"
-        if path.is_file():
-            written = json.loads(path.read_text())
-            written.update(realisations=realisations, figures=figures)
-            path.write_text(json.dumps(written, indent=2))
+        summary = run_sweep(raw, output, workers=workers, scheduler=scheduler, progress=progress,
+                            overwrite=overwrite)
+    except BaseException as err:
+        if getattr(err, "summary", None) is not None:  # the sweep had started (else it was
+            try:                                        # refused: the folder is left alone)
+                _finish(members, Path(output), realisations)
+            except Exception as e:  # noqa: BLE001 - the first error goes on
+                err.add_note(f"spherepde: no ensemble pictures: {e}")
+        raise
+    figures = _finish(members, Path(output), realisations)
     return {**summary, "realisations": realisations, "figures": figures}
+
+
+def _finish(members: list, outdir: Path, realisations: int) -> list:
+    """The pictures of the members finished so far (also after Ctrl-C), added with
+    ``realisations`` to ``summary.json``; the pictures' paths."""
+    figures = _pictures(members, outdir) if outdir.is_dir() else []
+    path = outdir / "summary.json"
+    if path.is_file():
+        written = json.loads(path.read_text())
+        written.update(realisations=realisations, figures=figures)
+        path.write_text(json.dumps(written, indent=2))
+    return figures
 
 
 def _pictures(members: list, outdir: Path) -> list:

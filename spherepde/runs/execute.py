@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from spherepde import __version__
-from spherepde.checks import check_output_dir
+from spherepde.checks import check_output_dir, storage_error
 from spherepde.io.runfile import RestartState, RunFile, copy_restart
 from spherepde.io.summary import jsonable
 from spherepde.runs.build import Model, build, transformer_anchors
 from spherepde.runs.config import RunConfig, dumps_toml
+from spherepde.runs.folders import guard
 from spherepde.runs.outputs import DensityOutput, ParticleOutput, series_attrs, series_names
 from spherepde.solvers.controller import Controller, Lane, run_lanes
 from spherepde.solvers.trackers import RunProgress
@@ -40,21 +41,34 @@ def prepare_output(outdir: str | os.PathLike) -> Path:
     return outdir
 
 
-def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True) -> dict:
+def guard_run(output: str | os.PathLike, config: RunConfig, overwrite: bool | None = None) -> None:
+    """Refuse ``output`` when it holds another result, or a run of another configuration
+    (:func:`spherepde.runs.folders.guard`); the same configuration is run again."""
+    guard(output, "run", json.loads(json.dumps(config.to_dict())), overwrite=overwrite)
+
+
+def run(config: RunConfig, output: str | os.PathLike, *, progress: bool = True,
+        overwrite: bool | None = None) -> dict:
     """Build, validate and run ``config``; write ``output/run.nc``, ``output/summary.json`` and
     ``output/config.toml``; return the summary.
 
     Nothing is created before the whole configuration is built (:func:`build`).  On
     KeyboardInterrupt the file keeps every output written, the summary says
-    ``"interrupted": true``, and the interrupt is re-raised.
+    ``"interrupted": true``, and the interrupt is re-raised.  A folder that holds another
+    result or a run of another configuration is refused (:func:`guard_run`) unless
+    ``overwrite`` (None: :data:`spherepde.runs.folders.OVERWRITE`).  A file that cannot be
+    written (a full disk) raises :class:`~spherepde.checks.StorageError` naming it.
     """
     model = build(config)
+    guard_run(output, config, overwrite)
     outdir = prepare_output(output)
     return _execute(model, outdir, progress=progress)
 
 
-def run_model(model: Model, output: str | os.PathLike, *, progress: bool = True) -> dict:
+def run_model(model: Model, output: str | os.PathLike, *, progress: bool = True,
+              overwrite: bool | None = None) -> dict:
     """:func:`run` of a model :func:`build` made (its steppers can be read afterwards)."""
+    guard_run(output, model.config, overwrite)
     return _execute(model, prepare_output(output), progress=progress)
 
 
@@ -81,7 +95,8 @@ def _execute(model: Model, outdir: Path, *, progress: bool, resume: RestartState
 def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartState | None) -> dict:
     config = model.config
     cfg = config.to_dict()
-    (outdir / "config.toml").write_text(dumps_toml(cfg))
+    (outdir / "summary.json").unlink(missing_ok=True)  # an earlier run's: never left beside this one
+    _write_text(outdir / "config.toml", dumps_toml(cfg))
     nc = outdir / "run.nc"
     reps = config.representations
     n_part = None if model.particles is None else model.particles.grid.shape
@@ -136,21 +151,56 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
     status = "interrupted"  # until every representation has reached t_end
     bar = RunProgress(disable=None if progress else True)
     lanes: list[_RepLane] = []
+    failed: BaseException | None = None
     try:
         lanes = _lanes(model, file, resume, bar)
         run_lanes([rl.lane for rl in lanes if rl.lane is not None])
         status = "complete"
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:
         summary["interrupted"] = True
+        failed = err
+        raise
+    except BaseException as err:  # e.g. a full disk: the summary says so, not "complete"
+        summary["interrupted"] = True
+        summary["error"] = (f"{err.strerror}: {err.filename}" if isinstance(err, OSError) and err.filename
+                            else f"{type(err).__name__}: {err}")
+        failed = err
         raise
     finally:
         bar.close()
-        summary.update({rl.rep: rl.summary() for rl in lanes})
-        file.close(status)
+        # after an error the cleaning up may fail the same way (a full disk): the first error
+        # is the one reported, the others are noted on it
+        with _secondary(failed):
+            summary.update({rl.rep: rl.summary() for rl in lanes})
+        with _secondary(failed):
+            file.close(status)
         summary["seconds"] = round(time.perf_counter() - t_start, 2)
         summary["config"] = cfg
-        (outdir / "summary.json").write_text(json.dumps(jsonable(summary), indent=2))
+        with _secondary(failed):
+            _write_text(outdir / "summary.json", json.dumps(jsonable(summary), indent=2))
     return summary
+
+
+def _write_text(path: Path, text: str) -> None:
+    """``path.write_text(text)``; an error names the cause and the file (StorageError)."""
+    try:
+        path.write_text(text)
+    except OSError as err:
+        path.unlink(missing_ok=True)  # not a truncated file left behind
+        raise storage_error(err, path) from err
+
+
+@contextlib.contextmanager
+def _secondary(failed: BaseException | None):
+    """Run the block; if ``failed`` (an error on its way out) is set, an error of the block is
+    added to it as a note instead of replacing it."""
+    if failed is None:
+        yield
+        return
+    try:
+        yield
+    except Exception as err:  # noqa: BLE001 - the first error goes on
+        failed.add_note(f"spherepde: then also: {err}")
 
 
 def _particle_weights(model: Model, n: int) -> np.ndarray:

@@ -23,7 +23,7 @@ from spherepde.io.runfile import RestartState, read_restart
 from spherepde.noise.brownian import SCHEME
 from spherepde.runs.build import Model, build
 from spherepde.runs.config import RunConfig
-from spherepde.runs.execute import _execute, prepare_output
+from spherepde.runs.execute import _execute, guard_run, prepare_output
 
 
 #: keys ``--set`` may change on ``--restart`` (anything else would make it another model)
@@ -112,7 +112,7 @@ def _check_path_scheme(resume: RestartState) -> None:
 
 
 def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | None = None, *,
-            progress: bool = True) -> dict:
+            progress: bool = True, overwrite: bool | None = None) -> dict:
     """Continue the run stored in ``path`` (a ``run.nc``) and write the whole run, earlier
     outputs copied and new ones computed, to ``output/run.nc`` (default: the folder of
     ``path`` with ``-restart`` appended; the original file is only read).
@@ -122,7 +122,9 @@ def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | N
     and output times, so the new file equals the one an uninterrupted run writes, bit for bit
     (data and time coordinate).  ``overrides`` are ``--set`` assignments; only
     ``stepping.t_end`` may change (to at least the time reached, past the first run's end too:
-    the Brownian path has no horizon), and a run with a transformer keeps its t_end.
+    the Brownian path has no horizon), and a run with a transformer keeps its t_end.  A folder
+    ``output`` that holds another result, or a run of another configuration, is refused unless
+    ``overwrite`` (:func:`~spherepde.runs.execute.guard_run`).
     """
     resume = read_restart(path)
     config = restart_config(resume, overrides)
@@ -151,5 +153,6 @@ def restart(path: str | os.PathLike, overrides=(), output: str | os.PathLike | N
                          f"another folder (the original is never overwritten)")
     if "w2_particles_density" in config.outputs.diagnostics:
         resume.snapshots = resume_snapshots(resume, model)
+    guard_run(outdir, config, overwrite)
     outdir = prepare_output(outdir)  # the first thing created, after every check
     return _execute(model, outdir, progress=progress, resume=resume)

@@ -19,23 +19,29 @@ density that does not depend on the particle seed is stored once per other value
 whose shape differs between members (fields when ``grid.nlat`` is swept, positions when the
 particle count is) is left in the member files and listed in the attribute
 ``variables_not_collected``.  A re-run skips the members whose ``run.nc`` is complete and holds
-the same configuration.
+the same configuration; a folder that holds another result, or a sweep of another
+configuration (``sweep.toml``), is refused unless ``overwrite`` (:mod:`spherepde.runs.folders`).
 """
 from __future__ import annotations
 
+import errno
 import itertools
 import json
 import math
 import os
+import shutil
 import time
+import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from spherepde import __version__
+from spherepde.checks import storage_error
 from spherepde.runs.config import RunConfig, _toml_value, apply_seed, assign, dumps_toml
 from spherepde.runs.build import build
-from spherepde.runs.execute import prepare_output, run
+from spherepde.runs.execute import _secondary, _write_text, prepare_output, run
+from spherepde.runs.folders import guard
 from spherepde.io.runfile import member_runs, run_status, select, write_sweep
 from spherepde.io.summary import jsonable
 
@@ -132,17 +138,32 @@ def finished_run(config: RunConfig, folder: str | os.PathLike) -> bool:
 
 def _run_member(config_dict: dict, folder: str) -> dict:
     """Worker task: run one member quietly into ``folder``; its summary without the config."""
-    summary = run(RunConfig.from_dict(config_dict), folder, progress=False)
+    # the sweep decided for its folder (runs.folders.guard): a member of another configuration
+    # left in it is replaced
+    summary = run(RunConfig.from_dict(config_dict), folder, progress=False, overwrite=True)
     return {k: v for k, v in summary.items() if k != "config"}
 
 
 def collect(sweep: Sweep, outdir: Path, config: dict) -> Path:
-    """Stack the members' ``run.nc`` into ``outdir/sweep.nc`` (:func:`~spherepde.io.runfile.write_sweep`)."""
-    return write_sweep(outdir, [(m.name, m.values) for m in sweep.members], sweep.dims, sweep.shape, config)
+    """Stack the members' ``run.nc`` into ``outdir/sweep.nc`` (:func:`~spherepde.io.runfile.write_sweep`);
+    a write that fails (a full disk) raises :class:`~spherepde.checks.StorageError` naming it."""
+    try:
+        return write_sweep(outdir, [(m.name, m.values) for m in sweep.members], sweep.dims,
+                           sweep.shape, config)
+    except (OSError, RuntimeError) as err:
+        if isinstance(err, OSError) and err.errno not in _WRITE_ERRORS:
+            raise  # e.g. a member file that cannot be read: its own message
+        (outdir / "sweep.nc.part").unlink(missing_ok=True)
+        raise storage_error(err, outdir / "sweep.nc") from err
+
+
+#: errnos of a file that cannot be written (as opposed to one that cannot be read)
+_WRITE_ERRORS = (errno.ENOSPC, errno.EDQUOT, errno.EACCES, errno.EPERM, errno.EROFS)
 
 
 def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, scheduler: str | None = None,
-              seed: int | None = None, progress: bool = True, client=None) -> dict:
+              seed: int | None = None, progress: bool = True, client=None,
+              overwrite: bool | None = None) -> dict:
     """Expand, run the members not yet finished on dask, collect ``sweep.nc``; return the summary.
 
     Every member's configuration is validated, and the first and the last (the largest swept
@@ -150,14 +171,21 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
 
     workers : processes of the LocalCluster started here (ignored with ``scheduler``);
         ``workers=0`` runs the members in this process, one after the other.
-    scheduler : the address of a running dask scheduler (``tcp://host:8786``).
+    scheduler : the address of a running dask scheduler (``tcp://host:8786``); connected to
+        before the folder is created, ValueError naming it when none answers within
+        :data:`CONNECT_TIMEOUT` seconds.
     client : a ``dask.distributed.Client`` to submit to (used, not closed; ``workers`` and
         ``scheduler`` are then ignored), e.g. one cluster shared by an experiment's sweeps.
+    overwrite : let a folder that holds another result or a sweep of another configuration be
+        replaced (its sweep.nc, summary.json and the member folders not in this sweep are
+        removed first); False refuses it (:func:`spherepde.runs.folders.guard`); None: the
+        command's ``--overwrite`` (:data:`spherepde.runs.folders.OVERWRITE`).
     The summary (also ``DIR/summary.json``) has ``members``, ``completed`` (run now),
     ``skipped`` (finished before), ``file`` and ``seconds``.  On Ctrl-C the members that
     finished are counted, a partial sweep.nc of them is written (``status = "interrupted"``,
     the others NaN; ``"incomplete": true``), the summary is attached to the KeyboardInterrupt
-    (``err.summary``) and the interrupt goes on.
+    (``err.summary``) and the interrupt goes on.  Another error (a member's, a full disk) also
+    leaves the summary with ``"interrupted": true`` and ``"error"``, attached to it the same way.
     """
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
         raise ValueError(f"--workers must be an integer ≥ 0, got {workers!r}")
@@ -166,11 +194,28 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
     sweep = expand(raw, seed=seed)
     for m in {m.name: m for m in (sweep.members[0], sweep.members[-1])}.values():
         build(m.config)  # the checks that need the objects (e.g. the noise's step), before any file
-    outdir = prepare_output(output)
     config = {**sweep.base, "sweep": {p: list(v) for p, v in sweep.dims.items()}}
-    (outdir / "sweep.toml").write_text(_sweep_toml(config))
-    folders = {m.name: outdir / "members" / m.name for m in sweep.members}
+    replace = guard(output, "sweep", tomllib.loads(_sweep_toml(config)), overwrite=overwrite)
+    folders = {m.name: Path(output) / "members" / m.name for m in sweep.members}
     todo = [m for m in sweep.members if not _finished(m, folders[m.name])]
+    own = None
+    if todo and scheduler is not None and client is None:
+        client = own = connect(scheduler)  # before anything is written
+    try:
+        return _run_sweep(sweep, config, output, folders, todo, replace, workers=workers,
+                          scheduler=scheduler, progress=progress, client=client)
+    finally:
+        if own is not None:
+            own.close()
+
+
+def _run_sweep(sweep: Sweep, config: dict, output, folders: dict, todo: list, replace: bool, *,
+               workers: int, scheduler: str | None, progress: bool, client) -> dict:
+    """:func:`run_sweep` from the creation of the folder on."""
+    outdir = prepare_output(output)
+    if replace:
+        _clear(outdir, set(folders))
+    _write_text(outdir / "sweep.toml", _sweep_toml(config))
     summary: dict[str, Any] = {"members": len(sweep.members), "completed": 0,
                                "skipped": len(sweep.members) - len(todo), "interrupted": False,
                                "dims": config["sweep"],
@@ -181,6 +226,7 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
     def finished(_name: str) -> None:
         summary["completed"] += 1
 
+    failed: BaseException | None = None
     try:
         if todo and workers == 0 and scheduler is None and client is None:
             bar = _MemberProgress(len(todo), progress)
@@ -203,11 +249,52 @@ def run_sweep(raw: dict, output: str | os.PathLike, *, workers: int = 2, schedul
             except (OSError, ValueError) as e:  # never hide the interrupt
                 err.add_note(f"spherepde: no partial sweep.nc: {e}")
         err.summary = summary  # type: ignore[attr-defined]  # what the command line prints
+        failed = err
+        raise
+    except Exception as err:  # a member's error, a full disk: the summary does not say "complete"
+        summary["interrupted"] = True
+        summary["error"] = (f"{err.strerror}: {err.filename}" if isinstance(err, OSError) and err.filename
+                            else f"{type(err).__name__}: {err}")
+        err.summary = summary  # type: ignore[attr-defined]
+        failed = err
         raise
     finally:
         summary["seconds"] = round(time.perf_counter() - t0, 2)
-        (outdir / "summary.json").write_text(json.dumps(jsonable(summary), indent=2))
+        with _secondary(failed):
+            _write_text(outdir / "summary.json", json.dumps(jsonable(summary), indent=2))
     return summary
+
+
+#: seconds to wait for the dask scheduler given by ``--scheduler``
+CONNECT_TIMEOUT = 5.0
+
+
+def connect(scheduler: str, timeout: float = CONNECT_TIMEOUT):
+    """A dask ``Client`` of the scheduler at ``scheduler``; ValueError naming the address when
+    none answers within ``timeout`` seconds (or the address is not one)."""
+    from dask.distributed import Client
+
+    try:
+        return Client(scheduler, timeout=timeout)
+    except ValueError as err:  # not an address
+        raise ValueError(f"--scheduler: {scheduler!r} is not a dask scheduler address such as "
+                         f"tcp://host:8786 ({err})") from None
+    except (OSError, TimeoutError):
+        raise ValueError(f"--scheduler: no dask scheduler answered at {scheduler} within "
+                         f"{timeout:g} s; start one (`dask scheduler`) or leave --scheduler out "
+                         f"for a local cluster") from None
+
+
+def _clear(outdir: Path, keep: set) -> None:
+    """Remove what an earlier sweep of another configuration left in ``outdir`` (with
+    ``overwrite``): sweep.nc, its summary and the member folders that this sweep has not."""
+    for name in ("sweep.nc", "sweep.nc.part", "summary.json"):
+        (outdir / name).unlink(missing_ok=True)
+    members = outdir / "members"
+    if members.is_dir():
+        for folder in members.iterdir():
+            if folder.is_dir() and folder.name.startswith("member-") and folder.name not in keep:
+                shutil.rmtree(folder)
 
 
 def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: bool,
@@ -215,13 +302,13 @@ def _run_on_dask(todo, folders, workers: int, scheduler: str | None, progress: b
     """Submit the members (to ``client`` if given, else to a cluster started and closed here);
     ``on_done(name)`` as each finishes (a failure re-raises its error)."""
 
-    from dask.distributed import Client, as_completed
+    from dask.distributed import as_completed
 
     own = client is None
     if not own:
         cluster = None
     elif scheduler is not None:
-        client, cluster = Client(scheduler), None
+        client, cluster = connect(scheduler), None
     else:
         client, cluster = local_client(min(workers, len(todo)))
     bar = _MemberProgress(len(todo), progress)
@@ -313,5 +400,6 @@ def _sweep_toml(config: dict) -> str:
     return body + "\n".join(lines) + "\n"
 
 
-__all__ = ["Member", "Sweep", "collect", "expand", "finished_run", "local_client", "member_runs",
+__all__ = ["CONNECT_TIMEOUT", "Member", "Sweep", "collect", "connect", "expand", "finished_run",
+           "local_client", "member_runs",
            "run_sweep", "select", "single_threaded"]

@@ -11,6 +11,7 @@ import xarray as xr
 from spherepde.cli import main
 from spherepde.runs.config import RunConfig
 from spherepde.runs.execute import run
+from spherepde.runs.folders import OutputConflict
 from spherepde.runs.sweep import expand, run_sweep
 from conftest import interrupt_after
 
@@ -93,11 +94,14 @@ def test_sweep_on_a_local_cluster_collects_members_and_skips_them_on_a_rerun(tmp
         assert np.array_equal(got.values, alone[name].values), name
     ds.close()
     alone.close()
-    # a re-run finds every member finished; a changed configuration runs them again
+    # a re-run finds every member finished; a changed configuration is refused (issue 22.4),
+    # and with overwrite runs them again
     s = run_sweep(raw, out, workers=2, progress=False)
     assert (s["completed"], s["skipped"]) == (0, 4)
     raw["stepping"]["t_end"] = 0.25
-    s = run_sweep(raw, out, workers=0, progress=False)
+    with pytest.raises(OutputConflict, match="differing: stepping.t_end"):
+        run_sweep(raw, out, workers=0, progress=False)
+    s = run_sweep(raw, out, workers=0, progress=False, overwrite=True)
     assert (s["completed"], s["skipped"]) == (4, 0)
     assert math.isclose(float(xr.open_dataset(out / "sweep.nc")["time"].values[-1]), 0.25)
 
