@@ -1,0 +1,306 @@
+"""Adaptive finite volumes for the mean-field continuity equation on S² (``amr-fv``).
+
+Equation.  ∂_t ρ + div_S(ρ X) = 0 on the unit sphere, with X = X_β[ρ](x) = P_x V m_β[ρ](x) the
+attention drift (:class:`~spherepde.dynamics.attention.Attention`), or a prescribed velocity
+X(t, x).
+
+Discretisation.  Leaf masses m_i = ∫_{leaf i} ρ on the adaptive lon-lat mesh of
+:mod:`.amr_mesh` (2:1-balanced leaves down to ``lmax`` levels below an ``nlat0`` base grid),
+refined where the mass is (:mod:`.amr_adapt`: a leaf splits above m_split = mass_per_cell·h²,
+h = π/(nlat0·2^lmax) the finest cell width).  Semi-discrete update
+
+    dm_i/dt = Σ_faces ± |f| u_f ρ_f^upwind,    u_f = ½(X(x_a) + X(x_b))·n_f,
+
+with ρ_f^upwind the MUSCL value (limited linear reconstruction, ``limiter`` "mc" or "minmod",
+clipped at 0) of the upwind leaf; a coarse–fine face is the sum of its fine faces
+(Berger–Colella refluxing).  The velocity at the leaf centres x_i is, for attention, the one
+implementation the particles use: ``attention.mean_and_stats(x, x, m)`` with the leaves as the
+weighted points Σ m_i δ_{x_i}, then ``attention.velocity_from_mean`` (the same call as
+:class:`~spherepde.solvers.lagrangian.particles.ParticleODE`).  Time: SSP-RK2 (Heun); the
+stable step is the positivity bound dt ≤ courant·m_i/outflow_i at both stages (a step the
+controller asks for beyond it is split internally), so masses never go negative and the total
+is kept to round-off (fluxes are antisymmetric).  Every ``regrid_every`` steps one adapt pass.
+
+State passing (the controller's :class:`~spherepde.solvers.controller.Stepper` protocol).  The
+leaf set changes size, so the state is a plain float64 array of fixed shape (max_cells + 1, 6)
+(``grid`` is a :class:`~spherepde.solvers.controller.StateSpace` of that shape, as for
+``lagrangian-remap``): row 0 the header (n leaves, steps taken, nlat0, lmax, format, 0), rows
+1..n the leaves (x0, x1, y0, y1, level, mass) — integers stored exactly — the rest zeros.  The
+array is the whole state: saving it and stepping from the loaded copy is bit for bit the run
+that never stopped.  ``output_grid`` (a GaussGrid) receives the density by the conservative
+remap of :mod:`.amr_remap` (:meth:`AMRDensity.field`); :meth:`AMRDensity.measure` gives the
+leaves as weighted points (centres, masses).
+
+Memory.  :func:`memory_estimate` bounds the bytes before anything is allocated; parameters it
+cannot honour are refused with a ``ValueError`` naming them.  No S¹ version yet.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from spherepde.dynamics.attention import Attention
+from spherepde.grids import GaussGrid
+from spherepde.solvers.controller import StateSpace
+from spherepde.solvers.eulerian.amr_adapt import adapt
+from spherepde.solvers.eulerian.amr_mesh import LIMITERS, LeafMesh, base_leaves, raster_bytes
+from spherepde.solvers.eulerian.amr_remap import (gauss_to_leaves, leaf_integrals, leaves_to_gauss,
+                                                  remap_bytes)
+
+#: state format number (header row, column 4)
+FORMAT = 1
+#: largest lmax accepted (the raster has 2·nlat0²·4^lmax cells)
+MAX_LMAX = 10
+#: bytes per leaf of the working arrays (geometry ≈ 30, faces ≈ 2.5 per leaf × 16, RK stages)
+_BYTES_PER_LEAF = 8 * 120
+#: targets per block of the attention sums (their scratch is block × n floats, a few times)
+_ATT_BLOCK = 2048
+
+
+def memory_estimate(nlat0: int, lmax: int, max_cells: int, nlat_out: int) -> int:
+    """Bytes the stepper may hold at once: the state, per-leaf work arrays at ``max_cells``
+    leaves, two rasters and their face masks, the remap onto the output grid, the attention's
+    block scratch."""
+    state = 8 * 6 * (max_cells + 1) * 3
+    leaves = _BYTES_PER_LEAF * max_cells
+    raster = 4 * raster_bytes(nlat0, lmax)
+    attention = 8 * 4 * _ATT_BLOCK * max_cells
+    return state + leaves + raster + remap_bytes(nlat0, lmax, nlat_out) + attention
+
+
+def _int(name: str, value, lo: int, hi: int | None = None, what: str = "") -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        raise ValueError(f"{name} must be an integer{what}, got {value!r}")
+    if value < lo or (hi is not None and value > hi):
+        rng = f"≥ {lo}" if hi is None else f"in [{lo}, {hi}]"
+        raise ValueError(f"{name} must be {rng}{what}, got {value}")
+    return int(value)
+
+
+def _real(name: str, value, lo: float, hi: float | None = None, closed_hi: bool = False) -> float:
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be a number, got {value!r}") from None
+    if not math.isfinite(v) or v <= lo or (hi is not None and (v > hi if closed_hi else v >= hi)):
+        rng = f"> {lo}" if hi is None else f"in ({lo}, {hi}{']' if closed_hi else ')'}"
+        raise ValueError(f"{name} must be a finite number {rng}, got {value!r}")
+    return v
+
+
+class AMRDensity:
+    """Adaptive finite-volume density stepper on S²; see the module docstring.
+
+    Parameters
+    ----------
+    velocity : Attention or callable
+        The attention head (drift X_β[ρ], density-dependent), or a prescribed velocity
+        ``velocity(t, x) -> (n, 3)`` at points x (n, 3).
+    output_grid : GaussGrid
+        Where :meth:`field` puts the density (run files, viewers).
+    nlat0 : int, even, ≥ 4
+        Base rows (nlon0 = 2·nlat0); the base cell is π/nlat0 wide.
+    lmax : int in [0, 10]
+        Refinement levels below the base; the finest cell is h = π/(nlat0·2^lmax).
+    mass_per_cell : float > 0
+        A leaf splits when it holds more than mass_per_cell·h² (equidistribution of mass).
+    courant : float in (0, 1)
+        Positivity factor of the step: dt·outflow_i ≤ courant·m_i at both RK stages.
+    regrid_every : int ≥ 1
+        Steps between adapt passes.
+    limiter : "mc" or "minmod"
+    max_cells : int, optional
+        Capacity of the state (leaves); default: every refinable cell at lmax, at most 2·10⁵.
+        A run that needs more stops with a RuntimeError saying so.
+    max_memory_gb : float
+        Refuse (ValueError) a layout whose :func:`memory_estimate` exceeds it.
+    attention_method, tol
+        Passed to :meth:`Attention.mean_and_stats` (default "auto", 1e-8).
+    """
+
+    name = "amr-fv"
+
+    def __init__(self, velocity, output_grid: GaussGrid, *, nlat0: int = 32, lmax: int = 3,
+                 mass_per_cell: float = 3.3, courant: float = 0.5, regrid_every: int = 4,
+                 limiter: str = "mc", max_cells: int | None = None, max_memory_gb: float = 4.0,
+                 attention_method: str = "auto", tol: float = 1e-8) -> None:
+        if not isinstance(output_grid, GaussGrid):
+            raise ValueError(f"output_grid must be a GaussGrid (S²), got "
+                             f"{type(output_grid).__name__}: the adaptive density has no S¹ version")
+        if isinstance(velocity, Attention):
+            if velocity.d != 3:
+                raise ValueError(f"the attention must act on S² (d = 3), got d = {velocity.d}")
+        elif not callable(velocity):
+            raise TypeError("velocity must be an Attention or a callable velocity(t, x)")
+        self.velocity, self.output_grid = velocity, output_grid
+        self.nlat0 = _int("nlat0", nlat0, 4, what=" (even)")
+        if self.nlat0 % 2:
+            raise ValueError(f"nlat0 must be an even integer ≥ 4, got {nlat0}")
+        self.lmax = _int("lmax", lmax, 0, MAX_LMAX)
+        self.mass_per_cell = _real("mass_per_cell", mass_per_cell, 0.0)
+        self.courant = _real("courant", courant, 0.0, 1.0)
+        self.regrid_every = _int("regrid_every", regrid_every, 1)
+        if limiter not in LIMITERS:
+            raise ValueError(f"limiter must be one of {sorted(LIMITERS)}, got {limiter!r}")
+        self.limiter, self._limit = limiter, LIMITERS[limiter]
+        full = 2 * self.nlat0**2 * 4**self.lmax
+        cap = min(full, 200_000) if max_cells is None else max_cells
+        self.max_cells = _int("max_cells", cap, 2 * self.nlat0**2)
+        gb = _real("max_memory_gb", max_memory_gb, 0.0)
+        self.memory_bytes = memory_estimate(self.nlat0, self.lmax, self.max_cells, output_grid.nlat)
+        if self.memory_bytes > gb * 2**30:
+            raise ValueError(
+                f"nlat0 = {self.nlat0}, lmax = {self.lmax}, max_cells = {self.max_cells} need about "
+                f"{self.memory_bytes / 2**30:.2f} GiB, more than max_memory_gb = {gb:g}: lower lmax "
+                f"(the raster grows by 4 per level) or max_cells, or raise max_memory_gb")
+        self.method, self.tol = attention_method, tol
+        self.h = math.pi / (self.nlat0 * 2**self.lmax)
+        self.m_split = self.mass_per_cell * self.h**2
+        self.grid = StateSpace(self.max_cells + 1, 6)
+        self._mesh: LeafMesh | None = None
+        self._stage0 = None  # (t, state copy, rhs, outflow) of the last stable_dt
+        self.last_stats: dict = {}
+
+    def options(self) -> dict:
+        return {"stepper": self.name, "nlat0": self.nlat0, "lmax": self.lmax,
+                "mass_per_cell": self.mass_per_cell, "courant": self.courant,
+                "regrid_every": self.regrid_every, "limiter": self.limiter,
+                "max_cells": self.max_cells}
+
+    # ---- state -------------------------------------------------------------------------
+    def pack(self, leaves: np.ndarray, m: np.ndarray, steps: int = 0) -> np.ndarray:
+        """The state array (max_cells + 1, 6) of leaves (n, 5) and masses (n,)."""
+        n = leaves.shape[0]
+        if n > self.max_cells:
+            raise RuntimeError(f"{n} leaves exceed max_cells = {self.max_cells}")
+        out = np.zeros(self.grid.shape)
+        out[0, :5] = n, steps, self.nlat0, self.lmax, FORMAT
+        out[1:n + 1, :5], out[1:n + 1, 5] = leaves, m
+        return out
+
+    def unpack(self, state: np.ndarray) -> tuple[LeafMesh, np.ndarray, int]:
+        """(mesh, masses (n,), steps) of a state array; ValueError if it is not one of this
+        stepper's layout."""
+        state = np.asarray(state)
+        if state.shape != self.grid.shape:
+            raise ValueError(f"state has shape {state.shape}, this stepper needs {self.grid.shape}")
+        n, steps, nlat0, lmax, fmt = (int(v) for v in state[0, :5])
+        if (nlat0, lmax, fmt) != (self.nlat0, self.lmax, FORMAT) or not 0 < n <= self.max_cells:
+            raise ValueError(f"state header (n={n}, nlat0={nlat0}, lmax={lmax}, format={fmt}) "
+                             f"does not match this stepper (nlat0={self.nlat0}, lmax={self.lmax}, "
+                             f"format={FORMAT})")
+        leaves = state[1:n + 1, :5].astype(np.int64)
+        if self._mesh is None or not np.array_equal(self._mesh.leaves, leaves):
+            self._mesh = LeafMesh(self.nlat0, self.lmax, leaves)
+        return self._mesh, state[1:n + 1, 5].copy(), steps
+
+    def initial_state(self, density, *, normalise: bool = True) -> np.ndarray:
+        """State of ρ₀ given as a function ``density(x) -> (k,)`` of Cartesian points (k, 3)
+        (leaf integrals by a 4×4 Gauss rule) or as an array (nlat, nlon) on ``output_grid``
+        (cell averages, remapped conservatively); the mesh is adapted to ρ₀ until it stops
+        changing (at most lmax + 2 passes).  ``normalise``: scale to mass 1."""
+        if callable(density):
+            masses = lambda mesh: leaf_integrals(mesh, density)  # noqa: E731
+        else:
+            rho = np.asarray(density, float)
+            if rho.shape != self.output_grid.shape or not np.all(np.isfinite(rho)):
+                raise ValueError(f"the initial density must be finite with shape "
+                                 f"{self.output_grid.shape} (output_grid), got {rho.shape}")
+            masses = lambda mesh: gauss_to_leaves(self.output_grid, rho, mesh)  # noqa: E731
+        leaves = base_leaves(self.nlat0, self.lmax)
+        for _ in range(self.lmax + 2):
+            mesh = LeafMesh(self.nlat0, self.lmax, leaves)
+            m = masses(mesh)
+            if np.any(m < 0) or not m.sum() > 0:
+                raise ValueError("the initial density must be non-negative with positive mass")
+            new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
+            if new is None:
+                break
+            leaves = new[0]
+        mesh = LeafMesh(self.nlat0, self.lmax, leaves)
+        m = masses(mesh)
+        self._mesh = mesh
+        return self.pack(leaves, m / m.sum() if normalise else m)
+
+    def field(self, state: np.ndarray) -> np.ndarray:
+        """ρ (nlat, nlon) on ``output_grid`` (conservative remap of the leaves)."""
+        mesh, m, _ = self.unpack(state)
+        return leaves_to_gauss(mesh, m, self.output_grid) / self.output_grid.cell_area
+
+    def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The leaves as weighted points: centres (n, 3), masses (n,)."""
+        mesh, m, _ = self.unpack(state)
+        return mesh.xc.copy(), m
+
+    def mass(self, state: np.ndarray) -> float:
+        n = int(state[0, 0])
+        return float(state[1:n + 1, 5].sum())
+
+    # ---- dynamics ----------------------------------------------------------------------
+    def leaf_velocity(self, mesh: LeafMesh, m: np.ndarray, t: float) -> np.ndarray:
+        """X (n, 3) at the leaf centres."""
+        x = mesh.xc
+        if isinstance(self.velocity, Attention):
+            mean, self.last_stats = self.velocity.mean_and_stats(x, x, m, method=self.method,
+                                                                 tol=self.tol)
+            return self.velocity.velocity_from_mean(x, mean)
+        return np.asarray(self.velocity(t, x), float).reshape(x.shape)
+
+    def rhs(self, mesh: LeafMesh, m: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
+        """(dm/dt (n,), outflow (n,) ≥ 0) at masses m."""
+        rho = m / mesh.area
+        X = self.leaf_velocity(mesh, m, t)
+        fa, fb = mesh.fa, mesh.fb
+        un = 0.5 * np.sum((X[fa] + X[fb]) * mesh.fnormal, axis=1)
+        sl = mesh.slopes(rho, self._limit)
+        ra = np.maximum(rho[fa] + np.sum(sl[fa] * mesh.off_a, 1), 0.0)
+        rb = np.maximum(rho[fb] + np.sum(sl[fb] * mesh.off_b, 1), 0.0)
+        F = mesh.flen * np.where(un > 0, un * ra, un * rb)  # flux a → b
+        n = mesh.n
+        dm = np.bincount(fb, weights=F, minlength=n) - np.bincount(fa, weights=F, minlength=n)
+        out = (np.bincount(fa, weights=np.maximum(F, 0.0), minlength=n)
+               + np.bincount(fb, weights=np.maximum(-F, 0.0), minlength=n))
+        return dm, out
+
+    def _dt_pos(self, m: np.ndarray, out: np.ndarray) -> float:
+        pos = out > 0
+        return self.courant * float(np.min(m[pos] / out[pos])) if np.any(pos) else math.inf
+
+    def stable_dt(self, state: np.ndarray, t: float) -> float:
+        mesh, m, _ = self.unpack(state)
+        L0, o0 = self.rhs(mesh, m, t)
+        self._stage0 = (t, np.array(state, copy=True), L0, o0)
+        return self._dt_pos(m, o0)
+
+    def _heun(self, mesh, m, t, dt, L0, o0, depth=0):
+        """SSP-RK2 over dt, split in halves while a stage would break positivity."""
+        if depth > 40:
+            raise RuntimeError(f"amr-fv: no positive step found at t = {t}")
+        if dt <= self._dt_pos(m, o0) * (1 + 1e-9):
+            m1 = m + dt * L0
+            L1, o1 = self.rhs(mesh, m1, t + dt)
+            if dt <= self._dt_pos(m1, o1) * (1 + 1e-9):
+                return 0.5 * m + 0.5 * (m1 + dt * L1)
+        h = 0.5 * dt
+        mh = self._heun(mesh, m, t, h, L0, o0, depth + 1)
+        return self._heun(mesh, mh, t + h, h, *self.rhs(mesh, mh, t + h), depth + 1)
+
+    def step(self, state: np.ndarray, t: float, dt: float) -> np.ndarray:
+        mesh, m, steps = self.unpack(state)
+        s0 = self._stage0
+        if s0 is not None and s0[0] == t and np.array_equal(s0[1], state):
+            L0, o0 = s0[2], s0[3]
+        else:
+            L0, o0 = self.rhs(mesh, m, t)
+        self._stage0 = None
+        m = self._heun(mesh, m, t, dt, L0, o0)
+        if np.any(m < 0):
+            raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
+        steps += 1
+        leaves = mesh.leaves
+        if steps % self.regrid_every == 0:
+            new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
+            if new is not None:
+                leaves, m = new
+        return self.pack(leaves, m, steps)
