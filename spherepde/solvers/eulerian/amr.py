@@ -17,9 +17,10 @@ clipped at 0) of the upwind leaf; a coarse–fine face is the sum of its fine fa
 implementation the particles use: ``attention.mean_and_stats(x, x, m)`` with the leaves as the
 weighted points Σ m_i δ_{x_i}, then ``attention.velocity_from_mean`` (the same call as
 :class:`~spherepde.solvers.lagrangian.particles.ParticleODE`).  Time: SSP-RK2 (Heun); the
-stable step is the positivity bound dt ≤ courant·m_i/outflow_i at both stages (a step the
-controller asks for beyond it is split internally), so masses never go negative and the total
-is kept to round-off (fluxes are antisymmetric).  Every ``regrid_every`` steps one adapt pass.
+stable step is the positivity bound dt ≤ courant·m_i/outflow_i at the first stage and
+dt ≤ 0.9·m_i/outflow_i at the second (a step beyond either is split in halves internally),
+so masses never go negative and the total is kept to round-off (fluxes are antisymmetric).
+Every ``regrid_every`` steps one adapt pass.
 
 State passing (the controller's :class:`~spherepde.solvers.controller.Stepper` protocol).  The
 leaf set changes size, so the state is a plain float64 array of fixed shape (max_cells + 1, 6)
@@ -40,7 +41,7 @@ import math
 
 import numpy as np
 
-from spherepde.dynamics.attention import Attention
+from spherepde.dynamics.attention import Attention, compiled
 from spherepde.grids import GaussGrid
 from spherepde.solvers.controller import StateSpace
 from spherepde.solvers.eulerian.amr_adapt import adapt
@@ -54,6 +55,8 @@ FORMAT = 1
 MAX_LMAX = 10
 #: bytes per leaf of the working arrays (geometry ≈ 30, faces ≈ 2.5 per leaf × 16, RK stages)
 _BYTES_PER_LEAF = 8 * 120
+#: the second stage needs dt·outflow ≤ this × mass (SSP: positive for any factor ≤ 1)
+_STAGE2 = 0.9
 #: targets per block of the attention sums (their scratch is block × n floats, a few times)
 _ATT_BLOCK = 2048
 
@@ -61,11 +64,12 @@ _ATT_BLOCK = 2048
 def memory_estimate(nlat0: int, lmax: int, max_cells: int, nlat_out: int) -> int:
     """Bytes the stepper may hold at once: the state, per-leaf work arrays at ``max_cells``
     leaves, two rasters and their face masks, the remap onto the output grid, the attention's
-    block scratch."""
+    scratch (blocks of targets × sources without numba)."""
     state = 8 * 6 * (max_cells + 1) * 3
     leaves = _BYTES_PER_LEAF * max_cells
     raster = 4 * raster_bytes(nlat0, lmax)
-    attention = 8 * 4 * _ATT_BLOCK * max_cells
+    # the compiled sums keep O(n) per thread; the numpy fallback blocks of targets × sources
+    attention = 8 * 64 * max_cells if compiled.available() else 8 * 3 * _ATT_BLOCK * max_cells
     return state + leaves + raster + remap_bytes(nlat0, lmax, nlat_out) + attention
 
 
@@ -106,12 +110,12 @@ class AMRDensity:
     mass_per_cell : float > 0
         A leaf splits when it holds more than mass_per_cell·h² (equidistribution of mass).
     courant : float in (0, 1)
-        Positivity factor of the step: dt·outflow_i ≤ courant·m_i at both RK stages.
+        Positivity factor of the step: dt·outflow_i ≤ courant·m_i at the first RK stage.
     regrid_every : int ≥ 1
         Steps between adapt passes.
     limiter : "mc" or "minmod"
     max_cells : int, optional
-        Capacity of the state (leaves); default: every refinable cell at lmax, at most 2·10⁵.
+        Capacity of the state (leaves); default: every cell at lmax, at most 65 536.
         A run that needs more stops with a RuntimeError saying so.
     max_memory_gb : float
         Refuse (ValueError) a layout whose :func:`memory_estimate` exceeds it.
@@ -145,7 +149,7 @@ class AMRDensity:
             raise ValueError(f"limiter must be one of {sorted(LIMITERS)}, got {limiter!r}")
         self.limiter, self._limit = limiter, LIMITERS[limiter]
         full = 2 * self.nlat0**2 * 4**self.lmax
-        cap = min(full, 200_000) if max_cells is None else max_cells
+        cap = min(full, 65_536) if max_cells is None else max_cells
         self.max_cells = _int("max_cells", cap, 2 * self.nlat0**2)
         gb = _real("max_memory_gb", max_memory_gb, 0.0)
         self.memory_bytes = memory_estimate(self.nlat0, self.lmax, self.max_cells, output_grid.nlat)
@@ -263,9 +267,14 @@ class AMRDensity:
                + np.bincount(fb, weights=np.maximum(-F, 0.0), minlength=n))
         return dm, out
 
-    def _dt_pos(self, m: np.ndarray, out: np.ndarray) -> float:
+    @staticmethod
+    def _dt_euler(m: np.ndarray, out: np.ndarray) -> float:
+        """The forward-Euler positivity bound min_i m_i/outflow_i."""
         pos = out > 0
-        return self.courant * float(np.min(m[pos] / out[pos])) if np.any(pos) else math.inf
+        return float(np.min(m[pos] / out[pos])) if np.any(pos) else math.inf
+
+    def _dt_pos(self, m: np.ndarray, out: np.ndarray) -> float:
+        return self.courant * self._dt_euler(m, out)
 
     def stable_dt(self, state: np.ndarray, t: float) -> float:
         mesh, m, _ = self.unpack(state)
@@ -280,7 +289,7 @@ class AMRDensity:
         if dt <= self._dt_pos(m, o0) * (1 + 1e-9):
             m1 = m + dt * L0
             L1, o1 = self.rhs(mesh, m1, t + dt)
-            if dt <= self._dt_pos(m1, o1) * (1 + 1e-9):
+            if dt <= _STAGE2 * self._dt_euler(m1, o1):
                 return 0.5 * m + 0.5 * (m1 + dt * L1)
         h = 0.5 * dt
         mh = self._heun(mesh, m, t, h, L0, o0, depth + 1)
