@@ -108,6 +108,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
                    density=reps.density is not None,
                    density_points=(model.density0.shape[0] if reps.density is not None and
                                    reps.density.scheme == "lagrangian-remap" else None),
+                   density_leaves=(model.density0.shape[0] if reps.density is not None and
+                                   reps.density.scheme == "amr" else None),
                    precision=config.outputs.precision)
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
                      "config_file": str(outdir / "config.toml"), "version": __version__,
@@ -210,8 +212,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
                 out = {"mass_error": float(dens.mass(state)) - 1.0,
                        "min_density": float(np.min(dens.field(state)))}
                 if dens.points:
-                    out.update(points=int(np.count_nonzero(state[:, 3])),
-                               **model.density.restart_info())
+                    out.update(model.density.info(state))
                 elif getattr(model.density.transport, "polar", "split") == "cap":
                     out["cap_fallbacks"] = model.density.transport.cap_fallbacks
                 return out

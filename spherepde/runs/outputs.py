@@ -7,7 +7,6 @@ import numpy as np
 
 from spherepde.io.runfile import RunFile
 from spherepde.runs.build import Model
-from spherepde.solvers.lagrangian.remap import RemapStepper
 from spherepde.solvers.trackers import Tracker
 from spherepde.validation.metrics import (
     as_measure,
@@ -121,8 +120,9 @@ class DensityOutput(Tracker):
         super().__init__()
         self.file, self.model, self.keep, self.start = file, model, keep, start
         grid, names, st = model.grid, model.config.outputs.diagnostics, model.density
-        # a field on the grid, or weighted points (lagrangian-remap) with their field and measure
-        self.points = isinstance(st, RemapStepper)
+        # a field on the grid, or a native state (lagrangian-remap's weighted points, amr's
+        # leaves) with its field on the grid, its measure and its own variable in run.nc
+        self.points = hasattr(st, "native_variable")
         self.field = st.field if self.points else (lambda r: r)
         self.measure = st.measure if self.points else (
             lambda r: as_measure(grid, np.clip(r, 0.0, None)))
@@ -142,13 +142,14 @@ class DensityOutput(Tracker):
 
     def handle(self, state, t) -> None:
         values = {k: float(f(state)) for k, f in self.scalars.items()}
+        st_var = getattr(self.model.density, "native_variable", None)
         if self.measures:
             x, w = self.measure(state)
             values.update(_evaluate(self.measures, x, w))
         if self.fields:
             values["density"] = self.field(state)
             if self.points:
-                values["density_points"] = state  # the exact state behind the field
+                values[st_var] = state  # the exact state behind the field
         self.file.write(self.i, **values)
         if self.keep:
             self.snapshots[self.i] = np.array(state, copy=True)

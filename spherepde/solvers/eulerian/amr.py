@@ -115,7 +115,8 @@ class AMRDensity:
         Steps between adapt passes.
     limiter : "mc" or "minmod"
     max_cells : int, optional
-        Capacity of the state (leaves); default: every cell at lmax, at most 65 536.
+        Capacity of the state (leaves); default: every cell at lmax, at most 65 536 (at
+        least the 2·nlat0² base cells).
         A run that needs more stops with a RuntimeError saying so.
     max_memory_gb : float
         Refuse (ValueError) a layout whose :func:`memory_estimate` exceeds it.
@@ -124,6 +125,8 @@ class AMRDensity:
     """
 
     name = "amr-fv"
+    #: run.nc's variable of the native state (beside the field ``density`` on ``output_grid``)
+    native_variable = "density_leaves"
 
     def __init__(self, velocity, output_grid: GaussGrid, *, nlat0: int = 32, lmax: int = 3,
                  mass_per_cell: float = 3.3, courant: float = 0.5, regrid_every: int = 4,
@@ -149,7 +152,7 @@ class AMRDensity:
             raise ValueError(f"limiter must be one of {sorted(LIMITERS)}, got {limiter!r}")
         self.limiter, self._limit = limiter, LIMITERS[limiter]
         full = 2 * self.nlat0**2 * 4**self.lmax
-        cap = min(full, 65_536) if max_cells is None else max_cells
+        cap = max(2 * self.nlat0**2, min(full, 65_536)) if max_cells is None else max_cells
         self.max_cells = _int("max_cells", cap, 2 * self.nlat0**2)
         gb = _real("max_memory_gb", max_memory_gb, 0.0)
         self.memory_bytes = memory_estimate(self.nlat0, self.lmax, self.max_cells, output_grid.nlat)
@@ -241,6 +244,19 @@ class AMRDensity:
         n = int(state[0, 0])
         return float(state[1:n + 1, 5].sum())
 
+    def info(self, state: np.ndarray) -> dict:
+        """What the run's progress records per output: leaves, steps, finest level in use."""
+        n = int(state[0, 0])
+        return {"leaves": n, "amr_steps": int(state[0, 1]),
+                "finest_level": int(state[1:n + 1, 4].max())}
+
+    def restart_info(self) -> dict:
+        """Nothing beyond the state array (the run pipeline's hook)."""
+        return {}
+
+    def resume(self, info) -> None:
+        """The state array holds everything a restart needs (the run pipeline's hook)."""
+
     # ---- dynamics ----------------------------------------------------------------------
     def leaf_velocity(self, mesh: LeafMesh, m: np.ndarray, t: float) -> np.ndarray:
         """X (n, 3) at the leaf centres."""
@@ -296,6 +312,9 @@ class AMRDensity:
         return self._heun(mesh, mh, t + h, h, *self.rhs(mesh, mh, t + h), depth + 1)
 
     def step(self, state: np.ndarray, t: float, dt: float) -> np.ndarray:
+        """Advance ``state`` by ``dt``: one SSP-RK2 step, or — when dt exceeds the positivity
+        bound (a fixed step of the run pipeline) — the fewest equal sub-steps within it, each
+        bound recomputed, with an adapt pass every ``regrid_every`` (sub-)steps."""
         mesh, m, steps = self.unpack(state)
         s0 = self._stage0
         if s0 is not None and s0[0] == t and np.array_equal(s0[1], state):
@@ -303,13 +322,21 @@ class AMRDensity:
         else:
             L0, o0 = self.rhs(mesh, m, t)
         self._stage0 = None
-        m = self._heun(mesh, m, t, dt, L0, o0)
-        if np.any(m < 0):
-            raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
-        steps += 1
-        leaves = mesh.leaves
-        if steps % self.regrid_every == 0:
-            new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
-            if new is not None:
-                leaves, m = new
-        return self.pack(leaves, m, steps)
+        left = dt
+        while True:
+            bound = self._dt_pos(m, o0)
+            n = 1 if left <= bound * (1 + 1e-9) else math.ceil(left / bound)
+            h = left / n
+            m = self._heun(mesh, m, t, h, L0, o0)
+            if np.any(m < 0):
+                raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
+            steps += 1
+            if steps % self.regrid_every == 0:
+                new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
+                if new is not None:
+                    self._mesh = mesh = LeafMesh(self.nlat0, self.lmax, new[0])
+                    m = new[1]
+            if n == 1:
+                return self.pack(mesh.leaves, m, steps)
+            t, left = t + h, left - h
+            L0, o0 = self.rhs(mesh, m, t)
