@@ -193,16 +193,17 @@ def build(config: RunConfig) -> Model:
                  density0=rho0 if density0 is None else density0, weights=weights)
 
 
-def _amr(dc, grid: GaussGrid, att: Attention, method: str, initial, rho0: np.ndarray):
+def _amr(dc, grid: GaussGrid | CircleGrid, att: Attention, method: str, initial, rho0: np.ndarray):
     """(AMRDensity, its initial state) for ``representations.density.scheme = "amr"``: ρ_0 by
     leaf integrals of its formula where it has one, else remapped from its grid cell averages;
     ValueError naming the key."""
     names = {"nlat0": "base_nlat", "lmax": "max_level"}
     try:
-        st = AMRDensity(att, grid, nlat0=dc.base_nlat or grid.nlat, lmax=dc.max_level,
+        base = dc.base_nlat or (grid.nlat if isinstance(grid, GaussGrid) else max(2, grid.n // 2))
+        st = AMRDensity(att, grid, nlat0=base, lmax=dc.max_level,
                         mass_per_cell=dc.mass_per_cell, max_cells=dc.max_cells,
                         attention_method=method)
-        f = density_function(initial, 3)
+        f = density_function(initial, 3 if isinstance(grid, GaussGrid) else 2)
         return st, st.initial_state(rho0 if f is None else f)
     except (ValueError, RuntimeError) as err:
         msg = str(err)

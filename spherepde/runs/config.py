@@ -640,11 +640,12 @@ class DensityConfig(_Section):
       whose pole sits on the mass and whose polar cells are stretched so ``cells_per_width`` of
       them span the rms width (:mod:`spherepde.solvers.lagrangian.remap`); the output field is
       the points' mass per cell of the ``grid.nlat`` Gauss grid;
-    * ``"amr"`` (sphere, no noise): adaptive finite volumes (:mod:`spherepde.solvers.eulerian.amr`)
-      on a ``base_nlat`` (default ``grid.nlat``) lon-lat grid refined ``max_level`` times where a
-      cell holds more than ``mass_per_cell``·h² (h the finest cell width), at most ``max_cells``
-      leaves (default: the stepper's); the output field is the conservative remap of the leaves
-      onto the ``grid.nlat`` Gauss grid, the leaves themselves are kept as ``density_leaves``.
+    * ``"amr"`` (sphere or circle, no noise): adaptive finite volumes
+      (:mod:`spherepde.solvers.eulerian.amr`) on a ``base_nlat`` (default ``grid.nlat``; on the
+      circle ``grid.n``/2 and 2·base_nlat arcs) lon-lat grid refined ``max_level`` times where a
+      cell holds more than ``mass_per_cell``·h² (h the finest cell width; h on the circle), at
+      most ``max_cells`` leaves (default: the stepper's); the output field is the conservative
+      remap of the leaves onto the grid, the leaves themselves are kept as ``density_leaves``.
 
     A key of the other scheme is ignored (and kept at its default), so that a sweep can switch
     ``representations.density.scheme``."""
@@ -851,9 +852,10 @@ class RunConfig(_Section):
             self._check_gridless()
         dens = reps.density
         if dens is not None and kind != "sphere":
-            if dens.scheme in ("lagrangian-remap", "amr"):
+            if dens.scheme == "lagrangian-remap" or (dens.scheme == "amr" and kind != "circle"):
                 raise ValueError(f"representations.density.scheme: {dens.scheme!r} needs "
-                                 f"grid.kind = 'sphere', got {kind!r} (use 'ffsl-ppm')")
+                                 f"grid.kind = 'sphere'{' or circle' if dens.scheme == 'amr' else ''}, "
+                                 f"got {kind!r} (use 'ffsl-ppm')")
             if dens.polar != "auto":
                 raise ValueError(f"representations.density.polar: the polar rings are on the "
                                  f"sphere, and grid.kind = {kind!r}; leave it out")

@@ -51,23 +51,36 @@ def test_cli_run_writes_the_density_on_the_regular_grid(tmp_path, capsys):
     ("representations.density.max_level", "11", "representations.density.max_level"),
     ("representations.density.base_nlat", "7", "representations.density.base_nlat"),
     ("representations.density.mass_per_cell", "0", "representations.density.mass_per_cell"),
-    ("grid.kind", '"circle"', "needs grid.kind = 'sphere'"),
     ("dynamics.noise", '{activation = "relu", sigma_u = 0.5, sigma_w = 0.5, n_max = 2}',
      "without noise"),
 ])
 def test_bad_amr_configs_are_refused_naming_the_key(key, value, word):
     raw = apply_set(read_raw(EXAMPLE), "representations.density.scheme=amr")
-    if key == "grid.kind":
-        raw = apply_set(raw, "grid.n=64")
-        raw["grid"].pop("nlat")
-        raw["initial"] = {"kind": "uniform"}
-        for m in "QKV":
-            raw["dynamics"]["attention"][m] = np.eye(2).tolist()
     if key == "dynamics.noise":
         raw = apply_set(apply_set(raw, "stepping.courant=false"), "stepping.dt=0.05")
     raw = apply_set(raw, f"{key}={value}")
     with pytest.raises(ValueError, match=word.replace(".", r"\.")):
         RunConfig.from_dict(raw)
+
+
+def test_cli_run_on_the_circle(tmp_path, capsys):
+    """examples/circle_clusters.toml (S¹, random-phase ρ₀ given on the grid: remapped onto the
+    arcs) as "amr", shrunk: mass 1 on the CircleGrid field, positive, arcs beside it."""
+    args = ["run", str(EXAMPLE.parent / "circle_clusters.toml"), "--output", str(tmp_path / "c"),
+            "--quiet", "--json"]
+    for s in ("representations.density.scheme=amr", "grid.n=64", "initial.max_degree=16",
+              "representations.particles=false", "stepping.t_end=1.0",
+              "representations.density.max_level=2", "dynamics.attention.method=reference"):
+        args += ["--set", s]
+    assert main(args) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["density"]["scheme"] == "amr"
+    with netCDF4.Dataset(tmp_path / "c" / "run.nc") as ds:
+        ds.set_auto_mask(False)
+        rho = np.array(ds["density"][...])
+        assert "density_leaves" in ds.variables
+    assert rho.shape[1:] == (64,) and np.all(rho >= 0.0)
+    np.testing.assert_allclose(rho.sum(axis=1) * 2 * np.pi / 64, 1.0, rtol=0, atol=1e-13)
 
 
 def test_memory_it_cannot_honour_is_refused_naming_the_key():

@@ -1,13 +1,14 @@
-"""Adaptive finite volumes for the mean-field continuity equation on S² (``amr-fv``).
+"""Adaptive finite volumes for the mean-field continuity equation on S² and S¹ (``amr-fv``).
 
-Equation.  ∂_t ρ + div_S(ρ X) = 0 on the unit sphere, with X = X_β[ρ](x) = P_x V m_β[ρ](x) the
-attention drift (:class:`~spherepde.dynamics.attention.Attention`), or a prescribed velocity
-X(t, x).
+Equation.  ∂_t ρ + div_S(ρ X) = 0 on the unit sphere S² or circle S¹, with X = X_β[ρ](x) =
+P_x V m_β[ρ](x) the attention drift (:class:`~spherepde.dynamics.attention.Attention`), or a
+prescribed velocity X(t, x).
 
 Discretisation.  Leaf masses m_i = ∫_{leaf i} ρ on the adaptive lon-lat mesh of
-:mod:`.amr_mesh` (2:1-balanced leaves down to ``lmax`` levels below an ``nlat0`` base grid),
-refined where the mass is (:mod:`.amr_adapt`: a leaf splits above m_split = mass_per_cell·h²,
-h = π/(nlat0·2^lmax) the finest cell width).  Semi-discrete update
+:mod:`.amr_mesh` (S²: 2:1-balanced leaves down to ``lmax`` levels below an ``nlat0`` base grid)
+or the arcs of :mod:`.amr_circle` (S¹: 2·nlat0 base arcs of π/nlat0, halved per level), refined
+where the mass is (:mod:`.amr_adapt`: a leaf splits above m_split = mass_per_cell·h^{d−1},
+h = π/(nlat0·2^lmax) the finest cell width, d − 1 = 2 on S², 1 on S¹).  Semi-discrete update
 
     dm_i/dt = Σ_faces ± |f| u_f ρ_f^upwind,    u_f = ½(X(x_a) + X(x_b))·n_f,
 
@@ -28,12 +29,13 @@ leaf set changes size, so the state is a plain float64 array of fixed shape (max
 ``lagrangian-remap``): row 0 the header (n leaves, steps taken, nlat0, lmax, format, 0), rows
 1..n the leaves (x0, x1, y0, y1, level, mass) — integers stored exactly — the rest zeros.  The
 array is the whole state: saving it and stepping from the loaded copy is bit for bit the run
-that never stopped.  ``output_grid`` (a GaussGrid) receives the density by the conservative
-remap of :mod:`.amr_remap` (:meth:`AMRDensity.field`); :meth:`AMRDensity.measure` gives the
-leaves as weighted points (centres, masses).
+that never stopped.  ``output_grid`` (a GaussGrid, or a CircleGrid on S¹) receives the
+density by the conservative remap of :mod:`.amr_remap` / :mod:`.amr_circle`
+(:meth:`AMRDensity.field`); :meth:`AMRDensity.measure` gives the leaves as weighted points
+(centres, masses).
 
 Memory.  :func:`memory_estimate` bounds the bytes before anything is allocated; parameters it
-cannot honour are refused with a ``ValueError`` naming them.  No S¹ version yet.
+cannot honour are refused with a ``ValueError`` naming them.
 """
 from __future__ import annotations
 
@@ -42,10 +44,12 @@ import math
 import numpy as np
 
 from spherepde.dynamics.attention import Attention, compiled
-from spherepde.grids import GaussGrid
+from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.solvers.controller import StateSpace
 from spherepde.solvers.eulerian.amr_adapt import adapt
-from spherepde.solvers.eulerian.amr_mesh import LIMITERS, LeafMesh, base_leaves, raster_bytes
+from spherepde.solvers.eulerian.amr_circle import (CircleLeafMesh, arc_integrals, arcs_to_circle,
+                                                   circle_base_leaves, circle_to_arcs)
+from spherepde.solvers.eulerian.amr_mesh import LIMITERS, FaceMesh, LeafMesh, base_leaves, raster_bytes
 from spherepde.solvers.eulerian.amr_remap import (gauss_to_leaves, leaf_integrals, leaves_to_gauss,
                                                   remap_bytes)
 
@@ -61,12 +65,18 @@ _STAGE2 = 0.9
 _ATT_BLOCK = 2048
 
 
-def memory_estimate(nlat0: int, lmax: int, max_cells: int, nlat_out: int) -> int:
+def memory_estimate(nlat0: int, lmax: int, max_cells: int, nlat_out: int,
+                    circle: bool = False) -> int:
     """Bytes the stepper may hold at once: the state, per-leaf work arrays at ``max_cells``
-    leaves, two rasters and their face masks, the remap onto the output grid, the attention's
-    scratch (blocks of targets × sources without numba)."""
+    leaves, two rasters and their face masks, the remap onto the output grid (S¹: ``nlat_out``
+    is the circle's n), the attention's scratch (blocks of targets × sources without numba)."""
     state = 8 * 6 * (max_cells + 1) * 3
     leaves = _BYTES_PER_LEAF * max_cells
+    if circle:
+        nx = 2 * nlat0 * 2**lmax
+        raster = 8 * nx * (4 + 2 * (nlat_out + 1))
+        return state + leaves + raster + (8 * 64 * max_cells if compiled.available()
+                                          else 8 * 3 * _ATT_BLOCK * max_cells)
     raster = 4 * raster_bytes(nlat0, lmax)
     # the compiled sums keep O(n) per thread; the numpy fallback blocks of targets × sources
     attention = 8 * 64 * max_cells if compiled.available() else 8 * 3 * _ATT_BLOCK * max_cells
@@ -94,21 +104,21 @@ def _real(name: str, value, lo: float, hi: float | None = None, closed_hi: bool 
 
 
 class AMRDensity:
-    """Adaptive finite-volume density stepper on S²; see the module docstring.
+    """Adaptive finite-volume density stepper on S² or S¹; see the module docstring.
 
     Parameters
     ----------
     velocity : Attention or callable
         The attention head (drift X_β[ρ], density-dependent), or a prescribed velocity
-        ``velocity(t, x) -> (n, 3)`` at points x (n, 3).
-    output_grid : GaussGrid
+        ``velocity(t, x) -> (n, d)`` at points x (n, d).
+    output_grid : GaussGrid (S², d = 3) or CircleGrid (S¹, d = 2)
         Where :meth:`field` puts the density (run files, viewers).
-    nlat0 : int, even, ≥ 4
-        Base rows (nlon0 = 2·nlat0); the base cell is π/nlat0 wide.
+    nlat0 : int, even, ≥ 4 (S¹: ≥ 2)
+        Base rows (nlon0 = 2·nlat0; on S¹ 2·nlat0 arcs); the base cell is π/nlat0 wide.
     lmax : int in [0, 10]
         Refinement levels below the base; the finest cell is h = π/(nlat0·2^lmax).
     mass_per_cell : float > 0
-        A leaf splits when it holds more than mass_per_cell·h² (equidistribution of mass).
+        A leaf splits when it holds more than mass_per_cell·h^{d−1} (equidistribution of mass).
     courant : float in (0, 1)
         Positivity factor of the step: dt·outflow_i ≤ courant·m_i at the first RK stage.
     regrid_every : int ≥ 1
@@ -132,18 +142,24 @@ class AMRDensity:
                  mass_per_cell: float = 3.3, courant: float = 0.5, regrid_every: int = 4,
                  limiter: str = "mc", max_cells: int | None = None, max_memory_gb: float = 4.0,
                  attention_method: str = "auto", tol: float = 1e-8) -> None:
-        if not isinstance(output_grid, GaussGrid):
-            raise ValueError(f"output_grid must be a GaussGrid (S²), got "
-                             f"{type(output_grid).__name__}: the adaptive density has no S¹ version")
+        if not isinstance(output_grid, (GaussGrid, CircleGrid)):
+            raise ValueError(f"output_grid must be a GaussGrid (S²) or a CircleGrid (S¹), got "
+                             f"{type(output_grid).__name__}")
+        self.circle = isinstance(output_grid, CircleGrid)
+        self.d = 2 if self.circle else 3
         if isinstance(velocity, Attention):
-            if velocity.d != 3:
-                raise ValueError(f"the attention must act on S² (d = 3), got d = {velocity.d}")
+            if velocity.d != self.d:
+                raise ValueError(f"the attention must act in R^{self.d} ({type(output_grid).__name__}), "
+                                 f"got d = {velocity.d}")
         elif not callable(velocity):
             raise TypeError("velocity must be an Attention or a callable velocity(t, x)")
         self.velocity, self.output_grid = velocity, output_grid
-        self.nlat0 = _int("nlat0", nlat0, 4, what=" (even)")
-        if self.nlat0 % 2:
-            raise ValueError(f"nlat0 must be an even integer ≥ 4, got {nlat0}")
+        if self.circle:
+            self.nlat0 = _int("nlat0", nlat0, 2)
+        else:
+            self.nlat0 = _int("nlat0", nlat0, 4, what=" (even)")
+            if self.nlat0 % 2:
+                raise ValueError(f"nlat0 must be an even integer ≥ 4, got {nlat0}")
         self.lmax = _int("lmax", lmax, 0, MAX_LMAX)
         self.mass_per_cell = _real("mass_per_cell", mass_per_cell, 0.0)
         self.courant = _real("courant", courant, 0.0, 1.0)
@@ -151,11 +167,13 @@ class AMRDensity:
         if limiter not in LIMITERS:
             raise ValueError(f"limiter must be one of {sorted(LIMITERS)}, got {limiter!r}")
         self.limiter, self._limit = limiter, LIMITERS[limiter]
-        full = 2 * self.nlat0**2 * 4**self.lmax
-        cap = max(2 * self.nlat0**2, min(full, 65_536)) if max_cells is None else max_cells
-        self.max_cells = _int("max_cells", cap, 2 * self.nlat0**2)
+        base = 2 * self.nlat0 if self.circle else 2 * self.nlat0**2
+        full = base * (2 if self.circle else 4)**self.lmax
+        cap = max(base, min(full, 65_536)) if max_cells is None else max_cells
+        self.max_cells = _int("max_cells", cap, base)
         gb = _real("max_memory_gb", max_memory_gb, 0.0)
-        self.memory_bytes = memory_estimate(self.nlat0, self.lmax, self.max_cells, output_grid.nlat)
+        n_out = output_grid.n if self.circle else output_grid.nlat
+        self.memory_bytes = memory_estimate(self.nlat0, self.lmax, self.max_cells, n_out, self.circle)
         if self.memory_bytes > gb * 2**30:
             raise ValueError(
                 f"nlat0 = {self.nlat0}, lmax = {self.lmax}, max_cells = {self.max_cells} need about "
@@ -163,9 +181,10 @@ class AMRDensity:
                 f"(the raster grows by 4 per level) or max_cells, or raise max_memory_gb")
         self.method, self.tol = attention_method, tol
         self.h = math.pi / (self.nlat0 * 2**self.lmax)
-        self.m_split = self.mass_per_cell * self.h**2
+        self.m_split = self.mass_per_cell * self.h ** (self.d - 1)
         self.grid = StateSpace(self.max_cells + 1, 6)
-        self._mesh: LeafMesh | None = None
+        self._mesh_cls = CircleLeafMesh if self.circle else LeafMesh
+        self._mesh: FaceMesh | None = None
         self._stage0 = None  # (t, state copy, rhs, outflow) of the last stable_dt
         self.last_stats: dict = {}
 
@@ -186,7 +205,7 @@ class AMRDensity:
         out[1:n + 1, :5], out[1:n + 1, 5] = leaves, m
         return out
 
-    def unpack(self, state: np.ndarray) -> tuple[LeafMesh, np.ndarray, int]:
+    def unpack(self, state: np.ndarray) -> tuple[FaceMesh, np.ndarray, int]:
         """(mesh, masses (n,), steps) of a state array; ValueError if it is not one of this
         stepper's layout."""
         state = np.asarray(state)
@@ -199,25 +218,27 @@ class AMRDensity:
                              f"format={FORMAT})")
         leaves = state[1:n + 1, :5].astype(np.int64)
         if self._mesh is None or not np.array_equal(self._mesh.leaves, leaves):
-            self._mesh = LeafMesh(self.nlat0, self.lmax, leaves)
+            self._mesh = self._mesh_cls(self.nlat0, self.lmax, leaves)
         return self._mesh, state[1:n + 1, 5].copy(), steps
 
     def initial_state(self, density, *, normalise: bool = True) -> np.ndarray:
-        """State of ρ₀ given as a function ``density(x) -> (k,)`` of Cartesian points (k, 3)
-        (leaf integrals by a 4×4 Gauss rule) or as an array (nlat, nlon) on ``output_grid``
+        """State of ρ₀ given as a function ``density(x) -> (k,)`` of Cartesian points (k, d)
+        (leaf integrals by a 4×4 Gauss rule, 4 points on S¹) or as an array on ``output_grid``
         (cell averages, remapped conservatively); the mesh is adapted to ρ₀ until it stops
         changing (at most lmax + 2 passes).  ``normalise``: scale to mass 1."""
         if callable(density):
-            masses = lambda mesh: leaf_integrals(mesh, density)  # noqa: E731
+            integrals = arc_integrals if self.circle else leaf_integrals
+            masses = lambda mesh: integrals(mesh, density)  # noqa: E731
         else:
             rho = np.asarray(density, float)
             if rho.shape != self.output_grid.shape or not np.all(np.isfinite(rho)):
                 raise ValueError(f"the initial density must be finite with shape "
                                  f"{self.output_grid.shape} (output_grid), got {rho.shape}")
-            masses = lambda mesh: gauss_to_leaves(self.output_grid, rho, mesh)  # noqa: E731
-        leaves = base_leaves(self.nlat0, self.lmax)
+            to_leaves = circle_to_arcs if self.circle else gauss_to_leaves
+            masses = lambda mesh: to_leaves(self.output_grid, rho, mesh)  # noqa: E731
+        leaves = (circle_base_leaves if self.circle else base_leaves)(self.nlat0, self.lmax)
         for _ in range(self.lmax + 2):
-            mesh = LeafMesh(self.nlat0, self.lmax, leaves)
+            mesh = self._mesh_cls(self.nlat0, self.lmax, leaves)
             m = masses(mesh)
             if np.any(m < 0) or not m.sum() > 0:
                 raise ValueError("the initial density must be non-negative with positive mass")
@@ -225,18 +246,21 @@ class AMRDensity:
             if new is None:
                 break
             leaves = new[0]
-        mesh = LeafMesh(self.nlat0, self.lmax, leaves)
+        mesh = self._mesh_cls(self.nlat0, self.lmax, leaves)
         m = masses(mesh)
         self._mesh = mesh
         return self.pack(leaves, m / m.sum() if normalise else m)
 
     def field(self, state: np.ndarray) -> np.ndarray:
-        """ρ (nlat, nlon) on ``output_grid`` (conservative remap of the leaves)."""
+        """ρ on ``output_grid`` (conservative remap of the leaves), shape ``output_grid.shape``."""
         mesh, m, _ = self.unpack(state)
+        if isinstance(mesh, CircleLeafMesh):
+            return arcs_to_circle(mesh, m, self.output_grid) / self.output_grid.cell_length
+        assert isinstance(mesh, LeafMesh)
         return leaves_to_gauss(mesh, m, self.output_grid) / self.output_grid.cell_area
 
     def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The leaves as weighted points: centres (n, 3), masses (n,)."""
+        """The leaves as weighted points: centres (n, d), masses (n,)."""
         mesh, m, _ = self.unpack(state)
         return mesh.xc.copy(), m
 
@@ -258,8 +282,8 @@ class AMRDensity:
         """The state array holds everything a restart needs (the run pipeline's hook)."""
 
     # ---- dynamics ----------------------------------------------------------------------
-    def leaf_velocity(self, mesh: LeafMesh, m: np.ndarray, t: float) -> np.ndarray:
-        """X (n, 3) at the leaf centres."""
+    def leaf_velocity(self, mesh: FaceMesh, m: np.ndarray, t: float) -> np.ndarray:
+        """X (n, d) at the leaf centres."""
         x = mesh.xc
         if isinstance(self.velocity, Attention):
             mean, self.last_stats = self.velocity.mean_and_stats(x, x, m, method=self.method,
@@ -267,7 +291,7 @@ class AMRDensity:
             return self.velocity.velocity_from_mean(x, mean)
         return np.asarray(self.velocity(t, x), float).reshape(x.shape)
 
-    def rhs(self, mesh: LeafMesh, m: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
+    def rhs(self, mesh: FaceMesh, m: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
         """(dm/dt (n,), outflow (n,) ≥ 0) at masses m."""
         rho = m / mesh.area
         X = self.leaf_velocity(mesh, m, t)
@@ -334,7 +358,7 @@ class AMRDensity:
             if steps % self.regrid_every == 0:
                 new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
                 if new is not None:
-                    self._mesh = mesh = LeafMesh(self.nlat0, self.lmax, new[0])
+                    self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
                     m = new[1]
             if n == 1:
                 return self.pack(mesh.leaves, m, steps)

@@ -1,8 +1,9 @@
 """Refinement and coarsening of the AMR leaves (:mod:`.amr`): the mesh follows the mass.
 
-Criterion (equidistribution of mass).  A refinable leaf splits into its 2×2 children when its
+Criterion (equidistribution of mass).  A refinable leaf splits into its children (2×2 on S²,
+2 on S¹: :meth:`FaceMesh.children`) when its
 mass, or the mass it would hold at its densest neighbour's density, exceeds ``m_split``; four
-sibling leaves merge into their parent when none is flagged, their total mass is below
+sibling leaves (2 on S¹) merge into their parent when none is flagged, their total mass is below
 ``m_split/8`` and the parent would keep the 2:1 balance.  Leaves next to a leaf that would end
 two levels finer split as well (2:1 balance).
 
@@ -16,10 +17,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from spherepde.solvers.eulerian.amr_mesh import LeafMesh
+from spherepde.solvers.eulerian.amr_mesh import FaceMesh
 
 
-def flags(mesh: LeafMesh, m: np.ndarray, m_split: float) -> tuple[np.ndarray, np.ndarray,
+def flags(mesh: FaceMesh, m: np.ndarray, m_split: float) -> tuple[np.ndarray, np.ndarray,
                                                                   np.ndarray | None]:
     """(split (n,) bool, merge (n,) bool, parent key (n,) int64 or None) for masses m (n,)."""
     n = mesh.n
@@ -51,18 +52,19 @@ def flags(mesh: LeafMesh, m: np.ndarray, m_split: float) -> tuple[np.ndarray, np
     np.maximum.at(gmax, inv, lev_nb)
     glev = np.zeros(keys.size, np.int64)
     np.maximum.at(glev, inv, mesh.level)
-    ok = (keys >= 0) & (cnt == 4) & (tot < m_split / 8) & (gmax <= glev)
+    ok = (keys >= 0) & (cnt == mesh.nchildren) & (tot < m_split / 8) & (gmax <= glev)
     merge = cand & ok[inv]
     return split, merge, key
 
 
-def adapt(mesh: LeafMesh, m: np.ndarray, m_split: float, limiter, capacity: int):
+def adapt(mesh: FaceMesh, m: np.ndarray, m_split: float, limiter, capacity: int):
     """New (leaves (n', 5) int64, masses (n',)) after one pass of splitting and merging, or
     None when nothing changes.  RuntimeError when the leaves would exceed ``capacity``."""
     split, merge, key = flags(mesh, m, m_split)
     if not split.any() and not merge.any():
         return None
-    n_new = mesh.n + 3 * int(split.sum()) - 3 * int(merge.sum()) // 4
+    c = mesh.nchildren
+    n_new = mesh.n + (c - 1) * int(split.sum()) - (c - 1) * int(merge.sum()) // c
     if n_new > capacity:
         raise RuntimeError(
             f"the adaptive mesh needs {n_new} leaves, more than max_cells = {capacity}: raise "
@@ -71,21 +73,9 @@ def adapt(mesh: LeafMesh, m: np.ndarray, m_split: float, limiter, capacity: int)
     sl = mesh.slopes(rho, limiter)
     keep = ~split & ~merge
     fi = np.flatnonzero(split)
-    x0, x1, y0, y1, lev = (a[fi] for a in (mesh.x0, mesh.x1, mesh.y0, mesh.y1, mesh.level))
-    hx, hy = (x1 - x0) // 2, (y1 - y0) // 2
-    kids, cm = [], []
-    for da in (0, 1):
-        for db in (0, 1):
-            cx0, cy0 = x0 + da * hx, y0 + db * hy
-            kids.append(np.stack([cx0, cx0 + hx, cy0, cy0 + hy, lev + 1], 1))
-            lat_lo, lat_hi = mesh.lat_faces_f[cy0], mesh.lat_faces_f[cy0 + hy]
-            area = hx * mesh.dlon_f * (np.sin(lat_hi) - np.sin(lat_lo))
-            dlon = (cx0 + 0.5 * hx) * mesh.dlon_f - mesh.lonc[fi]
-            dlat = 0.5 * (lat_lo + lat_hi) - mesh.latc[fi]
-            cm.append(area * np.maximum(rho[fi] + sl[fi, 0] * dlon + sl[fi, 1] * dlat, 0.0))
-    cmass = np.array(cm)  # (4, k)
+    children, cmass = mesh.children(fi, rho, sl)  # (c·k, 5), (c, k)
     tot = cmass.sum(0)
-    cmass = np.where(tot > 0, cmass * (m[fi] / np.where(tot > 0, tot, 1.0)), m[fi] / 4)
+    cmass = np.where(tot > 0, cmass * (m[fi] / np.where(tot > 0, tot, 1.0)), m[fi] / mesh.nchildren)
     mi = np.flatnonzero(merge)
     if mi.size:
         pk, pinv = np.unique(key[mi], return_inverse=True)
@@ -104,8 +94,7 @@ def adapt(mesh: LeafMesh, m: np.ndarray, m_split: float, limiter, capacity: int)
         parents = np.stack([px0, px1, py0, py1, plev], 1)
     else:
         pm, parents = np.zeros(0), np.zeros((0, 5), np.int64)
-    # children stored leaf by leaf (4 consecutive rows), so the order does not depend on numpy
-    children = np.stack(kids, 1).reshape(-1, 5)
+    # children stored leaf by leaf (consecutive rows)
     leaves = np.concatenate([mesh.leaves[keep], children, parents])
     masses = np.concatenate([m[keep], cmass.T.reshape(-1), pm])
     return leaves, masses

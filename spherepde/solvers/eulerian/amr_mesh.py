@@ -63,7 +63,71 @@ def _wrap(d: np.ndarray) -> np.ndarray:
     return np.mod(d + math.pi, 2 * math.pi) - math.pi
 
 
-class LeafMesh:
+class FaceMesh:
+    """What the fluxes and the adapt pass need of any leaf mesh (S²: :class:`LeafMesh`, S¹:
+    :class:`~spherepde.solvers.eulerian.amr_circle.CircleLeafMesh`): leaves (n, 5) int64 rows
+    (x0, x1, y0, y1, level) with ``level``, ``area`` (n,), ``xc`` (n, d); faces ``fa``, ``fb``,
+    ``flen``, ``fnormal`` (F, d), ``off_a``, ``off_b`` (F, 2), ``fdist``, ``fkind`` (F,); the raster
+    sizes ``S``, ``NX``, ``NY``; :meth:`children` of split leaves."""
+
+    nchildren = 4
+    leaves: np.ndarray
+    x0: np.ndarray
+    x1: np.ndarray
+    y0: np.ndarray
+    level: np.ndarray
+    area: np.ndarray
+    xc: np.ndarray
+    fa: np.ndarray
+    fb: np.ndarray
+    flen: np.ndarray
+    fnormal: np.ndarray
+    off_a: np.ndarray
+    off_b: np.ndarray
+    fdist: np.ndarray
+    fkind: np.ndarray
+    nlat0: int
+    lmax: int
+    S: int
+    NX: int
+    NY: int
+
+    @property
+    def n(self) -> int:
+        return int(self.leaves.shape[0])
+
+    def refinable(self) -> np.ndarray:
+        """(n,) bool: below lmax and not a merged polar cell."""
+        return (self.level < self.lmax) & (self.x1 - self.x0 == (self.S >> self.level))
+    def slopes(self, rho: np.ndarray, limiter) -> np.ndarray:
+        """Limited slopes (n, 2) of the leaf densities ρ (n,) in (λ, φ): on each side the
+        length-weighted mean of the difference quotients across that side's faces, combined by
+        ``limiter(forward, backward)``; 0 where a side has no face (a polar row)."""
+        n = self.n
+        out = np.zeros((n, 2))
+        for kind in (0, 1):
+            s = self.fkind == kind
+            a, b, ln = self.fa[s], self.fb[s], self.flen[s]
+            g = (rho[b] - rho[a]) / self.fdist[s]
+            lp = np.bincount(a, weights=ln, minlength=n)
+            gp = np.bincount(a, weights=ln * g, minlength=n)
+            lm = np.bincount(b, weights=ln, minlength=n)
+            gm = np.bincount(b, weights=ln * g, minlength=n)
+            has = (lp > 0) & (lm > 0)
+            gp = np.where(lp > 0, gp / np.where(lp > 0, lp, 1.0), 0.0)
+            gm = np.where(lm > 0, gm / np.where(lm > 0, lm, 1.0), 0.0)
+            out[:, kind] = np.where(has, limiter(gp, gm), 0.0)
+        return out
+
+    def neighbour_max(self, values: np.ndarray) -> np.ndarray:
+        """(n,) the largest of ``values`` over each leaf's face neighbours."""
+        out = np.full(self.n, -np.inf)
+        np.maximum.at(out, self.fa, values[self.fb])
+        np.maximum.at(out, self.fb, values[self.fa])
+        return out
+
+
+class LeafMesh(FaceMesh):
     """Geometry of a leaf set of the layout (nlat0, lmax); see the module docstring.
 
     Parameters
@@ -89,14 +153,6 @@ class LeafMesh:
         self._cells()
         self._paint()
         self._faces()
-
-    @property
-    def n(self) -> int:
-        return int(self.leaves.shape[0])
-
-    def refinable(self) -> np.ndarray:
-        """(n,) bool: below lmax and not a merged polar cell."""
-        return (self.level < self.lmax) & (self.x1 - self.x0 == (self.S >> self.level))
 
     # ------------------------------------------------------------------------------------
     def _cells(self) -> None:
@@ -158,33 +214,23 @@ class LeafMesh:
         self.fdist = np.where(self.fkind == 0, _wrap(self.lonc[fb] - self.lonc[fa]),
                               self.latc[fb] - self.latc[fa])
 
-    # ------------------------------------------------------------------------------------
-    def slopes(self, rho: np.ndarray, limiter) -> np.ndarray:
-        """Limited slopes (n, 2) of the leaf densities ρ (n,) in (λ, φ): on each side the
-        length-weighted mean of the difference quotients across that side's faces, combined by
-        ``limiter(forward, backward)``; 0 where a side has no face (a polar row)."""
-        n = self.n
-        out = np.zeros((n, 2))
-        for kind in (0, 1):
-            s = self.fkind == kind
-            a, b, ln = self.fa[s], self.fb[s], self.flen[s]
-            g = (rho[b] - rho[a]) / self.fdist[s]
-            lp = np.bincount(a, weights=ln, minlength=n)
-            gp = np.bincount(a, weights=ln * g, minlength=n)
-            lm = np.bincount(b, weights=ln, minlength=n)
-            gm = np.bincount(b, weights=ln * g, minlength=n)
-            has = (lp > 0) & (lm > 0)
-            gp = np.where(lp > 0, gp / np.where(lp > 0, lp, 1.0), 0.0)
-            gm = np.where(lm > 0, gm / np.where(lm > 0, lm, 1.0), 0.0)
-            out[:, kind] = np.where(has, limiter(gp, gm), 0.0)
-        return out
-
-    def neighbour_max(self, values: np.ndarray) -> np.ndarray:
-        """(n,) the largest of ``values`` over each leaf's face neighbours."""
-        out = np.full(self.n, -np.inf)
-        np.maximum.at(out, self.fa, values[self.fb])
-        np.maximum.at(out, self.fb, values[self.fa])
-        return out
+    def children(self, fi: np.ndarray, rho: np.ndarray, sl: np.ndarray):
+        """The 2×2 children of the leaves ``fi`` (k,): (rows (4k, 5), leaf by leaf; masses (4, k)
+        of the limited linear reconstruction ρ + s·(x_child − x_parent), clipped at 0, times the
+        child areas — not yet rescaled to the parent's mass)."""
+        x0, x1, y0, y1, lev = (a[fi] for a in (self.x0, self.x1, self.y0, self.y1, self.level))
+        hx, hy = (x1 - x0) // 2, (y1 - y0) // 2
+        kids, cm = [], []
+        for da in (0, 1):
+            for db in (0, 1):
+                cx0, cy0 = x0 + da * hx, y0 + db * hy
+                kids.append(np.stack([cx0, cx0 + hx, cy0, cy0 + hy, lev + 1], 1))
+                lat_lo, lat_hi = self.lat_faces_f[cy0], self.lat_faces_f[cy0 + hy]
+                area = hx * self.dlon_f * (np.sin(lat_hi) - np.sin(lat_lo))
+                dlon = (cx0 + 0.5 * hx) * self.dlon_f - self.lonc[fi]
+                dlat = 0.5 * (lat_lo + lat_hi) - self.latc[fi]
+                cm.append(area * np.maximum(rho[fi] + sl[fi, 0] * dlon + sl[fi, 1] * dlat, 0.0))
+        return np.stack(kids, 1).reshape(-1, 5), np.array(cm)
 
 
 def minmod(a: np.ndarray, b: np.ndarray) -> np.ndarray:
