@@ -153,7 +153,8 @@ class AMRDensity:
                                  f"got d = {velocity.d}")
         elif not callable(velocity):
             raise TypeError("velocity must be an Attention or a callable velocity(t, x)")
-        self.velocity, self.output_grid = velocity, output_grid
+        self.velocity = velocity
+        self.output_grid: GaussGrid | CircleGrid = output_grid
         if self.circle:
             self.nlat0 = _int("nlat0", nlat0, 2)
         else:
@@ -172,7 +173,7 @@ class AMRDensity:
         cap = max(base, min(full, 65_536)) if max_cells is None else max_cells
         self.max_cells = _int("max_cells", cap, base)
         gb = _real("max_memory_gb", max_memory_gb, 0.0)
-        n_out = output_grid.n if self.circle else output_grid.nlat
+        n_out = output_grid.n if isinstance(output_grid, CircleGrid) else output_grid.nlat
         self.memory_bytes = memory_estimate(self.nlat0, self.lmax, self.max_cells, n_out, self.circle)
         if self.memory_bytes > gb * 2**30:
             raise ValueError(
@@ -185,7 +186,7 @@ class AMRDensity:
         self.grid = StateSpace(self.max_cells + 1, 6)
         self._mesh_cls = CircleLeafMesh if self.circle else LeafMesh
         self._mesh: FaceMesh | None = None
-        self._stage0 = None  # (t, state copy, rhs, outflow) of the last stable_dt
+        self._stage0: tuple | None = None  # (t, state copy, rhs, outflow) of the last stable_dt
         self.last_stats: dict = {}
 
     def options(self) -> dict:
@@ -234,8 +235,11 @@ class AMRDensity:
             if rho.shape != self.output_grid.shape or not np.all(np.isfinite(rho)):
                 raise ValueError(f"the initial density must be finite with shape "
                                  f"{self.output_grid.shape} (output_grid), got {rho.shape}")
-            to_leaves = circle_to_arcs if self.circle else gauss_to_leaves
-            masses = lambda mesh: to_leaves(self.output_grid, rho, mesh)  # noqa: E731
+            grid = self.output_grid
+            if isinstance(grid, CircleGrid):
+                masses = lambda mesh: circle_to_arcs(grid, rho, mesh)  # noqa: E731
+            else:
+                masses = lambda mesh: gauss_to_leaves(grid, rho, mesh)  # noqa: E731
         leaves = (circle_base_leaves if self.circle else base_leaves)(self.nlat0, self.lmax)
         for _ in range(self.lmax + 2):
             mesh = self._mesh_cls(self.nlat0, self.lmax, leaves)
@@ -254,10 +258,12 @@ class AMRDensity:
     def field(self, state: np.ndarray) -> np.ndarray:
         """ρ on ``output_grid`` (conservative remap of the leaves), shape ``output_grid.shape``."""
         mesh, m, _ = self.unpack(state)
-        if isinstance(mesh, CircleLeafMesh):
-            return arcs_to_circle(mesh, m, self.output_grid) / self.output_grid.cell_length
+        grid = self.output_grid
+        if isinstance(grid, CircleGrid):
+            assert isinstance(mesh, CircleLeafMesh)
+            return arcs_to_circle(mesh, m, grid) / grid.cell_length
         assert isinstance(mesh, LeafMesh)
-        return leaves_to_gauss(mesh, m, self.output_grid) / self.output_grid.cell_area
+        return leaves_to_gauss(mesh, m, grid) / grid.cell_area
 
     def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The leaves as weighted points: centres (n, d), masses (n,)."""

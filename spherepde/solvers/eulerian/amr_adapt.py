@@ -77,7 +77,10 @@ def adapt(mesh: FaceMesh, m: np.ndarray, m_split: float, limiter, capacity: int)
     tot = cmass.sum(0)
     cmass = np.where(tot > 0, cmass * (m[fi] / np.where(tot > 0, tot, 1.0)), m[fi] / mesh.nchildren)
     mi = np.flatnonzero(merge)
+    pm: np.ndarray
+    parents: np.ndarray
     if mi.size:
+        assert key is not None  # merging leaves have parent keys
         pk, pinv = np.unique(key[mi], return_inverse=True)
         pm = np.bincount(pinv, weights=m[mi])
         big = np.iinfo(np.int64).max

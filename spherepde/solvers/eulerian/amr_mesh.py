@@ -75,6 +75,7 @@ class FaceMesh:
     x0: np.ndarray
     x1: np.ndarray
     y0: np.ndarray
+    y1: np.ndarray
     level: np.ndarray
     area: np.ndarray
     xc: np.ndarray
@@ -99,6 +100,12 @@ class FaceMesh:
     def refinable(self) -> np.ndarray:
         """(n,) bool: below lmax and not a merged polar cell."""
         return (self.level < self.lmax) & (self.x1 - self.x0 == (self.S >> self.level))
+
+    def children(self, fi: np.ndarray, rho: np.ndarray, sl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(rows (c·k, 5) of the children of the leaves ``fi``, leaf by leaf; their unscaled
+        reconstruction masses (c, k)), c = ``nchildren``."""
+        raise NotImplementedError
+
     def slopes(self, rho: np.ndarray, limiter) -> np.ndarray:
         """Limited slopes (n, 2) of the leaf densities ρ (n,) in (λ, φ): on each side the
         length-weighted mean of the difference quotients across that side's faces, combined by
