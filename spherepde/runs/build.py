@@ -150,6 +150,7 @@ def build(config: RunConfig) -> Model:
         density = RemapStepper(remap, grid, max(w.size, 2 * remap.grid_nlat ** 2))
         density0 = density.pack(x, w)
     elif dc is not None and dc.scheme == "amr":
+        assert att is not None and a is not None  # RunConfig: "amr" needs dynamics.attention
         density, density0 = _amr(dc, grid, att, a.method, config.initial, rho0)
     elif dc is not None:
         try:

@@ -108,7 +108,7 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
                    density=reps.density is not None,
                    density_points=(model.density0.shape[0] if reps.density is not None and
                                    reps.density.scheme == "lagrangian-remap" else None),
-                   density_leaves=(model.density0.shape[0] if reps.density is not None and
+                   density_leaves=(model.density.grid.shape[0] if reps.density is not None and
                                    reps.density.scheme == "amr" else None),
                    precision=config.outputs.precision)
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),

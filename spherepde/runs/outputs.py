@@ -142,14 +142,13 @@ class DensityOutput(Tracker):
 
     def handle(self, state, t) -> None:
         values = {k: float(f(state)) for k, f in self.scalars.items()}
-        st_var = getattr(self.model.density, "native_variable", None)
         if self.measures:
             x, w = self.measure(state)
             values.update(_evaluate(self.measures, x, w))
         if self.fields:
             values["density"] = self.field(state)
             if self.points:
-                values[st_var] = state  # the exact state behind the field
+                values[str(self.model.density.native_variable)] = state  # the state behind the field
         self.file.write(self.i, **values)
         if self.keep:
             self.snapshots[self.i] = np.array(state, copy=True)

@@ -138,7 +138,7 @@ class AMRDensity:
     #: run.nc's variable of the native state (beside the field ``density`` on ``output_grid``)
     native_variable = "density_leaves"
 
-    def __init__(self, velocity, output_grid: GaussGrid, *, nlat0: int = 32, lmax: int = 3,
+    def __init__(self, velocity, output_grid: GaussGrid | CircleGrid, *, nlat0: int = 32, lmax: int = 3,
                  mass_per_cell: float = 3.3, courant: float = 0.5, regrid_every: int = 4,
                  limiter: str = "mc", max_cells: int | None = None, max_memory_gb: float = 4.0,
                  attention_method: str = "auto", tol: float = 1e-8) -> None:
