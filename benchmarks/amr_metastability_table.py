@@ -32,7 +32,7 @@ def main(paths: list[str]) -> None:
     if ref is None:
         sys.exit("no run reached t = 12")
     head = " | ".join(f"t = {t:g} (ref {ref[t][0]:.4f} ± {ref[t][1]:.2f} %)" for t in TIMES)
-    print(f"| configuration | {head} | CPU s | wall s | cells (max) | max |mass − 1| |")
+    print(f"| configuration | {head} | CPU s | wall s | cells (max) | max mass error |")
     print("|---|---|---|---|---|---|---|---|")
     for _, line in sorted(rows):
         print(line)
