@@ -15,7 +15,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    return _load_from(ROOT / "scripts", name)
+
+
+def _load_from(folder: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
@@ -75,3 +79,13 @@ def test_update_rewrites_a_stale_block_and_check_then_passes(tmp_path):
     assert docs_numbers.update(tmp_path) == 1
     assert page.read_text().endswith("-->\nvalue 0.123\n<!-- end numbers -->\ntail\n")
     assert docs_numbers.check(tmp_path) == []
+
+
+def test_the_amr_table_is_what_its_script_prints_from_the_benchmark_files(capsys):
+    """docs/amr.md's accuracy/cost table is printed by benchmarks/amr_metastability_table.py
+    from benchmarks/results/amr_metastability_*.json; the page must hold those lines."""
+    table = _load_from(ROOT / "benchmarks", "amr_metastability_table")
+    table.main(sorted(str(p) for p in (ROOT / "benchmarks" / "results").glob("amr_metastability_*.json")))
+    lines = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("|")]
+    page = (ROOT / "docs" / "amr.md").read_text().splitlines()
+    assert len(lines) >= 4 and all(ln in page for ln in lines), lines

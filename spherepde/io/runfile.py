@@ -118,6 +118,10 @@ class RunFile:
         For a density of weighted points (``representations.density.scheme = "lagrangian-remap"``): the number M
         of rows (x, y, z, w) of its state, stored as ``density_points`` (with ``fields``) and
         kept as ``restart_density(restart_slot, density_point, xyzw)`` instead of a field.
+    density_leaves : int, optional
+        For the adaptive density (``scheme = "amr"``): the rows of its state (header, then leaves
+        (x0, x1, y0, y1, level, mass), :mod:`spherepde.solvers.eulerian.amr`), stored as
+        ``density_leaves`` (with ``fields``, compressed) and kept as the restart state.
     """
 
     def __init__(self, path: Path, grid, times: np.ndarray, *, config: Mapping, seeds: Mapping,
@@ -126,6 +130,7 @@ class RunFile:
                  series: Mapping[str, Mapping] = {},
                  static: Mapping[str, tuple] = {}, density: bool | None = None,
                  density_points: int | None = None, token_realisations: int | None = None,
+                 density_leaves: int | None = None,
                  precision: str = "float64", brownian_path: Mapping | None = None) -> None:
         density = fields if density is None else density
         store = {"float64": "f8", "float32": "f4"}[precision]
@@ -197,6 +202,17 @@ class RunFile:
                     v.setncatts({"units": "1", "long_name": "the density as weighted points: "
                                  "rows (x, y, z, w) of rho = sum_i w_i delta_{x_i}, unused rows 0 "
                                  "(density is their mass per cell divided by the cell area)"})
+            if density_leaves is not None:
+                ds.createDimension("density_leaf", density_leaves)
+                ds.createDimension("leaf_column", 6)
+                ddims = ("density_leaf", "leaf_column")
+                if fields:
+                    v = ds.createVariable("density_leaves", "f8", ("time", *ddims), fill_value=np.nan,
+                                          chunksizes=(1, density_leaves, 6), zlib=True, complevel=1)
+                    v.setncatts({"units": "1", "long_name": "the adaptive density's leaves: row 0 "
+                                 "(n, steps, nlat0, lmax, format, 0), rows 1..n (x0, x1, y0, y1, "
+                                 "level, mass) on the raster of spherepde.solvers.eulerian.amr_mesh, "
+                                 "unused rows 0 (density is their conservative remap)"})
             for rep, dims in (("density", ddims if density else None),
                               ("particles", ("particle", "dim") if particles is not None else None),
                               ("transformer", tdims if tokens is not None else None)):

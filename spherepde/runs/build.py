@@ -26,8 +26,9 @@ from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.sampling import sample_density
 from spherepde.noise import BrownianPath, NoiseField, NoiseKernel, get_activation
 from spherepde.runs.config import NoiseConfig, RunConfig
-from spherepde.runs.initial import initial_density, sample_initial
+from spherepde.runs.initial import density_function, initial_density, sample_initial
 from spherepde.solvers import make_stepper
+from spherepde.solvers.eulerian.amr import AMRDensity
 from spherepde.solvers.eulerian.spde import SPDEFFSL
 from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, ParticleSDE, retract
 from spherepde.solvers.lagrangian.particles import ParticleStepper
@@ -56,7 +57,8 @@ class Model:
     eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None; eigenspace_V : the same
     for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None;
     density0 : the density stepper's initial state (ρ_0 itself, or for ``lagrangian-remap`` its
-    points packed as :class:`~spherepde.solvers.lagrangian.remap.RemapStepper` rows);
+    points packed as :class:`~spherepde.solvers.lagrangian.remap.RemapStepper` rows, for
+    ``amr`` the leaf state of :class:`~spherepde.solvers.eulerian.amr.AMRDensity`);
     kernel : the NoiseKernel of the exact point noise (grid.kind = "none"), else None;
     weights : the particles' weights (N,) (representations.particles.initial = "quadrature"),
     None for equal weights 1/N.
@@ -175,6 +177,9 @@ def build(config: RunConfig) -> Model:
                                 cells_per_width=dc.cells_per_width, remap_every=dc.remap_every)
         density = RemapStepper(remap, grid, max(w.size, 2 * remap.grid_nlat ** 2))
         density0 = density.pack(x, w)
+    elif dc is not None and dc.scheme == "amr":
+        assert att is not None and a is not None  # RunConfig: "amr" needs dynamics.attention
+        density, density0 = _amr(dc, grid, att, a.method, config.initial, rho0)
     elif dc is not None:
         try:
             drift = None if att is None or a is None else DensityAttention(att, grid, method=a.method)
@@ -213,6 +218,25 @@ def build(config: RunConfig) -> Model:
     return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
                  transformer, z0, basis, basis_v, projection,
                  density0=rho0 if density0 is None else density0, weights=weights)
+
+
+def _amr(dc, grid: GaussGrid | CircleGrid, att: Attention, method: str, initial, rho0: np.ndarray):
+    """(AMRDensity, its initial state) for ``representations.density.scheme = "amr"``: ρ_0 by
+    leaf integrals of its formula where it has one, else remapped from its grid cell averages;
+    ValueError naming the key."""
+    names = {"nlat0": "base_nlat", "lmax": "max_level"}
+    try:
+        base = dc.base_nlat or (grid.nlat if isinstance(grid, GaussGrid) else max(2, grid.n // 2))
+        st = AMRDensity(att, grid, nlat0=base, lmax=dc.max_level,
+                        mass_per_cell=dc.mass_per_cell, max_cells=dc.max_cells,
+                        attention_method=method)
+        f = density_function(initial, 3 if isinstance(grid, GaussGrid) else 2)
+        return st, st.initial_state(rho0 if f is None else f)
+    except (ValueError, RuntimeError) as err:
+        msg = str(err)
+        for old, new in names.items():
+            msg = msg.replace(old, new)
+        raise ValueError(f"representations.density: {msg}") from None
 
 
 def _transformer_stepper(tr: DiscreteTransformer, tc, n=None, noise=None, path=None) -> TransformerStepper:

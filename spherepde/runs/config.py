@@ -8,8 +8,9 @@ A run is described by one :class:`RunConfig`, a tree of frozen dataclasses::
     dynamics
       attention      Q, K, V (d×d; d = 3 on S², 2 on S¹), beta (> 0, inf allowed), kind, method
       noise          activation, sigma_u, sigma_w, n_max or variance_fraction, seed, calculus
-    representations  density (true/false, or a table: scheme (ffsl-ppm | lagrangian-remap) and its
-                     keys: limiter, polar; remap_every, cells_per_width, remap_nlat);
+    representations  density (true/false, or a table: scheme (ffsl-ppm | lagrangian-remap | amr)
+                     and its keys: limiter, polar; remap_every, cells_per_width, remap_nlat;
+                     base_nlat, max_level, mass_per_cell, max_cells);
                      particles (n, seed; or initial = "quadrature": the
                      weighted cell centres of ρ_0) on the same noise path;
                      transformer (depth L, width m or inf, n, seed, realisations)
@@ -40,11 +41,13 @@ from spherepde import checks
 
 GRID_KINDS = ("sphere", "circle", "none")
 #: density schemes: the finite-volume Gauss-grid transport, and weighted points remapped onto a
-#: grid adapted to the mass (sphere only; spherepde.solvers.lagrangian.remap)
-SCHEMES = ("ffsl-ppm", "lagrangian-remap")
+#: grid adapted to the mass (sphere only; spherepde.solvers.lagrangian.remap), adaptive finite
+#: volumes refined where the mass is (sphere only; spherepde.solvers.eulerian.amr)
+SCHEMES = ("ffsl-ppm", "lagrangian-remap", "amr")
 #: the keys only one scheme uses (ignored, and kept at their defaults, with the other)
 SCHEME_KEYS = {"ffsl-ppm": ("limiter", "polar"),
-               "lagrangian-remap": ("remap_every", "cells_per_width", "remap_nlat")}
+               "lagrangian-remap": ("remap_every", "cells_per_width", "remap_nlat"),
+               "amr": ("base_nlat", "max_level", "mass_per_cell", "max_cells")}
 LIMITERS = ("positive", "monotone", "none")
 POLAR = ("auto", "split", "cap")  # spherepde.solvers.eulerian.polar_cap.POLAR (checked by a test)
 INITIAL_KINDS = ("uniform", "cosine", "vmf", "low-mode", "random-phase", "netcdf")
@@ -644,7 +647,13 @@ class DensityConfig(_Section):
       every ``remap_every`` steps onto a grid of ``remap_nlat`` (default ``grid.nlat``) rings
       whose pole sits on the mass and whose polar cells are stretched so ``cells_per_width`` of
       them span the rms width (:mod:`spherepde.solvers.lagrangian.remap`); the output field is
-      the points' mass per cell of the ``grid.nlat`` Gauss grid.
+      the points' mass per cell of the ``grid.nlat`` Gauss grid;
+    * ``"amr"`` (sphere or circle, no noise): adaptive finite volumes
+      (:mod:`spherepde.solvers.eulerian.amr`) on a ``base_nlat`` (default ``grid.nlat``; on the
+      circle ``grid.n``/2 and 2·base_nlat arcs) lon-lat grid refined ``max_level`` times where a
+      cell holds more than ``mass_per_cell``·h² (h the finest cell width; h on the circle), at
+      most ``max_cells`` leaves (default: the stepper's); the output field is the conservative
+      remap of the leaves onto the grid, the leaves themselves are kept as ``density_leaves``.
 
     A key of the other scheme is ignored (and kept at its default), so that a sweep can switch
     ``representations.density.scheme``."""
@@ -657,6 +666,10 @@ class DensityConfig(_Section):
     remap_every: int = 25
     cells_per_width: float = 8.0
     remap_nlat: int | None = None
+    base_nlat: int | None = None
+    max_level: int = 3
+    mass_per_cell: float = 3.3
+    max_cells: int | None = None
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -668,6 +681,16 @@ class DensityConfig(_Section):
                                                   lo=0.5, hi=1000.0))
         if self.remap_nlat is not None:
             check_int(f"{p}.remap_nlat", self.remap_nlat, 4, MAX_NLAT)
+        if self.base_nlat is not None:
+            check_int(f"{p}.base_nlat", self.base_nlat, 4, MAX_NLAT)
+            if self.base_nlat % 2:
+                raise ValueError(f"{p}.base_nlat: must be an even integer in 4..{MAX_NLAT}, got "
+                                 f"{self.base_nlat}")
+        check_int(f"{p}.max_level", self.max_level, 0, 10)
+        _set(self, "mass_per_cell", check_float(f"{p}.mass_per_cell", self.mass_per_cell,
+                                                lo=1e-6, hi=1e6))
+        if self.max_cells is not None:
+            check_int(f"{p}.max_cells", self.max_cells, 32, 10_000_000)
         for scheme, keys in SCHEME_KEYS.items():
             if scheme != self.scheme:
                 for key in keys:
@@ -839,12 +862,17 @@ class RunConfig(_Section):
             self._check_gridless()
         dens = reps.density
         if dens is not None and kind != "sphere":
-            if dens.scheme == "lagrangian-remap":
-                raise ValueError(f"representations.density.scheme: 'lagrangian-remap' needs "
-                                 f"grid.kind = 'sphere', got {kind!r} (use 'ffsl-ppm')")
+            if dens.scheme == "lagrangian-remap" or (dens.scheme == "amr" and kind != "circle"):
+                raise ValueError(f"representations.density.scheme: {dens.scheme!r} needs "
+                                 f"grid.kind = 'sphere'{' or circle' if dens.scheme == 'amr' else ''}, "
+                                 f"got {kind!r} (use 'ffsl-ppm')")
             if dens.polar != "auto":
                 raise ValueError(f"representations.density.polar: the polar rings are on the "
                                  f"sphere, and grid.kind = {kind!r}; leave it out")
+        if dens is not None and dens.scheme == "amr" and (noise is not None or att is None):
+            raise ValueError("representations.density.scheme: 'amr' integrates the attention "
+                             "dynamics without noise (dynamics.attention given, no dynamics.noise); "
+                             "use 'ffsl-ppm' for the SPDE")
         if reps.particles is not None and reps.particles.initial == "quadrature":
             if kind != "sphere":
                 raise ValueError(f"representations.particles.initial: 'quadrature' (the weighted "

@@ -127,6 +127,8 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
                    series={k: series_attrs(k, model.config.energy_beta()) for k in names}, static=static,
                    density=reps.density is not None,
                    density_points=remap_rows,
+                   density_leaves=(model.density.grid.shape[0] if reps.density is not None and
+                                   reps.density.scheme == "amr" else None),
                    precision=config.outputs.precision,
                    brownian_path=None if model.path is None else model.path.to_dict())
     summary: dict = {"file": str(nc), "summary": str(outdir / "summary.json"),
@@ -270,8 +272,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
                 out = {"mass_error": float(dens.mass(state)) - 1.0,
                        "min_density": float(np.min(dens.field(state)))}
                 if dens.points:
-                    out.update(points=int(np.count_nonzero(state[:, 3])),
-                               **model.density.restart_info())
+                    out.update(model.density.info(state))
                 elif getattr(model.density.transport, "polar", "split") == "cap":
                     out["cap_fallbacks"] = model.density.transport.cap_fallbacks
                 return out

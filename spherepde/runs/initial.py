@@ -118,6 +118,29 @@ def _from_netcdf(cfg, grid) -> np.ndarray:
     return rho
 
 
+def density_function(cfg, d: int):
+    """ρ_0 of ``cfg`` (an InitialConfig) as a function of Cartesian points x (..., d), not
+    normalised, for the kinds given by a formula (uniform, cosine, vmf: each component
+    normalised on its own, as :func:`initial_density` does on the grid, by its exact mass
+    4π(1 − e^{−2κ})/(2κ) on S²; low-mode); None for the others."""
+    kind = cfg.kind
+    if kind == "uniform":
+        return lambda x: np.ones(np.shape(x)[:-1])
+    if kind == "cosine":
+        a = _unit(cfg.direction)
+        return lambda x: 1.0 + cfg.amplitude * (x @ a)
+    if kind == "vmf" and d == 3:
+        w = np.asarray(cfg.weights, float)
+        w = w / w.sum()
+        comps = [(wk, _unit(c), k, 4 * math.pi * -math.expm1(-2 * k) / (2 * k))
+                 for wk, c, k in zip(w, cfg.centres, cfg.kappas)]
+        return lambda x: sum(wk * np.exp(k * (x @ c - 1.0)) / z for wk, c, k, z in comps)
+    if kind == "low-mode":
+        p = low_mode_perturbation(cfg, d)
+        return lambda x: 1.0 + cfg.amplitude * p(x)
+    return None
+
+
 def initial_density(cfg, grid: GaussGrid | CircleGrid) -> np.ndarray:
     """ρ_0 of ``cfg`` (an InitialConfig) on ``grid``, mass 1; shape ``grid.shape``."""
     d = 3 if isinstance(grid, GaussGrid) else 2

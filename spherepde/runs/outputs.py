@@ -9,7 +9,6 @@ import numpy as np
 
 from spherepde.io.runfile import RunFile
 from spherepde.runs.build import Model
-from spherepde.solvers.lagrangian.remap import RemapStepper
 from spherepde.solvers.trackers import Tracker
 from spherepde.validation.metrics import (
     as_measure,
@@ -134,8 +133,9 @@ class DensityOutput(Tracker):
         self.file, self.model, self.keep, self.start = file, model, keep, start
         grid, names, st = model.grid, model.config.outputs.diagnostics, model.density
         assert grid is not None  # a density has a grid
-        # a field on the grid, or weighted points (lagrangian-remap) with their field and measure
-        self.points = isinstance(st, RemapStepper)
+        # a field on the grid, or a native state (lagrangian-remap's weighted points, amr's
+        # leaves) with its field on the grid, its measure and its own variable in run.nc
+        self.points = hasattr(st, "native_variable")
         self.field = st.field if self.points else (lambda r: r)
         self.measure = st.measure if self.points else (
             lambda r: as_measure(grid, np.clip(r, 0.0, None)))
@@ -161,7 +161,7 @@ class DensityOutput(Tracker):
         if self.fields:
             values["density"] = self.field(state)
             if self.points:
-                values["density_points"] = state  # the exact state behind the field
+                values[str(self.model.density.native_variable)] = state  # the state behind the field
         self.file.write(self.i, **values)
         if self.keep:
             self.snapshots[self.i] = np.array(state, copy=True)

@@ -38,7 +38,7 @@ def resume_snapshots(resume: RestartState, model: Model) -> dict:
     if not need:
         return {}
     scheme = getattr(model.config.representations.density, "scheme", None)
-    name = "density_points" if scheme == "lagrangian-remap" else "density"
+    name = {"lagrangian-remap": "density_points", "amr": "density_leaves"}.get(str(scheme), "density")
     if name not in resume.rows:
         raise ValueError(f"outputs.diagnostics: 'w2_particles_density' of the particles from "
                          f"output {kp + 1} on needs the density fields of outputs {kp + 1}..{kd}, "

@@ -104,6 +104,8 @@ CASES = {
     "transformer-outputs-between-layers": ({"density": False, "transformer": {
         "depth": 2, "width": 5, "n": 10, "seed": 2}}, True, 1),
     "points": ({"density": POINTS}, False, 10),
+    # the adaptive density: its leaves (and the step counter of its regrid cadence) are the state
+    "amr": ({"density": {"scheme": "amr", "max_level": 2, "mass_per_cell": 0.5}}, False, 9),
     "noise-points-particles": ({"density": POINTS, "particles": {"n": 12, "seed": 3}}, True, 23),
     # the particles at the weighted cell centres of ρ_0 (validate sync-path's reference)
     "noise-points-quadrature": ({"density": POINTS, "particles": {"initial": "quadrature"}}, True,

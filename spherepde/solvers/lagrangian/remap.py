@@ -186,6 +186,8 @@ class RemapStepper:
     """
 
     name = "lagrangian-remap"
+    #: run.nc's variable of the native state (beside the field ``density``)
+    native_variable = "density_points"
 
     def __init__(self, remap: LagrangianRemap, grid, capacity: int) -> None:
         self.remap, self.output_grid = remap, grid
@@ -224,6 +226,10 @@ class RemapStepper:
 
     def restart_info(self) -> dict:
         return {"remap_steps": self.remap.steps, "remaps": self.remap.remaps}
+
+    def info(self, state: np.ndarray) -> dict:
+        """What the run's progress records per output: live points and the remap counters."""
+        return {"points": int(np.count_nonzero(state[:, 3])), **self.restart_info()}
 
     def resume(self, info: dict) -> None:
         self.remap.steps, self.remap.remaps = int(info["remap_steps"]), int(info["remaps"])

@@ -1,0 +1,42 @@
+"""The accuracy/cost table of docs/usage.md ("Density scheme amr") from the JSON files of
+bench_amr_metastability.py: energy error against the particle reference at t = 8, 10, 12 (with
+the reference's ± SE), CPU and wall seconds of the stepping to t = 12, largest leaf count.
+
+    python benchmarks/amr_metastability_table.py benchmarks/results/amr_metastability_*.json
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+TIMES = (8.0, 10.0, 12.0)
+
+
+def main(paths: list[str]) -> None:
+    runs = {}
+    for p in paths:
+        runs.update(json.load(open(p))["runs"])
+    ref = None
+    rows = []
+    for spec, r in runs.items():
+        by_t = {s["t"]: s for s in r["series"]}
+        if not all(t in by_t and "rel_error" in by_t[t] for t in TIMES):
+            continue
+        ref = ref or {t: (by_t[t]["ref_energy"], 100 * by_t[t]["rel_stderr"]) for t in TIMES}
+        name = (f"amr nlat0 {r['nlat0']}, lmax {r['lmax']}, mass_per_cell {r['mass_per_cell']:g}"
+                if r["scheme"] == "amr-fv" else f"ffsl-ppm nlat {r['nlat']}")
+        errs = " | ".join(f"{100 * by_t[t]['rel_error']:+.1f} %" for t in TIMES)
+        mass = max(abs(s["mass_error"]) for s in r["series"])
+        rows.append((r["cpu_s"], f"| {name} | {errs} | {r['cpu_s']:.0f} | {r['wall_s']:.0f} | "
+                                 f"{r['max_cells']} | {mass:.1e} |"))
+    if ref is None:
+        sys.exit("no run reached t = 12")
+    head = " | ".join(f"t = {t:g} (ref {ref[t][0]:.4f} ± {ref[t][1]:.2f} %)" for t in TIMES)
+    print(f"| configuration | {head} | CPU s | wall s | cells (max) | max mass error |")
+    print("|---|---|---|---|---|---|---|---|")
+    for _, line in sorted(rows):
+        print(line)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
