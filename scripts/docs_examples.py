@@ -104,10 +104,11 @@ def demo(work: Path) -> dict:
     args = ["demo", "--output", str(work / "demo"), "--quiet"]
     load = os.getloadavg()[0]
     seconds, res = _cli(args)
-    for png in res["figures"]:  # the README's pictures come from this very run
-        shutil.copyfile(png, ROOT / "docs" / "figures" / f"demo_{Path(png).name}")
+    pngs = [Path(p) for p in res["figures"] if p.endswith(".png")]  # not the animation
+    for png in pngs:  # the README's pictures come from this very run
+        shutil.copyfile(png, ROOT / "docs" / "figures" / f"demo_{png.name}")
     return {"command": "python3 -m spherepde demo --output DIR", "seconds": round(seconds, 1),
-            "load_average": round(load, 2), "figures": [f"docs/figures/demo_{Path(p).name}" for p in res["figures"]],
+            "load_average": round(load, 2), "figures": [f"docs/figures/demo_{p.name}" for p in pngs],
             **numbers(res["file"])}
 
 
