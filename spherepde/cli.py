@@ -30,7 +30,7 @@ DESCRIPTION = """\
 spherepde simulates the mean-field dynamics of transformers on the sphere: token densities
 on S² and S¹ (finite volumes or weighted points), N-particle systems and discrete
 transformers driven by the same velocity, with attention and common multiplicative noise
-(Paper 1: metastability and clustering; Paper 2: synchronisation by noise).  Runs write
+(Paper 1: clusters that form, wait and merge; Paper 2: synchronisation by noise).  Runs write
 NetCDF (run.nc), a JSON summary and the configuration they ran.
 
 start here:   spherepde demo

@@ -27,7 +27,7 @@ def test_every_registered_experiment_has_a_subcommand_with_its_options():
     assert list(parsers) == list(EXPERIMENTS)
     for name, entry in EXPERIMENTS.items():
         flags = [a.option_strings[0] for a in parsers[name]._actions if a.option_strings]
-        assert flags == ["-h", "--quick", *[o.flag for o in entry.options], "--output", "--json"], name
+        assert flags == ["-h", "--quick", *[o.flag for o in entry.options], "--output", "--overwrite", "--json"], name
         out = next(a for a in parsers[name]._actions if a.dest == "output")
         assert out.default == f"out/{name}"
 
