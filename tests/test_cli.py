@@ -298,6 +298,9 @@ def test_sigterm_stops_a_command_with_an_interrupted_file(tmp_path):
         while not nc.exists() and time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.1)
         assert nc.exists(), "the run did not start in 60 s"
+        size = nc.stat().st_size  # then wait for a first output past the header, however loaded
+        while nc.stat().st_size == size and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.1)
         time.sleep(1.0)  # a few steps
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)

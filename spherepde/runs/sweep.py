@@ -38,7 +38,7 @@ from typing import Any
 
 from spherepde import __version__
 from spherepde.checks import storage_error
-from spherepde.runs.config import RunConfig, _toml_value, apply_seed, assign, dumps_toml
+from spherepde.runs.config import RunConfig, toml_value, apply_seed, assign, dumps_toml
 from spherepde.runs.build import build
 from spherepde.runs.execute import _secondary, _write_text, prepare_output, run
 from spherepde.runs.folders import guard
@@ -396,7 +396,7 @@ def local_client(workers: int):
 def _sweep_toml(config: dict) -> str:
     """The sweep configuration as TOML (the swept key paths quoted in one [sweep] table)."""
     body = dumps_toml({k: v for k, v in config.items() if k != "sweep"})
-    lines = ["", "[sweep]"] + [f"{json.dumps(p)} = {_toml_value(v)}" for p, v in config["sweep"].items()]
+    lines = ["", "[sweep]"] + [f"{json.dumps(p)} = {toml_value(v)}" for p, v in config["sweep"].items()]
     return body + "\n".join(lines) + "\n"
 
 
