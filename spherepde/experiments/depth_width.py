@@ -100,7 +100,7 @@ from spherepde import __version__
 from spherepde.checks import check_int, check_real
 from spherepde.io.summary import summary_on_interrupt, write_summary
 from spherepde.noise import NoiseField, NoiseKernel, get_activation
-from spherepde.solvers.lagrangian.transformer import cosine_similarity, token_interaction_energy
+from spherepde.solvers.lagrangian.tokens import cosine_similarity, token_interaction_energy
 from spherepde.validation.fits import fit_order
 from spherepde.experiments.depth_width_output import (OBSERVABLES, RESOLVED_SE, plot_depth, plot_width,
                                                    write_depth_width_netcdf)

@@ -106,7 +106,7 @@ def _particle_sweep(config, key: tuple, outdir: Path, progress: bool, client) ->
     (times, scaled E_β (R, T), final cosine matrices (R, N, N))."""
     from spherepde.runs.sweep import run_sweep
     from spherepde.io.netcdf import open_dataset
-    from spherepde.solvers.lagrangian.transformer import cosine_similarity
+    from spherepde.solvers.lagrangian.tokens import cosine_similarity
 
     d, act, sigma, s = key
     folder = outdir / "particles" / f"d{d}_{act}_{sigma:g}_s{s:g}"

@@ -13,9 +13,8 @@ from spherepde.solvers.lagrangian.transformer import (
     DiscreteTransformer,
     MLPLayer,
     TransformerResult,
-    cosine_similarity,
-    token_interaction_energy,
 )
+from spherepde.solvers.lagrangian.tokens import cosine_similarity, token_interaction_energy
 from spherepde.validation.metrics import interaction_energy
 from spherepde.validation.fits import fit_order
 from conftest import unit_points
