@@ -45,12 +45,17 @@ EXAMPLES = ["metastability", "circle_clusters", "particles_vs_density", "termina
 EXTRA = ["demo", "d5_realisations", "schemes"]
 
 
-def _cli(args: list[str]) -> tuple[float, dict]:
-    """Run ``python -m spherepde ARGS --json --quiet``; (wall seconds, the printed JSON)."""
-    cmd = [sys.executable, "-m", "spherepde", *args, "--json"]
+def _cli(args: list[str]) -> tuple[dict, dict]:
+    """Run ``python -m spherepde ARGS --json``: (its record — the command with the output folder
+    written DIR, wall seconds, the load average at the start —, the JSON it printed)."""
+    shown = ["DIR" if i and args[i - 1] == "--output" else a for i, a in enumerate(args) if a != "--quiet"]
+    load = os.getloadavg()[0]
     t0 = time.perf_counter()
-    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True).stdout
-    return time.perf_counter() - t0, json.loads(out)
+    out = subprocess.run([sys.executable, "-m", "spherepde", *args, "--json"], cwd=ROOT, check=True,
+                         capture_output=True, text=True).stdout
+    record = {"command": "python3 -m spherepde " + " ".join(shown),
+              "seconds": round(time.perf_counter() - t0, 1), "load_average": round(load, 2)}
+    return record, json.loads(out)
 
 
 def _at(ds, name: str, t: float) -> float:
@@ -86,13 +91,11 @@ def run_examples(names: list[str], work: Path) -> dict:
     for name in names:
         folder = work / name
         args = ["run", f"examples/{name}.toml", "--output", str(folder), "--quiet"]
-        load = os.getloadavg()[0]
-        seconds, res = _cli(args)
+        record, _ = _cli(args)
         with xr.open_dataset(folder / "run.nc") as ds:
             numbers = _example_numbers(name, ds)
-        out[name] = {"command": "python3 -m spherepde " + " ".join(args[:2]) + " --output DIR",
-                     "seconds": round(seconds, 1), "load_average": round(load, 2), **numbers}
-        print(f"{name}: {seconds:.1f} s {numbers}", flush=True)
+        out[name] = {**record, **numbers}
+        print(f"{name}: {record['seconds']} s {numbers}", flush=True)
     return out
 
 
@@ -102,14 +105,11 @@ def demo(work: Path) -> dict:
     from spherepde.experiments.demo import numbers
 
     args = ["demo", "--output", str(work / "demo"), "--quiet"]
-    load = os.getloadavg()[0]
-    seconds, res = _cli(args)
+    record, res = _cli(args)
     pngs = [Path(p) for p in res["figures"] if p.endswith(".png")]  # not the animation
     for png in pngs:  # the README's pictures come from this very run
         shutil.copyfile(png, ROOT / "docs" / "figures" / f"demo_{png.name}")
-    return {"command": "python3 -m spherepde demo --output DIR", "seconds": round(seconds, 1),
-            "load_average": round(load, 2), "figures": [f"docs/figures/demo_{p.name}" for p in pngs],
-            **numbers(res["file"])}
+    return {**record, "figures": [f"docs/figures/demo_{p.name}" for p in pngs], **numbers(res["file"])}
 
 
 def d5_realisations(work: Path, n_real: int = 16, tokens: int = 16) -> dict:
@@ -136,8 +136,7 @@ def scheme_sweep(work: Path, workers: int = 2) -> dict:
     folder = work / "schemes"
     args = ["sweep", "examples/sweeps/synchronization_schemes.toml", "--workers", str(workers),
             "--output", str(folder), "--quiet"]
-    load = os.getloadavg()[0]
-    seconds, res = _cli(args)
+    record, res = _cli(args)
     times = [1.0, 2.0, 4.0, 6.0]
     table: dict = {"times": times}
     with xr.open_dataset(res["file"]) as ds:
@@ -146,9 +145,9 @@ def scheme_sweep(work: Path, workers: int = 2) -> dict:
             m = ds.isel({dim: i})
             table[scheme] = {"energy": [_at(m, "energy", t) for t in times],
                              "w2_particles_density": [_at(m, "w2_particles_density", t) for t in times]}
-            table["particles_energy"] = [_at(m, "particles_energy", t) for t in times]
-    return {"command": "python3 -m spherepde " + " ".join(args[:4]) + " --output DIR",
-            "seconds": round(seconds, 1), "load_average": round(load, 2), **table}
+        # the particles do not depend on the density scheme: sweep.nc stores them once
+        table["particles_energy"] = [_at(ds, "particles_energy", t) for t in times]
+    return {**record, **table}
 
 
 def machine() -> dict:

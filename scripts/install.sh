@@ -17,10 +17,14 @@ extras=""
 [[ "${1:-}" == "--test" ]] && extras="[test]"
 
 SUDO=""; [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1 && SUDO="sudo"
+APT_UPDATED=""
 apt_install() {  # apt_install PACKAGE WHY: install a Debian package if apt-get exists
   if command -v apt-get >/dev/null 2>&1; then
     echo "install: installing $1 ($2)" >&2
-    { $SUDO apt-get update -qq || true; } >/dev/null 2>&1
+    if [[ -z "$APT_UPDATED" ]]; then  # the package lists once per install
+      { $SUDO apt-get update -qq || true; } >/dev/null 2>&1
+      APT_UPDATED=1
+    fi
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "$1" >/dev/null 2>&1 \
       || echo "install: could not install $1 ($2)" >&2
   else

@@ -207,12 +207,12 @@ def plot_mollweide(data: RunData, path, times=None, *, log: bool | None = None,
     colour bar."""
     plt = _plt()
     times = pick_times(data) if times is None else np.asarray(times)
-    lons, ws = [], []
+    lonlats, ws = [], []  # per time: where the mass is, and its share
     for t in times:
         xyz, w = _measure(data, t)
-        lons.append(xyz_to_lonlat(xyz)[0])
+        lonlats.append(xyz_to_lonlat(xyz))
         ws.append(w / w.sum())
-    lon0 = (quiet_longitude(np.concatenate(lons), np.concatenate(ws)) + np.pi) % (2 * np.pi)
+    lon0 = (quiet_longitude(np.concatenate([ll[0] for ll in lonlats]), np.concatenate(ws)) + np.pi) % (2 * np.pi)
     k = len(times)
     nrow, ncol = (2, 2) if k == 4 else (1, k)
     fig, axes = plt.subplots(nrow, ncol, figsize=(4.6 * ncol + 0.6, 2.5 * nrow + 1.0),
@@ -220,7 +220,7 @@ def plot_mollweide(data: RunData, path, times=None, *, log: bool | None = None,
     norm = density_norm(data.density[times], log) if data.density is not None else None
     raster = mollweide_raster(data.gauss_grid, lon0) if data.density is not None else None
     im = None
-    for ax, t in zip(axes.flat, times):
+    for ax, t, lonlat, w in zip(axes.flat, times, lonlats, ws):
         if data.density is not None:
             img = _image(data.density[t], raster)
             assert norm is not None  # with the density
@@ -229,10 +229,8 @@ def plot_mollweide(data: RunData, path, times=None, *, log: bool | None = None,
                            norm=norm, cmap="viridis", interpolation="nearest")
         else:
             ax.add_patch(_ellipse(plt))
-        xyz, w = _measure(data, t)
-        lonlat = xyz_to_lonlat(xyz)
         _graticule_mollweide(ax, lon0, colour="w" if data.density is not None else "0.3",
-                             free=lambda deg: label_free(lonlat, w, deg))
+                             free=lambda deg, lonlat=lonlat, w=w: label_free(lonlat, w, deg))
         for pts, label, style in _point_sets(data, t):
             lon, lat = xyz_to_lonlat(pts)
             x, y = mollweide(lon, lat, lon0)

@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from spherepde.runs.config import apply_seed
-from spherepde.runs.sweep import _flatten, expand, finished_run, run_sweep
+from spherepde.runs.config import key_paths
+from spherepde.runs.sweep import expand, finished_run, run_sweep
 
 #: the embedded configuration of ``spherepde ensemble`` (module docstring)
 DEFAULT = {
@@ -57,7 +58,7 @@ def ensemble_config(raw: dict, realisations: int) -> dict:
         raise ValueError(f"--realisations: antithetic ensembles (dynamics.noise.antithetic = true) "
                          f"come in pairs (path j, −path j), so it must be even, got {realisations}")
     sweep = dict(raw.get("sweep") or {})
-    if REALISATION in _flatten(sweep):
+    if REALISATION in key_paths(sweep):
         raise ValueError(f"sweep.{REALISATION}: set by --realisations in an ensemble; remove it "
                          f"from the [sweep] table (or run `spherepde sweep`)")
     return {**raw, "sweep": {**sweep, REALISATION: list(range(realisations))}}

@@ -27,6 +27,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from pathlib import Path
 
+from spherepde.runs.config import key_paths
+
 #: the default of ``overwrite`` where a function is given None (set by :func:`overwriting`)
 OVERWRITE: ContextVar[bool] = ContextVar("spherepde_overwrite", default=False)
 
@@ -48,24 +50,13 @@ def overwriting(on: bool = True) -> Iterator[None]:
         OVERWRITE.reset(token)
 
 
-def _leaves(d: Mapping, prefix: str = "") -> dict:
-    out: dict = {}
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else str(k)
-        if isinstance(v, Mapping) and v:
-            out.update(_leaves(v, key))
-        else:
-            out[key] = v
-    return out
-
-
 _MISSING = object()
 
 
 def differing_keys(old: Mapping, new: Mapping) -> list[str]:
     """The key paths (``dynamics.attention.beta``) whose values differ between two nested
     configurations, a key present on one side only included; sorted."""
-    a, b = _leaves(old), _leaves(new)
+    a, b = key_paths(old, empty_tables=True), key_paths(new, empty_tables=True)
     return sorted(k for k in set(a) | set(b) if a.get(k, _MISSING) != b.get(k, _MISSING))
 
 

@@ -51,28 +51,17 @@ def resume_snapshots(resume: RestartState, model: Model) -> dict:
         return {i: np.array(src[name][i], dtype=float) for i in need}
 
 
-def _leaves(d, prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else k
-        if isinstance(v, dict):
-            out.update(_leaves(v, key))
-        else:
-            out[key] = v
-    return out
-
-
 def restart_config(resume: RestartState, overrides=()) -> RunConfig:
     """The configuration of the continued run: the stored one with ``overrides`` (only
     :data:`RESTART_KEYS`); ValueError naming the key."""
-    from spherepde.runs.config import apply_set
+    from spherepde.runs.config import apply_set, key_paths
 
     old = resume.config
     _check_path_scheme(resume)
     raw = old
     for assignment in overrides:
         raw = apply_set(raw, assignment)
-    a, b = _leaves(old), _leaves(raw)
+    a, b = key_paths(old), key_paths(raw)
     for key in sorted(set(a) | set(b)):
         if key in RESTART_KEYS:
             continue

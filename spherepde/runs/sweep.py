@@ -38,24 +38,12 @@ from typing import Any
 
 from spherepde import __version__
 from spherepde.checks import storage_error
-from spherepde.runs.config import RunConfig, toml_value, apply_seed, assign, dumps_toml
+from spherepde.runs.config import RunConfig, apply_seed, assign, dumps_toml, key_paths, toml_value
 from spherepde.runs.build import build
 from spherepde.runs.execute import _secondary, _write_text, prepare_output, run
 from spherepde.runs.folders import guard
 from spherepde.io.runfile import member_runs, run_status, select, write_sweep
 from spherepde.io.summary import jsonable
-
-
-def _flatten(table: dict, prefix: str = "") -> dict:
-    """{"a": {"b": [..]}} and {"a.b": [..]} → {"a.b": [..]}."""
-    out = {}
-    for key, value in table.items():
-        path = f"{prefix}.{key}" if prefix else str(key)
-        if isinstance(value, dict):
-            out.update(_flatten(value, path))
-        else:
-            out[path] = value
-    return out
 
 
 def _sort_key(v):
@@ -99,7 +87,7 @@ def expand(raw: dict, *, seed: int | None = None) -> Sweep:
     if seed is not None:
         base = apply_seed(base, seed)
     dims = {}
-    for path, values in _flatten(raw["sweep"]).items():
+    for path, values in key_paths(raw["sweep"]).items():
         if not isinstance(values, list) or not values:
             raise ValueError(f"sweep.{path}: must be a non-empty list of values, got {values!r}")
         if any(isinstance(v, (list, dict)) for v in values):

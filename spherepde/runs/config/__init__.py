@@ -49,7 +49,7 @@ from spherepde.runs.config.numerics import (  # noqa: F401
 from spherepde.runs.config.tree import (  # noqa: F401
     RunConfig)
 from spherepde.runs.config.files import (  # noqa: F401
-    DEFAULT, apply_seed, apply_set, assign, default_config, dumps_toml, load, parse_value,
+    DEFAULT, apply_seed, apply_set, assign, default_config, dumps_toml, key_paths, load, parse_value,
     read_raw, toml_value)
 
 __all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_METHODS", "CALCULI", "DIAGNOSTICS",
@@ -61,4 +61,5 @@ __all__ = ["ACTIVATIONS", "ATTENTION_KINDS", "ATTENTION_METHODS", "CALCULI", "DI
            "AttentionConfig", "DynamicsConfig", "GridConfig", "InitialConfig", "NoiseConfig",
            "DensityConfig", "OutputsConfig", "ParticlesConfig", "RepresentationsConfig",
            "SteppingConfig", "TransformerConfig", "RunConfig", "DEFAULT", "apply_seed",
-           "apply_set", "assign", "default_config", "dumps_toml", "load", "parse_value", "read_raw", "toml_value"]
+           "apply_set", "assign", "default_config", "dumps_toml", "key_paths", "load", "parse_value",
+           "read_raw", "toml_value"]

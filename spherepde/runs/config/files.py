@@ -43,6 +43,20 @@ def parse_value(text: str):
         return text
 
 
+def key_paths(table: Mapping, prefix: str = "", *, empty_tables: bool = False) -> dict:
+    """A nested table as {key path: value}: {"a": {"b": 1}} → {"a.b": 1} (a key already written
+    "a.b" stays).  ``empty_tables`` keeps an empty table as a value of its own path (so that
+    ``{"a": {}}`` differs from no ``a``); otherwise it has no paths."""
+    out: dict = {}
+    for key, value in table.items():
+        path = f"{prefix}.{key}" if prefix else str(key)
+        if isinstance(value, Mapping) and (value or not empty_tables):
+            out.update(key_paths(value, path, empty_tables=empty_tables))
+        else:
+            out[path] = value
+    return out
+
+
 def assign(raw: dict, key: str, value, *, label: str = "--set") -> dict:
     """A deep copy of the raw configuration ``raw`` with the dotted ``key`` set to ``value``;
     missing tables (and sections switched off with true/false) are created.  Errors start with
@@ -148,5 +162,5 @@ def default_config() -> RunConfig:
     return RunConfig.from_dict(DEFAULT)
 
 
-__all__ = ["DEFAULT", "apply_seed", "apply_set", "assign", "default_config", "dumps_toml", "load",
+__all__ = ["DEFAULT", "apply_seed", "apply_set", "assign", "default_config", "dumps_toml", "key_paths", "load",
            "parse_value", "read_raw", "toml_value"]
