@@ -34,7 +34,7 @@ apt_install() {  # apt_install PACKAGE WHY: install a Debian package if apt-get 
 have_fftw() { [ -f /usr/include/fftw3.h ] || pkg-config --exists fftw3 2>/dev/null; }
 have_fftw || apt_install libfftw3-dev "FFTW headers, to build shtns"
 # the CF checker of the tests (tests/io/test_cf.py) needs the udunits2 C library
-if [[ -n "$extras" ]] && ! ldconfig -p 2>/dev/null | grep -q libudunits2; then
+if [[ -n "$extras" ]] && ! ldconfig -p 2>/dev/null | grep libudunits2 >/dev/null; then  # no -q: under pipefail its early exit fails ldconfig
   apt_install libudunits2-0 "udunits2, for the CF checker cfchecks in the tests"
 fi
 
