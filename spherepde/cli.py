@@ -1,5 +1,5 @@
-"""Command line: ``spherepde demo``, ``run [CONFIG]``, ``plot RUN.nc``, ``validate transport|convergence|sync-path``,
-``experiment NAME``, ``ensemble``, ``noise-kernel``.
+"""Command line: ``spherepde demo``, ``run [CONFIG]``, ``plot RUN.nc``,
+``validate transport|convergence|sync-path|resolution``, ``experiment NAME``, ``ensemble``, ``noise-kernel``.
 
 Errors in the arguments and output paths that are files or not writable are reported before
 any work, naming the argument or the path (exit status 2; with ``--json`` also a JSON object
@@ -206,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output", default=None,
                      help="output folder (created), default ./out (with --restart: the restarted "
                           "file's folder with -restart appended)")
+    run.add_argument("--refine", type=float, default=None, metavar="F",
+                     help="scale every resolution parameter of every representation by F (grid "
+                          "nlat and refinement base ×F, particle and token counts ×F², time step "
+                          "/F; F in [0.25, 4]): the same model, for a convergence check")
     _overwrite_argument(run, "run")
     run.add_argument("--restart", default=None, metavar="DIR/run.nc",
                      help="continue the run in this file (stopped or finished) to the numbers an "
@@ -264,6 +268,19 @@ def build_parser() -> argparse.ArgumentParser:
     _overwrite_argument(sp, "run")
     sp.add_argument("--json", action="store_true", help="print the result as JSON")
 
+    rs = vsub.add_parser("resolution", help="is a run resolved? its diagnostics against the same "
+                                            "model at a finer resolution (run --refine F), at every "
+                                            "output time",
+                         description="Compare every diagnostic that RUN.nc and REFINED.nc both hold "
+                                     "(energy, eigenspace distances, W2, …; not the mass and the "
+                                     "cell extremes) at every output time, relative to "
+                                     "max(|refined value|, 0.05); resolved when the largest change "
+                                     "is below 2 %%. Make REFINED.nc with `spherepde run CONFIG "
+                                     "--refine 1.5`.")
+    rs.add_argument("run", metavar="RUN.nc", help="the run file")
+    rs.add_argument("refined", metavar="REFINED.nc", help="the same model at a finer resolution")
+    rs.add_argument("--json", action="store_true", help="print the result as JSON")
+
     _noise_kernel_parser(sub)
     return parser
 
@@ -285,6 +302,15 @@ def _cmd_validate(args) -> int:
     from spherepde.experiments.transport import run_transport
     from spherepde.validation.fits import fit_order
 
+    if args.suite == "resolution":
+        from spherepde.runs.compare import compare_runs
+
+        out = compare_runs(args.run, args.refined)
+        if args.json:
+            _emit(out, True)
+        else:
+            print("\n".join(_resolution_text(out)))
+        return 0
     if args.suite == "sync-path":
         from spherepde.experiments.sync_path import (SyncPathConfig, default_output_every,
                                                      run_sync_path)
@@ -334,13 +360,31 @@ def _cmd_validate(args) -> int:
     return 0
 
 
+def _resolution_text(out: dict) -> list[str]:
+    """The plain-text result of ``validate resolution``: a verdict, then one line per quantity."""
+    worst = out["worst"]
+    verdict = "resolved" if out["resolved"] else "NOT resolved"
+    lines = [f"spherepde validate resolution: {verdict} (largest change "
+             f"{100 * out['max_relative_change']:.3g} % "
+             + (f"in {worst['quantity']} at t = {_num(worst['t'])}" if worst else "")
+             + f"; tolerance {100 * out['tolerance']:g} %, relative to max(|value|, {out['floor']:g}))"]
+    for name, c in out["per_quantity"].items():
+        lines.append(f"  {name}: {100 * c['change']:.3g} % at t = {_num(c['t'])}")
+    if "switch_time" in out:
+        tr, tf = out["switch_time"]
+        lines.append(f"  switch time: {_num(tr)} against {_num(tf)} (change "
+                     f"{100 * out['switch_time_change']:.3g} %)")
+    return lines
+
+
 def _cmd_run(args) -> int:
     if args.restart is not None:
         from spherepde.runs.restart import restart
 
-        if args.config is not None or args.config_option is not None or args.seed is not None:
+        if args.config is not None or args.config_option is not None or args.seed is not None \
+                or args.refine is not None:
             raise ValueError("--restart: the configuration is the one stored in the file; give "
-                             "no CONFIG, --config or --seed (only --set stepping.t_end=…)")
+                             "no CONFIG, --config, --seed or --refine (only --set stepping.t_end=…)")
         summary = restart(args.restart, args.overrides, args.output, progress=not args.quiet)
     else:
         summary = _run_config(args)
@@ -396,6 +440,10 @@ def _run_config(args) -> dict:
     if args.seed is not None:
         raw = apply_seed(raw, args.seed)
     config = RunConfig.from_dict(raw)  # validated completely before any file is created
+    if args.refine is not None:
+        from spherepde.runs.refine import refine
+
+        config = refine(config, args.refine)
     return run(config, "out" if args.output is None else args.output, progress=not args.quiet)
 
 

@@ -56,6 +56,7 @@ CASES = {
                              "--plot", "{out}/c.png"],
     "validate sync-path": ["validate", "sync-path", "--nlat", "16", "--t-end", "1.0", "--output",
                            "{out}/s"],
+    "validate resolution": ["validate", "resolution", "{run}", "{run}"],
     "noise-kernel": ["noise-kernel", "--activation", "relu", "--d", "3"],
 }
 SLOW = {"run": ["run", "--output", "{out}"], "demo": ["demo", "--output", "{out}"],

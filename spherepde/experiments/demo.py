@@ -20,6 +20,7 @@ import numpy as np
 
 from spherepde.runs.config import DEFAULT, RunConfig
 from spherepde.runs.execute import run
+from spherepde.validation.fits import switch_time
 
 #: the demo: the embedded default of ``spherepde run`` (Paper 1's metastability set-up, nlat 24,
 #: β = 30) with 400 particles to t = 18 and every eigenspace diagnostic (about a minute here)
@@ -42,8 +43,8 @@ def demo_config(quick: bool = False) -> RunConfig:
 
 def numbers(path: str | os.PathLike) -> dict:
     """The demo's quoted numbers from its run.nc: ``w2_min`` and its time ``t_w2_min`` (W₂ to
-    Π#ρ₀), ``t_switch`` (where the distance to V's eigenspace first drops below the distance to
-    VBᵀ's, linearly interpolated between outputs; None before it happens), ``t_end`` and
+    Π#ρ₀), ``t_switch`` (from when on the distance to V's eigenspace stays below the distance to
+    VBᵀ's: :func:`~spherepde.validation.fits.switch_time`; None before it happens), ``t_end`` and
     ``dist_V_end`` (the distance to V's eigenspace at the end), ``w2_particles_min``/``_max``.
     A number whose series is missing or all non-finite is None."""
     from spherepde.io.rundata import read_run
@@ -61,14 +62,8 @@ def numbers(path: str | os.PathLike) -> dict:
     dE, dV = s.get("dist_eigenspace"), s.get("dist_eigenspace_V")
     if dE is not None and dV is not None:
         out["dist_V_end"] = float(dV[-1])
-        cross = np.flatnonzero(dV < dE)
-        if cross.size:
-            i = int(cross[0])
-            t_switch = float(t[i])
-            if i > 0:  # linear interpolation of dV − dE between the outputs around the switch
-                g0, g1 = dV[i - 1] - dE[i - 1], dV[i] - dE[i]
-                t_switch = float(t[i - 1] + (t[i] - t[i - 1]) * g0 / (g0 - g1))
-            out["t_switch"] = t_switch
+        t_switch = switch_time(t, dE, dV)
+        out["t_switch"] = None if np.isnan(t_switch) else t_switch
     wp = s.get("w2_particles_density")
     if wp is not None and np.isfinite(wp).any():
         out["w2_particles_min"], out["w2_particles_max"] = float(np.nanmin(wp)), float(np.nanmax(wp))

@@ -35,6 +35,7 @@ from spherepde.grids import GaussGrid
 from spherepde.io.summary import summary_on_interrupt, write_summary
 from spherepde.validation.fits import exit_time, fit_order, fit_vs_log_beta
 from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight
+from spherepde.validation.resolution import switch_change, trajectory_change
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class MetastabilityConfig:
     init_a: tuple = (0.6, 0.5, 0.3)
     band: float = 2.0  # exit when W₂ exceeds band × its minimum, after the minimum
     #: the coarser of the two finest settings: the largest β is run again at this nlat and
-    #: ``resolution_check`` reports the change of min W₂; None: the even nlat nearest ¾·nlat;
+    #: ``resolution_check`` compares the whole trajectory; None: the even nlat nearest ¾·nlat;
     #: 0: no check
     check_nlat: int | None = None
     #: dask worker processes for the runs (one ``spherepde run`` per β); 0: in this process
@@ -142,8 +143,8 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     two_point = EA is not None and EA.dim == 1
     e = EA.basis[:, 0] if two_point else None
     a = two_point_weight(x, w0, e) if e is not None else math.nan  # e: given two_point
-    wanted = {"w2": ("w2_projection", two_point), "dist_E_VBt": ("dist_eigenspace", EA is not None),
-              "dist_E_V": ("dist_eigenspace_V", EV is not None)}
+    wanted = {"energy": ("energy", True), "w2": ("w2_projection", two_point),
+              "dist_E_VBt": ("dist_eigenspace", EA is not None), "dist_E_V": ("dist_eigenspace_V", EV is not None)}
     diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]
     raw = setup_run_config(config, config.betas[0], diagnostics=diagnostics)
     raw["sweep"] = {BETA: [float(b) for b in config.betas]}
@@ -186,7 +187,7 @@ def setup_run_config(config, beta: float, *, diagnostics=("mass", "min_density")
             "outputs": {"fields": True, "positions": True, "diagnostics": list(diagnostics)}}
 
 
-def _w2_minimum(row: dict, times: np.ndarray, band: float) -> dict:
+def w2_minimum(row: dict, times: np.ndarray, band: float) -> dict:
     """min_t W₂, the time of the minimum and the exit time of one run (NaN where W₂ is off)."""
     w2 = np.asarray(row["w2"])
     if not np.all(np.isfinite(w2)):
@@ -195,39 +196,53 @@ def _w2_minimum(row: dict, times: np.ndarray, band: float) -> dict:
     return {"w2_min": float(w2[i]), "t_min": float(times[i]), "exit_time": exit_time(times, w2, band)}
 
 
-#: min W₂ counts as resolved when it changes by less than this between the two finest settings
+#: the old criterion, kept in the check as ``relative_change``: the change of min W₂ alone
 RESOLVED_CHANGE = 0.05
+#: the time series the resolution check compares at every output time (row keys)
+CHECKED = ("energy", "w2", "dist_E_VBt", "dist_E_V")
+#: their names in words, for the figures
+CHECKED_WORDS = {"energy": "E_β", "w2": "W₂ to Π#ρ₀", "dist_E_VBt": "the distance to E(VBᵀ)",
+                 "dist_E_V": "the distance to E(V)"}
 
 
-def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, progress: bool) -> dict | None:
-    """Run the largest β again at ``config.resolution_nlat``: the change of min W₂ between the
-    two finest settings, |w_fine − w_coarse| / w_fine (None when the check is off).
+def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, progress: bool,
+                     prefix: str = "metastability_check") -> dict | None:
+    """Run the largest β again at ``config.resolution_nlat`` and compare the whole trajectory.
 
-    ``at_end`` says, per setting, whether the minimum is the last output (W₂ still falling at
-    t_end: the minimum was not reached); ``resolved`` is relative_change < RESOLVED_CHANGE with
-    both minima reached.
+    ``max_relative_change`` is the largest change, over the output times, of e^{−β}E_β, W₂ and
+    both eigenspace distances between the two runs, each relative to max(|value|, 0.05)
+    (:func:`~spherepde.validation.resolution.trajectory_change`; ``per_quantity`` and ``worst``
+    say where); ``switch_time_change`` compares the times at which the distance to V's
+    eigenspace drops below the distance to VBᵀ's (relative; NaN when neither run switches);
+    ``resolved`` is max_relative_change < 2 %.  Also kept: the change of min W₂ alone,
+    ``relative_change`` = |w_fine − w_coarse| / w_fine, with the times of the minima and
+    ``at_end`` (per setting: the minimum is the last output, so it was not reached).
+    The coarse run goes to ``outdir/prefix/``; None when the check is off.
     """
     coarse_nlat = config.resolution_nlat
     if not coarse_nlat:
         return None
     coarse_cfg = dataclasses.replace(config, nlat=coarse_nlat, betas=(fine["beta"],), check_nlat=0)
-    info, row, _ = next(sphere_runs(coarse_cfg, outdir, "metastability_check", progress))
-    coarse = _w2_minimum(row, info["times"], config.band)
+    info, row, _ = next(sphere_runs(coarse_cfg, outdir, prefix, progress))
+    times = info["times"]
+    coarse = w2_minimum(row, times, config.band)
     w_f, w_c = fine["w2_min"], coarse["w2_min"]
     change = abs(w_f - w_c) / w_f if w_f > 0 else math.nan
     at_end = [bool(r["t_min"] >= config.t_end) for r in (coarse, fine)]
+    trajectory = trajectory_change(times, {q: fine[q] for q in CHECKED}, {q: row[q] for q in CHECKED})
+    switch = switch_change(times, (fine["dist_E_VBt"], fine["dist_E_V"]),
+                           (row["dist_E_VBt"], row["dist_E_V"]))
     return {"beta": fine["beta"], "nlat": [coarse_nlat, config.nlat], "w2_min": [w_c, w_f],
-            "t_min": [coarse["t_min"], fine["t_min"]], "at_end": at_end,
-            "relative_change": change, "resolved": bool(change < RESOLVED_CHANGE and not any(at_end)),
-            "file": row["file"]}
+            "t_min": [coarse["t_min"], fine["t_min"]], "at_end": at_end, "relative_change": change,
+            **trajectory, **switch, "file": row["file"]}
 
 
 def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progress: bool = False) -> dict:
     """Run every β, write one NetCDF per β, a PNG and ``summary.json``; return the summary.
 
     The summary's ``min_w2`` maps each β ("inf" for ∞) to min_t W₂(ρ_t, Π#ρ₀), and
-    ``resolution_check`` holds the same minimum for the largest β at the coarser
-    ``config.resolution_nlat`` with its ``relative_change``.
+    ``resolution_check`` (:func:`resolution_check`) compares the whole trajectory of the
+    largest β with the same run at the coarser ``config.resolution_nlat``.
     """
     outdir = Path(outdir)
     outdir.mkdir(parents=True, exist_ok=True)
@@ -236,7 +251,7 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     partial = {"experiment": "metastability", "config": config.to_dict(), "version": __version__, "runs": rows}
     with summary_on_interrupt(outdir, partial):
         for info, row, _ in sphere_runs(config, outdir, "metastability", progress):
-            row.update(_w2_minimum(row, info["times"], config.band))
+            row.update(w2_minimum(row, info["times"], config.band))
             rows.append(row)
         times = info["times"]
         largest = max(rows, key=lambda r: r["beta"])
@@ -267,11 +282,21 @@ def resolution_note(check: dict | None) -> str | None:
     """A line for the figure when the resolution check failed (None when it passed or was off)."""
     if not check or check.get("resolved"):
         return None
-    (nc, nf), (wc, wf) = check["nlat"], check["w2_min"]
-    why = ("the minimum is not reached by t_end" if any(check["at_end"]) else
-           f"min W₂ changes by {100 * check['relative_change']:.1f} % (≥ {100 * RESOLVED_CHANGE:g} %)")
-    return (f"UNRESOLVED at β = {check['beta']:g}: {why} between nlat {nc} ({wc:.3g}) "
-            f"and nlat {nf} ({wf:.3g})")
+    (nc, nf) = check["nlat"]
+    if "max_relative_change" not in check:  # a summary written before the trajectory check
+        wc, wf = check["w2_min"]
+        why = ("the minimum is not reached by t_end" if any(check["at_end"]) else
+               f"min W₂ changes by {100 * check['relative_change']:.1f} % (≥ {100 * RESOLVED_CHANGE:g} %)")
+        return (f"UNRESOLVED at β = {check['beta']:g}: {why} between nlat {nc} ({wc:.3g}) "
+                f"and nlat {nf} ({wf:.3g})")
+    worst = check.get("worst")
+    if worst is None:
+        why = "no quantity could be compared"
+    else:
+        why = (f"{CHECKED_WORDS.get(worst['quantity'], worst['quantity'])} changes by "
+               f"{100 * check['max_relative_change']:.3g} % at t = {worst['t']:g} "
+               f"(≥ {100 * check['tolerance']:g} %)")
+    return f"UNRESOLVED at β = {check['beta']:g}: {why} between nlat {nc} and nlat {nf}"
 
 
 def plot_metastability(summary: dict, path: Path) -> Path:
@@ -303,5 +328,6 @@ def plot_metastability(summary: dict, path: Path) -> Path:
     return path
 
 
-__all__ = ["MetastabilityConfig", "RESOLVED_CHANGE", "beta_key", "initial_density", "plot_metastability",
-           "resolution_check", "resolution_note", "run_metastability", "setup_run_config", "sphere_runs"]
+__all__ = ["CHECKED", "MetastabilityConfig", "RESOLVED_CHANGE", "beta_key", "initial_density",
+           "plot_metastability", "resolution_check", "resolution_note", "run_metastability",
+           "setup_run_config", "sphere_runs", "w2_minimum"]

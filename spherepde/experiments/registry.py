@@ -125,8 +125,9 @@ T_END = Option("--t-end", "override the final time", type=float, fields=("t_end"
 BETAS = Option("--betas", "override β values ('inf' allowed on S²)", type=float, nargs="+",
                fields=("betas",), check=_betas)
 CHECK_NLAT = Option("--check-nlat", "nlat of the resolution check: the largest β is run again there and "
-                                    "resolution_check reports the change of min W2 (default: even nlat "
-                                    "nearest 3/4 of --nlat; 0: no check)", type=int, fields=("check_nlat",))
+                                    "resolution_check compares E_β, W2 and the eigenspace distances at "
+                                    "every output time (default: even nlat nearest 3/4 of --nlat; 0: no "
+                                    "check)", type=int, fields=("check_nlat",))
 PARTICLE_COUNTS = Option("--particle-counts", "override the particle numbers N (≥ 2 values, each ≥ 2; e.g. "
                                               "up to 10⁵ on a GPU)", type=int, nargs="+",
                          fields=("particle_counts",), check=_particle_counts)
@@ -219,7 +220,7 @@ EXPERIMENTS: dict[str, Experiment] = dict([
            (NLAT, T_END, BETAS, CHECK_NLAT, RUN_WORKERS), PAPER1_QUICK),
     _entry("terminal-phase", "Paper 1: mass leaving the VBᵀ eigenspace for V's (S²), switch time vs β",
            "terminal_phase", "TerminalPhaseConfig", "run_terminal_phase",
-           (NLAT, T_END, BETAS, RUN_WORKERS), PAPER1_QUICK),
+           (NLAT, T_END, BETAS, CHECK_NLAT, RUN_WORKERS), PAPER1_QUICK),
     _entry("particles-vs-density", "Paper 1: N-particle runs against the density run, errors vs N",
            "particles_vs_density", "ParticlesVsDensityConfig", "run_particles_vs_density",
            (NLAT, T_END, BETAS, PARTICLE_COUNTS, RUN_WORKERS), PAPER1_QUICK),

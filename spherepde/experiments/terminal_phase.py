@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 
 from spherepde import __version__
-from spherepde.experiments.metastability import MetastabilityConfig, beta_key, plot_metastability, sphere_runs
+from spherepde.experiments.metastability import (MetastabilityConfig, beta_key, plot_metastability,
+                                                 resolution_check, sphere_runs, w2_minimum)
 from spherepde.io.summary import summary_on_interrupt, write_summary
 from spherepde.validation.fits import fit_vs_log_beta, switch_time
 
@@ -21,7 +22,10 @@ class TerminalPhaseConfig(MetastabilityConfig):
     """``spherepde experiment terminal-phase``: the metastability set-up run longer.  VBᵀ's top
     eigenvector is e_y but V's is e_x, so after the metastable phase the mass moves from ±e_y
     towards ±e_x (Conjecture 1).  The switch time is the first output time at which
-    dist_E(V) < dist_E(VBᵀ); maps of the density are drawn at ``map_times``."""
+    dist_E(V) < dist_E(VBᵀ); maps of the density are drawn at ``map_times``.  The largest β is
+    run again at ``check_nlat`` and its whole trajectory compared
+    (:func:`~spherepde.experiments.metastability.resolution_check`: ``switch_time_change``
+    among its keys)."""
 
     betas: tuple = (10.0, 30.0, 100.0)
     t_end: float = 40.0
@@ -49,16 +53,20 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
         for info, row, snaps in sphere_runs(config, outdir, "terminal", progress):
             times = info["times"]
             row["switch_time"] = switch_time(times, row["dist_E_VBt"], row["dist_E_V"])
+            row.update(w2_minimum(row, times, config.band))
             pick = [int(np.argmin(np.abs(times - tm))) for tm in config.map_times if tm <= config.t_end]
             tag = beta_key(row["beta"])
             row["maps"] = str(plot_snapshots(info["grid"], times[pick], snaps[pick],
                                              outdir / f"terminal_maps_beta{tag}.png",
                                              title=f"terminal phase, β = {tag}", log=True))
             rows.append(row)
+        check = resolution_check(config, max(rows, key=lambda r: r["beta"]), outdir, progress,
+                                 prefix="terminal_check")
         summary = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__,
                    "e_VBt": None if info["EA"] is None else info["EA"].basis[:, 0].tolist(),
                    "e_V": None if info["EV"] is None else info["EV"].basis[:, 0].tolist(),
-                   "times": times.tolist(), "runs": rows, "seconds": round(time.perf_counter() - t_start, 1)}
+                   "times": times.tolist(), "runs": rows, "resolution_check": check,
+                   "seconds": round(time.perf_counter() - t_start, 1)}
         fit = fit_vs_log_beta([r["beta"] for r in rows], [r["switch_time"] for r in rows])
         if fit is not None:
             summary["fit_switch_time_vs_log_beta"] = fit

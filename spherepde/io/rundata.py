@@ -172,7 +172,7 @@ def _config_label(cfg: dict, data: RunData) -> str:
 # ---- choosing times and scales ----------------------------------------------------------------
 def pick_times(data: RunData, k: int = 4) -> np.ndarray:
     """≤ k output indices to show: the first and last written, the minimum of ``w2_projection``
-    (the metastable state) and the switch of ``dist_eigenspace_V`` below ``dist_eigenspace``
+    (the metastable state) and the final switch of ``dist_eigenspace_V`` below ``dist_eigenspace``
     (the terminal phase) when the run has them, then evenly spaced times."""
     valid = data.valid()
     if valid.size <= k:
@@ -184,9 +184,10 @@ def pick_times(data: RunData, k: int = 4) -> np.ndarray:
         chosen.append(valid[int(np.nanargmin(np.where(np.isfinite(w2[valid]), w2[valid], np.inf)))])
     dE, dV = s.get("dist_eigenspace"), s.get("dist_eigenspace_V")
     if dE is not None and dV is not None:
-        below = valid[(dV[valid] < dE[valid])]
-        if below.size:
-            chosen.append(below[0])
+        stays = np.flatnonzero(~(dV[valid] < dE[valid]))  # the final switch, as fits.switch_time
+        j = 0 if stays.size == 0 else int(stays[-1]) + 1
+        if j < valid.size:
+            chosen.append(valid[j])
     gap = max(1, (valid.size - 1) // (2 * k))  # chosen times at least this many outputs apart
     out: list[int] = []
     for i in chosen + list(valid[np.linspace(0, valid.size - 1, k).round().astype(int)]):

@@ -20,7 +20,7 @@ PANELS = (
     ("range of the density", "ρ", ("min_density", "max_density"), True),
     ("interaction energy", r"$e^{-\beta} E_\beta$", ("energy",), "auto"),
     ("distance to the eigenspaces", "dist", ("dist_eigenspace", "dist_eigenspace_V"), False),
-    ("W₂ to the projected ρ₀ (Π#ρ₀)", "W₂ (chordal)", ("w2_projection",), False),
+    ("W₂ to the projected initial measure (Π#μ₀, each its own)", "W₂ (chordal)", ("w2_projection",), False),
     ("W₂ between particles and density", "W₂ (chordal)", ("w2_particles_density",), False),
 )
 _SERIES_LABEL = {"mass": "mass", "min_density": "min ρ", "max_density": "max ρ", "energy": "energy",

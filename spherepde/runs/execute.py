@@ -21,7 +21,8 @@ from spherepde.io.summary import jsonable
 from spherepde.runs.build import Model, build, transformer_anchors
 from spherepde.runs.config import RunConfig, dumps_toml
 from spherepde.runs.folders import guard
-from spherepde.runs.outputs import DensityOutput, ParticleOutput, series_attrs, series_names
+from spherepde.runs.outputs import (DensityOutput, ParticleOutput, particle_weights, series_attrs,
+                                    series_names)
 from spherepde.solvers.controller import Controller, Lane, run_lanes
 from spherepde.solvers.trackers import RunProgress
 from spherepde.validation.metrics import moment_degrees
@@ -102,7 +103,7 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
     n_part = None if model.particles is None else model.particles.grid.shape
     n_tok = None if model.transformer is None else tuple(model.transformer.grid.shape[-2:])
     tc = reps.transformer
-    weights = None if n_part is None else _particle_weights(model, n_part[0])
+    weights = None if n_part is None else particle_weights(model, n_part[0])
     static: dict[str, tuple] = {}
     if model.attention is not None:
         for name in ("Q", "K", "V"):
@@ -205,11 +206,6 @@ def _secondary(failed: BaseException | None):
         failed.add_note(f"spherepde: then also: {err}")
 
 
-def _particle_weights(model: Model, n: int) -> np.ndarray:
-    """The weights of the model's n particles: its own (quadrature) or 1/n each."""
-    return model.weights if model.weights is not None else np.full(n, 1.0 / n)
-
-
 @dataclass
 class _RepLane:
     """One representation of a run: its controller lane (None when it was complete before a
@@ -281,7 +277,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
         lanes.append(rl)
     if model.particles is not None:
         n_part = model.particles.grid.shape[0]
-        weights = _particle_weights(model, n_part)
+        weights = particle_weights(model, n_part)
         assert model.x0 is not None  # build sets it with the particles
         first, state = begin("particles", model.x0)
         sampler = getattr(model.particles.system, "sampler", None)

@@ -15,6 +15,7 @@ from spherepde.validation.metrics import (
     dist_to_subspace,
     interaction_energy,
     moments,
+    two_point_weight,
     w2_two_point,
     w2_with_bound,
 )
@@ -28,8 +29,10 @@ SERIES_LONG_NAMES = {  # {what}: "the density", "the particles", "the transforme
     "dist_eigenspace": "(int |P_perp x|^2 drho)^(1/2), distance of {what} to the top eigenspace of "
                        "A = V B^T",
     "dist_eigenspace_V": "distance of {what} to the eigenspace of V of largest |eigenvalue|",
-    "w2_projection": "W2 distance (chordal) of {what} to the projected initial measure "
+    "w2_projection": "W2 distance (chordal) of {what} to the projection of its own initial measure "
                      "a delta_e + (1 - a) delta_-e (Paper 1)",
+    "w2_projection_rho0": "W2 distance (chordal) of {what} to the projection of the density's "
+                          "initial measure a delta_e + (1 - a) delta_-e, a from rho_0 on the grid",
     "w2_particles_density": "W2 distance (chordal cost) between the particles and the density",
     "moment_re": "real part of the harmonic moments int conj(Y_lm) d rho (S2) or "
                  "int exp(-i k theta) d rho (S1) of {what}",
@@ -56,10 +59,33 @@ def series_attrs(name: str, energy_beta: float = 1.0) -> dict:
     return attrs
 
 
+def particle_weights(model: Model, n: int) -> np.ndarray:
+    """The weights of the model's n particles: its own (quadrature) or 1/n each."""
+    return model.weights if model.weights is not None else np.full(n, 1.0 / n)
+
+
+def _own_initial(model: Model, prefix: str) -> tuple[np.ndarray, np.ndarray]:
+    """The initial measure (x, w) of the representation behind ``prefix``: the particles' draw
+    (or quadrature) with their weights, the transformer's tokens (the first realisation's: all
+    realisations start from the same tokens) with 1/n each."""
+    if prefix == "particles_":
+        assert model.x0 is not None  # the particles' diagnostics exist only with the particles
+        return model.x0, particle_weights(model, model.x0.shape[0])
+    assert model.z0 is not None  # the transformer's likewise
+    z = model.z0[0] if model.z0.ndim == 3 else model.z0
+    return z, np.full(z.shape[0], 1.0 / z.shape[0])
+
+
 def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
     """name -> f(x, w) for the measure diagnostics in ``names`` (energy, dist_eigenspace, …);
     ``moments`` (key ``PREFIXmoments``) returns the complex moments (moment,), which
-    :func:`_evaluate` writes as the two variables :data:`MOMENT_SERIES`."""
+    :func:`_evaluate` writes as the two variables :data:`MOMENT_SERIES`.
+
+    ``w2_projection`` compares like with like: each representation's distance to the projection
+    Π_#μ_0 of its own initial measure μ_0 (the density's ρ_0 on the grid, the particles' draw,
+    the transformer's tokens), so that it tends to 0 in the metastable state whatever the
+    sampling; particles and tokens also get ``w2_projection_rho0``, the distance to the
+    density's Π_#ρ_0 (whose weight a differs from theirs by the sampling error of a)."""
     beta = model.config.energy_beta()
     out: dict[str, Callable[[np.ndarray, np.ndarray], float | np.ndarray]] = {}
     if "moments" in names:
@@ -79,7 +105,12 @@ def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
     if "w2_projection" in names:
         assert model.projection is not None  # build computes it for this diagnostic
         e, a = model.projection
-        out[prefix + "w2_projection"] = lambda x, w: w2_two_point(x, w, e, a)
+        if prefix:
+            a_own = two_point_weight(*_own_initial(model, prefix), e)
+            out[prefix + "w2_projection"] = lambda x, w: w2_two_point(x, w, e, a_own)
+            out[prefix + "w2_projection_rho0"] = lambda x, w: w2_two_point(x, w, e, a)
+        else:
+            out["w2_projection"] = lambda x, w: w2_two_point(x, w, e, a)
     return out
 
 

@@ -65,13 +65,19 @@ def exit_time(t: np.ndarray, w: np.ndarray, band: float) -> float:
 
 
 def switch_time(t, d_old, d_new) -> float:
-    """First time at which d_new < d_old (linear interpolation; nan if never)."""
-    diff = np.asarray(d_new) - np.asarray(d_old)
-    idx = np.nonzero(diff < 0)[0]
-    if idx.size == 0 or idx[0] == 0:
-        return float("nan") if idx.size == 0 else float(t[0])
-    j = idx[0]
-    return float(t[j - 1] + diff[j - 1] * (t[j] - t[j - 1]) / (diff[j - 1] - diff[j]))
+    """The time of the final switch: from when on d_new < d_old up to the last time (linear
+    interpolation of d_new − d_old between the outputs around it); t[0] when d_new < d_old
+    throughout, NaN when d_new ≥ d_old at the last time.  The final switch, not the first
+    crossing: two nearly equal distances at t = 0 (e.g. both of a near-uniform density) may
+    cross and cross back by round-off."""
+    t, diff = np.asarray(t, float), np.asarray(d_new, float) - np.asarray(d_old, float)
+    above = np.flatnonzero(~(diff < 0))  # NaN counts as not switched
+    if above.size == 0:
+        return float(t[0])
+    j = int(above[-1])
+    if j == diff.size - 1:
+        return float("nan")
+    return float(t[j] + diff[j] * (t[j + 1] - t[j]) / (diff[j] - diff[j + 1]))
 
 
 __all__ = ["exit_time", "fit_order", "fit_vs_log_beta", "log_rate", "switch_time"]

@@ -259,3 +259,8 @@ def test_an_unresolved_metastability_check_is_said_on_the_figure():
     assert note.startswith("UNRESOLVED at β = 100") and "16.4 %" in note and "nlat 36" in note
     assert resolution_note({**check, "resolved": True}) is None and resolution_note(None) is None
     assert "not reached" in resolution_note({**check, "at_end": [False, True]})
+    # the trajectory check (summaries from now on): the worst quantity, its change and time
+    check = {**check, "max_relative_change": 0.083, "tolerance": 0.02,
+             "worst": {"quantity": "energy", "t": 10.5}}
+    note = resolution_note(check)
+    assert note == "UNRESOLVED at β = 100: E_β changes by 8.3 % at t = 10.5 (≥ 2 %) between nlat 36 and nlat 48"

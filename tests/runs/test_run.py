@@ -14,6 +14,8 @@ from spherepde.runs.config import DEFAULT, RunConfig, apply_set, load, read_raw
 from spherepde.runs.build import build
 from spherepde.runs.execute import run
 from spherepde.io.netcdf import open_dataset, read_config
+from spherepde.grids import GaussGrid
+from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight, w2_two_point
 from conftest import interrupt_after
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
@@ -67,6 +69,18 @@ def test_default_run_end_to_end(tmp_path, capsys):
     assert load(out / "config.toml") == stored
     assert json.loads((out / "summary.json").read_text())["config"] == stored.to_dict()
     assert ds.attrs["spherepde_version"] and json.loads(ds.attrs["seeds_json"])["particles"] == 0
+    # like with like: the particles' W₂ targets the projection of their own initial measure; the
+    # distance to the density's Π#ρ₀ is particles_w2_projection_rho0
+    att = stored.dynamics.attention
+    A = np.array(att.V) @ (np.array(att.Q).T @ np.array(att.K)).T  # A = V Bᵀ, B = QᵀK
+    e = top_eigenspace(A).basis[:, 0]
+    x0, w = ds["position"].values[0], ds["weight"].values
+    xe, we = ds["position"].values[-1], w
+    a_own = two_point_weight(x0, w, e)
+    a_rho0 = two_point_weight(*as_measure(GaussGrid(12), ds["density"].values[0]), e)
+    assert ds["particles_w2_projection"].values[-1] == pytest.approx(w2_two_point(xe, we, e, a_own), rel=1e-12)
+    assert ds["particles_w2_projection_rho0"].values[-1] == pytest.approx(w2_two_point(xe, we, e, a_rho0),
+                                                                           rel=1e-12)
 
 
 def test_config_positional_and_alias(tmp_path, capsys):

@@ -17,3 +17,9 @@ def test_exit_time_and_switch_time_helpers():
     d_old = np.linspace(1, 0, 11) * 0 + 0.5
     d_new = np.linspace(1, 0, 11)
     assert fits.switch_time(t, d_old, d_new) == pytest.approx(5.0)
+    # the final switch: a round-off crossing at t = 0 (equal distances) is not the switch
+    early = d_new.copy()
+    early[0], early[1] = 0.5 - 1e-16, 0.7
+    assert fits.switch_time(t, d_old, early) == pytest.approx(5.0)
+    assert fits.switch_time(t, d_old, d_old - 0.1) == 0.0  # below throughout
+    assert math.isnan(fits.switch_time(t, d_old, d_new[::-1]))  # above at the end
