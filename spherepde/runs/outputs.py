@@ -76,10 +76,10 @@ def _own_initial(model: Model, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     return z, np.full(z.shape[0], 1.0 / z.shape[0])
 
 
-def _measure_diagnostics(model: Model, names, prefix: str) -> dict:
+def measure_diagnostics(model: Model, names, prefix: str) -> dict:
     """name -> f(x, w) for the measure diagnostics in ``names`` (energy, dist_eigenspace, …);
     ``moments`` (key ``PREFIXmoments``) returns the complex moments (moment,), which
-    :func:`_evaluate` writes as the two variables :data:`MOMENT_SERIES`.
+    :func:`evaluate` writes as the two variables :data:`MOMENT_SERIES`.
 
     ``w2_projection`` compares like with like: each representation's distance to the projection
     Π_#μ_0 of its own initial measure μ_0 (the density's ρ_0 on the grid, the particles' draw,
@@ -126,7 +126,7 @@ def series_names(model: Model) -> list[str]:
     names, cfg = model.config.outputs.diagnostics, model.config
 
     def measures(prefix):
-        return [v for k in _measure_diagnostics(model, names, prefix) for v in _variables(k)]
+        return [v for k in measure_diagnostics(model, names, prefix) for v in _variables(k)]
 
     out = [k for k in ("mass", "min_density", "max_density") if k in names]
     if cfg.representations.density:
@@ -140,7 +140,7 @@ def series_names(model: Model) -> list[str]:
     return out
 
 
-def _evaluate(measures: dict, x, w) -> dict:
+def evaluate(measures: dict, x, w) -> dict:
     """The diagnostics ``measures`` (name -> f(x, w)) of the measure (x, w) by variable: floats,
     and the real and imaginary parts (moment,) of the moments (computed once)."""
     out: dict[str, float | np.ndarray] = {}
@@ -175,7 +175,7 @@ class DensityOutput(Tracker):
                                           ("min_density", lambda r: np.min(self.field(r))),
                                           ("max_density", lambda r: np.max(self.field(r))))
                         if k in names}
-        self.measures = _measure_diagnostics(model, names, "")
+        self.measures = measure_diagnostics(model, names, "")
         self.fields = model.config.outputs.fields
         self._given = dict(snapshots or {})  # output index -> ρ, from the file being restarted
         self.snapshots: dict[int, np.ndarray] = dict(self._given)
@@ -188,7 +188,7 @@ class DensityOutput(Tracker):
         values = {k: float(f(state)) for k, f in self.scalars.items()}
         if self.measures:
             x, w = self.measure(state)
-            values.update(_evaluate(self.measures, x, w))
+            values.update(evaluate(self.measures, x, w))
         if self.fields:
             values["density"] = self.field(state)
             if self.points:
@@ -219,7 +219,7 @@ class ParticleOutput(Tracker):
         super().__init__()
         self.file, self.model, self.w, self.density = file, model, weights, density
         self.rep, self.start, self.rng, self.blocks = rep, start, rng, blocks
-        self.measures = _measure_diagnostics(model, model.config.outputs.diagnostics, prefix)
+        self.measures = measure_diagnostics(model, model.config.outputs.diagnostics, prefix)
         self.positions = model.config.outputs.positions
         self.variable = variable
         self.last: dict = {}
@@ -236,10 +236,10 @@ class ParticleOutput(Tracker):
 
     def handle(self, state, t) -> None:
         if state.ndim == 3:  # realisations (R, N, d): each diagnostic per realisation
-            per = [_evaluate(self.measures, s, self.w) for s in state]
+            per = [evaluate(self.measures, s, self.w) for s in state]
             values: dict[str, float | np.ndarray] = {k: np.array([v[k] for v in per], float) for k in per[0]}
         else:
-            values = _evaluate(self.measures, state, self.w)
+            values = evaluate(self.measures, state, self.w)
         if self.density is not None:
             x, w = self.density.measure(self.density.snapshots[self.i])
             values["w2_particles_density"] = float(w2_with_bound(state, self.w, x, w).value)
