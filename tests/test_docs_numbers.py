@@ -1,6 +1,7 @@
 """The docs cannot drift from the data: every `<!-- numbers: … -->` block of README.md and
 docs/*.md renders, from its data file, to exactly the text a reader sees (scripts/docs_numbers.py),
-and README.md and docs/usage.md quote no measured-looking number outside such blocks."""
+and every page but those other work still binds (NOT_YET) quotes no measured-looking number
+outside such blocks, except the inputs its ALLOWED set lists."""
 from __future__ import annotations
 
 import importlib.util
@@ -43,12 +44,43 @@ def test_the_bound_pages_have_blocks_and_their_data_files_say_how_they_were_made
         assert "script" in data or "benchmark" in data, f"{name} does not name the script that wrote it"
 
 
-#: a measured-looking number: a decimal, a power of ten, a percentage, a ratio or a duration
-MEASURED = re.compile(r"(?<![\w.`/-])(\d+\.\d+|\d+(\.\d+)?e[-−]?\d+|\d+(\.\d+)? ?%|\d+(\.\d+)?×"
-                      r"|\d+ s\b|\d+ min\b)")
-#: numbers that are inputs, not results: versions, tolerances and parameters of the text
-ALLOWED = {"README.md": {"3.11", "15 s", "0.5", "20×"},
-           "docs/usage.md": {"1e-13", "1.5", "10 s", "0.05", "0.5", "10 %", "0.1", "5 s"}}
+#: a measured-looking number: a decimal, a power of ten (1e-3, 2.1·10⁵), a percentage, a ratio, a
+#: duration, or an integer with thin-space thousands groups (1 267)
+MEASURED = re.compile(r"(?<![\w.`/-])(\d+(\.\d+)?e[-−]?\d+|\d+(\.\d+)?·10[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+|\d+(\.\d+)? ?%"
+                      r"|\d+(\.\d+)?×|\d+(\.\d+)? ?(?:s|ms|min|h)\b|\d{1,3}(?:[  ]\d{3})+\b|\d+\.\d+)")
+#: labels that look like numbers: section and theorem numbers, arXiv identifiers
+LABELS = re.compile(r"(?:§|Thm |Prop |Cor |Lemma |eq\. |arXiv:|^#+ )\d+(?:\.\d+)*(?:[–-]\d+(?:\.\d+)*)?", re.M)
+
+#: the pages other helpers bind (not yet held to this test)
+NOT_YET = {"docs/paper2.md", "docs/attention.md", "docs/benchmarks.md", "docs/amr.md"}
+
+#: numbers that are inputs, not results, per page: versions, tolerances, parameters of the text,
+#: definitions of test cases, defaults
+ALLOWED = {
+    "README.md": {"3.11", "15 s", "0.5", "20×"},
+    "docs/usage.md": {"1e-13", "1.5", "10 s", "0.05", "0.5", "10 %", "0.1", "5 s"},
+    "docs/equations.md": {
+        "1e-9",   # the eigenspace tolerance of metrics.top_eigenspace
+        "0.4",    # the spectral gap of the set-up's A (an input)
+        "0.99",   # the default variance_fraction
+        "0.5",    # the noise displacement bound (rad)
+        "2.4", "0.95", "0.1", "0.9",  # definitions of the transport test cases
+    },
+    "docs/layout.md": {"1e-13"},  # the tolerance the grid's total area is tested to
+    "docs/netcdf.md": {"4.1"},    # cfchecker's version
+    "docs/noise-kernel-table.md": {"1e-13"},  # the quadrature tolerance
+    "docs/sweeps.md": {"5 s", "0.5"},  # the scheduler timeout; t_end of the grid sweep
+    "docs/transport-references.md": set(),
+    "docs/transport-validation.md": {"0.8", "0.05"},  # the Courant number; the axis tilt
+    "docs/transport.md": set(),
+    "docs/weaknesses.md": set(),
+    "docs/paper1.md": set(),
+}
+
+
+def test_every_page_is_checked_for_numbers_outside_blocks():
+    pages = {str(p.relative_to(ROOT)) for p in docs_numbers.docs_files()}
+    assert pages - NOT_YET == set(ALLOWED), sorted(pages - NOT_YET ^ set(ALLOWED))
 
 
 @pytest.mark.parametrize("name", sorted(ALLOWED))
@@ -57,8 +89,17 @@ def test_no_measured_number_outside_a_block(name):
     text = re.sub(r"<!-- numbers:.*?<!-- end numbers -->", "", text, flags=re.S)
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     text = re.sub(r"`[^`\n]*`", "", text)
+    text = re.sub(r"\]\([^)\s]*\)", "]", text)  # link targets (file names)
+    text = LABELS.sub("", text)
     found = {m[0].replace("−", "-") for m in MEASURED.finditer(text)} - ALLOWED[name]
     assert not found, f"{name}: numbers outside a numbers block: {sorted(found)}"
+
+
+def test_the_measured_number_pattern_catches_the_common_forms():
+    text = "took 1 267 s, 2.5×, 3 %, 1e-3, 6·10⁵, 16 ms, 11 min; not Thm 1.4, §3.4–3.5 or v3"
+    text = LABELS.sub("", text)
+    found = [m[0] for m in MEASURED.finditer(text)]
+    assert found == ["1 267", "2.5×", "3 %", "1e-3", "6·10⁵", "16 ms", "11 min"], found
 
 
 def test_render_formats_fields_and_refuses_a_missing_path():
