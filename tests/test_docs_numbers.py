@@ -41,7 +41,15 @@ def test_the_bound_pages_have_blocks_and_their_data_files_say_how_they_were_made
     assert len(docs_numbers.blocks(ROOT / "README.md")) >= 1
     for name in files:
         data = json.loads((ROOT / name).read_text())
-        assert "script" in data or "benchmark" in data, f"{name} does not name the script that wrote it"
+        # "experiment": a summary.json of `spherepde experiment NAME`, which names its command
+        assert {"script", "benchmark", "experiment"} & set(data), f"{name} does not name what wrote it"
+
+
+def test_the_derived_data_files_are_what_their_script_computes_from_their_inputs_now():
+    derived = _load("docs_derived")
+    for name in derived.DERIVED:
+        assert json.loads((ROOT / name).read_text()) == derived.compute(name), \
+            f"{name} is stale: run python3 scripts/docs_derived.py"
 
 
 #: a measured-looking number: a decimal, a power of ten (1e-3, 2.1·10⁵), a percentage, a ratio, a
