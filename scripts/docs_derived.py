@@ -139,12 +139,26 @@ def paper1() -> tuple[list[str], dict]:
 
 def paper1_quick() -> tuple[list[str], dict]:
     files = ["docs/data/paper1_quick.json"]
-    q = _read(files[0])["runs"]
-    loads = [r["load_average"] for r in q.values()]
-    cc = q["circle_clusters"]["summary"]
-    out = {"load_min": min(loads), "load_max": max(loads),
-           "circle_clusters_beta3_masses": sorted(c["mass"] for c in cc["runs"][0]["final_clusters"])}
-    return files, out
+    q = _read(files[0])
+    runs = q["runs"]
+    loads = [r["load_average"] for r in runs.values()]
+    term = runs["terminal_phase"]["summary"]["runs"][0]
+    cc = runs["circle_clusters"]["summary"]
+    c3 = cc["runs"][0]["n_clusters"]
+    last_change = max(k for k in range(1, len(c3)) if c3[k] != c3[k - 1])
+    big = runs["circle_clusters_n1024"]["summary"]
+    at = [big["times"].index(t) for t in (15.0, 20.0, 25.0, 30.0)]
+    return files, {
+        "load_min": min(loads), "load_max": max(loads),
+        "terminal": {"dist_E_VBt_first": term["dist_E_VBt"][0], "dist_E_VBt_min": min(term["dist_E_VBt"]),
+                     "switch_time": _num(term["switch_time"]), "dist_E_V_last": term["dist_E_V"][-1]},
+        "circle_clusters": {
+            "final": {str(r["beta"]).replace(".0", ""): r["n_clusters"][-1] for r in cc["runs"]},
+            "beta3_first_count": c3[last_change - 1], "beta3_last_change_time": cc["times"][last_change],
+            "beta3_masses": sorted(c["mass"] for c in cc["runs"][0]["final_clusters"]),
+            "n1024_at_15_20_25_30": {str(r["beta"]).replace(".0", ""): " / ".join(str(r["n_clusters"][k]) for k in at)
+                                     for r in big["runs"]},
+            "n1024_cells": {str(r["beta"]).replace(".0", ""): r["cells"] for r in big["runs"]}}}
 
 
 def transport_validation() -> tuple[list[str], dict]:
@@ -182,8 +196,29 @@ def transport() -> tuple[list[str], dict]:
     return files, out
 
 
+def weaknesses() -> tuple[list[str], dict]:
+    files = ["benchmarks/results/noise_field.json", "benchmarks/results/gpu_run1.json",
+             "benchmarks/results/gpu_run2.json", "docs/data/examples.json"]
+    nf, g1, g2, ex = (_read(f) for f in files)
+    rows = nf["rows"]
+    small = [r["ratio_old_to_rings"] for r in rows if r["nmax"] == 4 and r["nlat"] in (32, 64)]
+    big = [r["ratio_old_to_rings"] for r in rows if r["nmax"] == 32]
+    torch_1e4 = [1e3 * p["rk4_step_s"] for g in (g1, g2) for p in g["particles"]
+                 if p["N"] == 10000 and p["method"].startswith("torch")]
+    loads = [e["load_average"] for e in ex["examples"].values() if e.get("load_average") is not None]
+    loads += [ex[k]["load_average"] for k in ("demo", "d5_realisations", "schemes")
+              if ex.get(k, {}).get("load_average") is not None]
+    return files, {
+        "noise_rings_over_dense_nmax4_min": min(small), "noise_rings_over_dense_nmax4_max": max(small),
+        "noise_speedup_nmax32_min": min(big), "noise_speedup_nmax32_max": max(big),
+        "noise_max_rel_difference": max(max(r["max_rel_difference"].values()) for r in rows),
+        "gpu_rk4_ms_1e4_min": min(torch_1e4), "gpu_rk4_ms_1e4_max": max(torch_1e4),
+        "examples_load_min": min(loads), "examples_load_max": max(loads)}
+
+
 DERIVED = {"docs/data/derived_paper1.json": paper1,
-           "docs/data/derived_transport.json": transport}
+           "docs/data/derived_transport.json": transport,
+           "docs/data/derived_weaknesses.json": weaknesses}
 
 
 def compute(name: str) -> dict:
