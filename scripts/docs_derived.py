@@ -69,7 +69,8 @@ def paper1() -> tuple[list[str], dict]:
     out["large_beta_table"] = {
         "100": {"nlat32": r32["100"]["w2_min"], "nlat64": r64["100"]["w2_min"], "nlat96": r96[100]["w2_min"],
                 "t_min_nlat96": r96[100]["t_min"], "exit_time_nlat96": _num(r96[100]["exit_time"])},
-        "1000": {"nlat64": m96["resolution_check"]["w2_min"][k64_], "t_min_nlat64": m96["resolution_check"]["t_min"][k64_],
+        "1000": {"nlat64": m96["resolution_check"]["w2_min"][k64_],
+                 "t_min_nlat64": m96["resolution_check"]["t_min"][k64_],
                  "nlat96": r96[1000]["w2_min"], "nlat112": r112[1000]["w2_min"],
                  "t_min_nlat96": r96[1000]["t_min"], "t_min_nlat112": r112[1000]["t_min"]}}
     rc96, rc112 = m96["resolution_check"], m112["resolution_check"]
@@ -77,7 +78,8 @@ def paper1() -> tuple[list[str], dict]:
     large = [*m96["runs"], *m112["runs"]]
     out["metastability_large_beta"] = {
         "minutes_nlat96": m96["seconds"] / 60, "minutes_nlat112": m112["seconds"] / 60,
-        "beta100_nlat64_to_nlat96_change_percent": 100 * (r64["100"]["w2_min"] - r96[100]["w2_min"]) / r64["100"]["w2_min"],
+        "beta100_nlat64_to_nlat96_change_percent":
+            100 * (r64["100"]["w2_min"] - r96[100]["w2_min"]) / r64["100"]["w2_min"],
         "beta1000_nlat64_w2_min": rc96["w2_min"][k64], "beta1000_nlat64_t_min": rc96["t_min"][k64],
         "kernel_width_beta1000_rad": 1000 ** -0.5,
         "kernel_width_in_cells_nlat96": 1000 ** -0.5 / m96["grid_spacing_rad"],
@@ -133,7 +135,8 @@ def paper1() -> tuple[list[str], dict]:
         "seconds_for_target_rk4_rate": t_rk4, "seconds_for_target_kernel_rate": t_kernel,
         "slower_than_density_min": t_kernel / dvp["density"][-1]["seconds"],
         "slower_than_density_max": t_rk4 / dvp["density"][-1]["seconds"],
-        "n1e6_run_predicted_seconds_min": steps * min(old_n1e6), "n1e6_run_predicted_seconds_max": steps * max(old_n1e6)}
+        "n1e6_run_predicted_seconds_min": steps * min(old_n1e6),
+        "n1e6_run_predicted_seconds_max": steps * max(old_n1e6)}
     return files, out
 
 
@@ -148,8 +151,14 @@ def paper1_quick() -> tuple[list[str], dict]:
     last_change = max(k for k in range(1, len(c3)) if c3[k] != c3[k - 1])
     big = runs["circle_clusters_n1024"]["summary"]
     at = [big["times"].index(t) for t in (15.0, 20.0, 25.0, 30.0)]
+    meta = runs["metastability"]["summary"]
+    pvd = runs["particles_vs_density"]["summary"]["runs"][0]
     return files, {
         "load_min": min(loads), "load_max": max(loads),
+        "metastability": {"w2_min": [r["w2_min"] for r in meta["runs"]],
+                          "fit": meta["fit_w2min_vs_sqrt_logb_over_b"], "exit": meta["fit_exit_time_vs_log_beta"]},
+        "particles_vs_density": {"particles": pvd["particles"], "rate": pvd["rate_moment_error"]},
+        "circle_clusters_fit": cc["fit_clusters_vs_beta"],
         "terminal": {"dist_E_VBt_first": term["dist_E_VBt"][0], "dist_E_VBt_min": min(term["dist_E_VBt"]),
                      "switch_time": _num(term["switch_time"]), "dist_E_V_last": term["dist_E_V"][-1]},
         "circle_clusters": {
@@ -217,6 +226,8 @@ def weaknesses() -> tuple[list[str], dict]:
 
 
 DERIVED = {"docs/data/derived_paper1.json": paper1,
+           "docs/data/derived_paper1_quick.json": paper1_quick,
+           "docs/data/derived_transport_validation.json": transport_validation,
            "docs/data/derived_transport.json": transport,
            "docs/data/derived_weaknesses.json": weaknesses}
 

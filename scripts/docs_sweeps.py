@@ -42,7 +42,7 @@ def _sweep(folder: Path, sets: list[str]) -> dict:
     set_args = [a for s in sets for a in ("--set", s)]
     _cli(["sweep", EXAMPLE, "--workers", "0", "--quiet", "--output", str(folder), *set_args])
     plot = _cli(["plot", str(folder / "sweep.nc"), "--no-animation"])
-    lines = {ln["label"].split(":")[0]: {"slope": ln["slope"], "stderr": ln["stderr"]}
+    lines = {ln["label"].rsplit(": slope", 1)[0]: {"slope": ln["slope"], "stderr": ln["stderr"]}
              for p in plot["plots"] for ln in p["lines"]}
     shown = " ".join(f"--set '{s}'" for s in sets)
     return {"command": f"python3 -m spherepde sweep {EXAMPLE} --workers 0 --output DIR {shown}".strip()

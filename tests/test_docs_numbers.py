@@ -78,11 +78,22 @@ ALLOWED = {
     "docs/netcdf.md": {"4.1"},    # cfchecker's version
     "docs/noise-kernel-table.md": {"1e-13"},  # the quadrature tolerance
     "docs/sweeps.md": {"5 s", "0.5"},  # the scheduler timeout; t_end of the grid sweep
-    "docs/transport-references.md": {"0.8"},  # the Courant number of the published runs
-    "docs/transport-validation.md": {"0.8", "0.05"},  # the Courant number; the axis tilt
-    "docs/transport.md": set(),
-    "docs/weaknesses.md": set(),
-    "docs/paper1.md": set(),
+    "docs/transport-references.md": {"0.8", "0.75", "0.1875"},  # Courant number; grid spacings (°)
+    "docs/transport-validation.md": {"0.8", "0.05", "1.5"},  # Courant number; axis tilt; 1.5° grid
+    "docs/transport.md": {
+        "0.5",            # the deformation-number bound of a sweep
+        "1.25",           # Colella–Sekora's curvature constant
+        "1e-12", "1e-14",  # the cap's round-off thresholds
+        "2.5", "1e-5", "1.5",  # the Courant number and the bounds the tests assert
+        "0.01",           # the sync-path time step
+    },
+    "docs/weaknesses.md": {"0.1", "2.5", "1e-5", "20×"},  # background; test's Courant and bound; the aim
+    "docs/paper1.md": {
+        "0.2",            # min_mass_ratio of find_clusters
+        "0.4",            # the spectral gap of A (an input of the set-up)
+        "0.6", "0.5", "0.3",  # the direction â of ρ₀
+        "0.05", "0.8",    # dt = min(0.05, 0.8·Δx/‖V‖₂)
+    },
 }
 
 
