@@ -149,8 +149,6 @@ def paper1_quick() -> tuple[list[str], dict]:
     cc = runs["circle_clusters"]["summary"]
     c3 = cc["runs"][0]["n_clusters"]
     last_change = max(k for k in range(1, len(c3)) if c3[k] != c3[k - 1])
-    big = runs["circle_clusters_n1024"]["summary"]
-    at = [big["times"].index(t) for t in (15.0, 20.0, 25.0, 30.0)]
     meta = runs["metastability"]["summary"]
     pvd = runs["particles_vs_density"]["summary"]["runs"][0]
     return files, {
@@ -164,10 +162,7 @@ def paper1_quick() -> tuple[list[str], dict]:
         "circle_clusters": {
             "final": {str(r["beta"]).replace(".0", ""): r["n_clusters"][-1] for r in cc["runs"]},
             "beta3_first_count": c3[last_change - 1], "beta3_last_change_time": cc["times"][last_change],
-            "beta3_masses": sorted(c["mass"] for c in cc["runs"][0]["final_clusters"]),
-            "n1024_at_15_20_25_30": {str(r["beta"]).replace(".0", ""): " / ".join(str(r["n_clusters"][k]) for k in at)
-                                     for r in big["runs"]},
-            "n1024_cells": {str(r["beta"]).replace(".0", ""): r["cells"] for r in big["runs"]}}}
+            "beta3_masses": sorted(c["mass"] for c in cc["runs"][0]["final_clusters"])}}
 
 
 def transport_validation() -> tuple[list[str], dict]:
