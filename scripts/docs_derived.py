@@ -145,12 +145,12 @@ def paper1_quick() -> tuple[list[str], dict]:
     q = _read(files[0])
     runs = q["runs"]
     loads = [r["load_average"] for r in runs.values()]
-    term = runs["terminal_phase"]["summary"]["runs"][0]
+    term = [r for r in runs["terminal_phase"]["summary"]["runs"] if float(r["beta"]) == 10.0][0]
     cc = runs["circle_clusters"]["summary"]
     c3 = cc["runs"][0]["n_clusters"]
     last_change = max(k for k in range(1, len(c3)) if c3[k] != c3[k - 1])
     meta = runs["metastability"]["summary"]
-    pvd = runs["particles_vs_density"]["summary"]["runs"][0]
+    pvd = [r for r in runs["particles_vs_density"]["summary"]["runs"] if float(r["beta"]) == 10.0][0]
     return files, {
         "load_min": min(loads), "load_max": max(loads),
         "metastability": {"w2_min": [r["w2_min"] for r in meta["runs"]],

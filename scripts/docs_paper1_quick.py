@@ -7,7 +7,7 @@ docs/data/paper1_quick.json, which docs/paper1.md quotes (≈ 5 min on 2 busy co
     python3 scripts/docs_numbers.py                     # then re-render the pages
 
 Each entry: the command (output folder written DIR), its wall time in seconds, the 1-minute load
-average when it started, and the summary the command printed with --json. metastability and
+average when it started, and the summary.json the command wrote. metastability and
 particles-vs-density run twice, with the default 2 dask workers and with --workers 0.
 """
 from __future__ import annotations
@@ -47,7 +47,9 @@ def main() -> int:
             res = subprocess.run([sys.executable, "-m", "spherepde", *args, "--output", str(folder), "--json"],
                                  cwd=ROOT, check=True, capture_output=True, text=True).stdout
             seconds = time.perf_counter() - t0
-            summary = json.loads(res)
+            printed = json.loads(res)
+            # the summary.json the command wrote holds the series and per-N tables that --json leaves out
+            summary = json.loads(Path(printed.get("summary") or folder / "summary.json").read_text())
             summary.pop("config", None)
             out["runs"][name] = {"command": "python3 -m spherepde " + " ".join(args) + " --output DIR --json",
                                  "seconds": round(seconds, 1), "load_average": round(load, 2),

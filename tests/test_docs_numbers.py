@@ -39,6 +39,9 @@ def test_the_bound_pages_have_blocks_and_their_data_files_say_how_they_were_made
     assert "docs/data/examples.json" in files
     assert len(docs_numbers.blocks(ROOT / "docs" / "usage.md")) >= 3
     assert len(docs_numbers.blocks(ROOT / "README.md")) >= 1
+    for page in ("paper1", "transport", "transport-validation", "transport-references", "weaknesses",
+                 "sweeps", "noise-kernel-table", "equations"):
+        assert docs_numbers.blocks(ROOT / "docs" / f"{page}.md"), f"docs/{page}.md has no numbers block"
     for name in files:
         data = json.loads((ROOT / name).read_text())
         # "experiment": a summary.json of `spherepde experiment NAME`, which names its command
