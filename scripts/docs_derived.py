@@ -202,8 +202,8 @@ def transport() -> tuple[list[str], dict]:
 
 def weaknesses() -> tuple[list[str], dict]:
     files = ["benchmarks/results/noise_field.json", "benchmarks/results/gpu_run1.json",
-             "benchmarks/results/gpu_run2.json", "docs/data/examples.json"]
-    nf, g1, g2, ex = (_read(f) for f in files)
+             "benchmarks/results/gpu_run2.json", "docs/data/examples.json", "benchmarks/results/brownian.json"]
+    nf, g1, g2, ex, br = (_read(f) for f in files)
     rows = nf["rows"]
     small = [r["ratio_old_to_rings"] for r in rows if r["nmax"] == 4 and r["nlat"] in (32, 64)]
     big = [r["ratio_old_to_rings"] for r in rows if r["nmax"] == 32]
@@ -217,7 +217,8 @@ def weaknesses() -> tuple[list[str], dict]:
         "noise_speedup_nmax32_min": min(big), "noise_speedup_nmax32_max": max(big),
         "noise_max_rel_difference": max(max(r["max_rel_difference"].values()) for r in rows),
         "gpu_rk4_ms_1e4_min": min(torch_1e4), "gpu_rk4_ms_1e4_max": max(torch_1e4),
-        "examples_load_min": min(loads), "examples_load_max": max(loads)}
+        "examples_load_min": min(loads), "examples_load_max": max(loads),
+        "brownian_new_over_old": br["ratio_new_over_old"]}
 
 
 DERIVED = {"docs/data/derived_paper1.json": paper1,
