@@ -126,8 +126,11 @@ def check_kernel() -> dict:
 
 def main() -> None:
     rng = np.random.default_rng(20261204)
-    result = {"attention": check_attention(rng), "diagnostics": check_energy_and_w2(rng),
-              "kernel": check_kernel()}
+    result = {"script": "scripts/check_equations.py", "attention": check_attention(rng),
+              "diagnostics": check_energy_and_w2(rng), "kernel": check_kernel()}
+    # the KL series' truncation error for ReLU (what docs/equations.md quotes)
+    result["kl_relu_max_abs_kappa_minus_series"] = max(
+        v["max_abs_kappa_minus_series"] for k, v in result["kernel"].items() if k.startswith("kl_relu"))
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps(result, indent=1))

@@ -3,7 +3,8 @@
     PYTHONPATH=. python scripts/transport_suite.py [--nlat 60 120] [--polar auto]
 
 Runs ``run_transport`` (what ``spherepde validate transport --json`` prints) for the standard
-cases at each nlat and prints the markdown table rows; about 15 minutes on 2 cores.
+cases at each nlat and prints the markdown table rows; about 15 minutes on 2 cores. The table of
+docs/transport-validation.md is rendered from the file by scripts/docs_numbers.py.
 """
 from __future__ import annotations
 
@@ -39,7 +40,9 @@ def main() -> None:
             print(f"| {case} | {field} | {limiter} | {r['polar']} | {ALPHA_LABEL[alpha]} | {nlat} | "
                   f"{r['steps']} | {r['l1']:.3e} | {r['l2']:.3e} | {r['linf']:.3e} | {r['lmax']:.2e} | "
                   f"{r['lmin']:.2e} | {r['mass_error']:.1e} | {r['min_value']:.2e} |", flush=True)
-    Path(args.output).write_text(json.dumps(rows, indent=1) + "\n")
+    data = {"script": "scripts/transport_suite.py", "command": "PYTHONPATH=. python scripts/transport_suite.py",
+            "runs": rows}
+    Path(args.output).write_text(json.dumps(data, indent=1) + "\n")
 
 
 if __name__ == "__main__":

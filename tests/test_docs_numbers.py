@@ -1,6 +1,7 @@
 """The docs cannot drift from the data: every `<!-- numbers: … -->` block of README.md and
 docs/*.md renders, from its data file, to exactly the text a reader sees (scripts/docs_numbers.py),
-and README.md and docs/usage.md quote no measured-looking number outside such blocks."""
+and every page but those other work still binds (NOT_YET) quotes no measured-looking number
+outside such blocks, except the inputs its ALLOWED set lists."""
 from __future__ import annotations
 
 import importlib.util
@@ -38,17 +39,70 @@ def test_the_bound_pages_have_blocks_and_their_data_files_say_how_they_were_made
     assert "docs/data/examples.json" in files
     assert len(docs_numbers.blocks(ROOT / "docs" / "usage.md")) >= 3
     assert len(docs_numbers.blocks(ROOT / "README.md")) >= 1
+    for page in ("paper1", "transport", "transport-validation", "transport-references", "weaknesses",
+                 "sweeps", "noise-kernel-table", "equations"):
+        assert docs_numbers.blocks(ROOT / "docs" / f"{page}.md"), f"docs/{page}.md has no numbers block"
     for name in files:
         data = json.loads((ROOT / name).read_text())
-        assert "script" in data or "benchmark" in data, f"{name} does not name the script that wrote it"
+        # "experiment": a summary.json of `spherepde experiment NAME`, which names its command
+        assert {"script", "benchmark", "experiment"} & set(data), f"{name} does not name what wrote it"
 
 
-#: a measured-looking number: a decimal, a power of ten, a percentage, a ratio or a duration
-MEASURED = re.compile(r"(?<![\w.`/-])(\d+\.\d+|\d+(\.\d+)?e[-−]?\d+|\d+(\.\d+)? ?%|\d+(\.\d+)?×"
-                      r"|\d+ s\b|\d+ min\b)")
-#: numbers that are inputs, not results: versions, tolerances and parameters of the text
-ALLOWED = {"README.md": {"3.11", "15 s", "0.5", "20×"},
-           "docs/usage.md": {"1e-13", "1.5", "10 s", "0.05", "0.5", "10 %", "0.1", "5 s", "2 %", "0.25"}}
+def test_the_derived_data_files_are_what_their_script_computes_from_their_inputs_now():
+    derived = _load("docs_derived")
+    for name in derived.DERIVED:
+        assert json.loads((ROOT / name).read_text()) == derived.compute(name), \
+            f"{name} is stale: run python3 scripts/docs_derived.py"
+
+
+#: a measured-looking number: a decimal, a power of ten (1e-3, 2.1·10⁵), a percentage, a ratio, a
+#: duration, or an integer with thin-space thousands groups (1 267)
+MEASURED = re.compile(r"(?<![\w.`/-])(\d+(\.\d+)?e[-−]?\d+|\d+(\.\d+)?·10[⁰¹²³⁴⁵⁶⁷⁸⁹⁻]+|\d+(\.\d+)? ?%"
+                      r"|\d+(\.\d+)?×|\d+(\.\d+)? ?(?:s|ms|min|h)\b|\d{1,3}(?:[  ]\d{3})+\b|\d+\.\d+)")
+#: labels that look like numbers: section and theorem numbers, arXiv identifiers and DOIs
+LABELS = re.compile(r"(?:§|Thm |Prop |Cor |Lemma |eq\. |arXiv:|doi:|^#+ )\d+(?:\.\d+)*(?:[–-]\d+(?:\.\d+)*)?", re.M)
+
+#: the pages other helpers bind (not yet held to this test)
+NOT_YET = {"docs/paper2.md", "docs/attention.md", "docs/benchmarks.md", "docs/amr.md"}
+
+#: numbers that are inputs, not results, per page: versions, tolerances, parameters of the text,
+#: definitions of test cases, defaults
+ALLOWED = {
+    "README.md": {"3.11", "15 s", "0.5", "20×"},
+    "docs/usage.md": {"1e-13", "1.5", "10 s", "0.05", "0.5", "10 %", "0.1", "5 s", "2 %", "0.25"},
+    "docs/equations.md": {
+        "1e-9",   # the eigenspace tolerance of metrics.top_eigenspace
+        "0.4",    # the spectral gap of the set-up's A (an input)
+        "0.99",   # the default variance_fraction
+        "0.5",    # the noise displacement bound (rad)
+        "2.4", "0.95", "0.1", "0.9",  # definitions of the transport test cases
+    },
+    "docs/layout.md": {"1e-13"},  # the tolerance the grid's total area is tested to
+    "docs/netcdf.md": {"4.1"},    # cfchecker's version
+    "docs/noise-kernel-table.md": {"1e-13"},  # the quadrature tolerance
+    "docs/sweeps.md": {"5 s", "0.5"},  # the scheduler timeout; t_end of the grid sweep
+    "docs/transport-references.md": {"0.8", "0.75", "0.1875"},  # Courant number; grid spacings (°)
+    "docs/transport-validation.md": {"0.8", "0.05", "1.5"},  # Courant number; axis tilt; 1.5° grid
+    "docs/transport.md": {
+        "0.5",            # the deformation-number bound of a sweep
+        "1.25",           # Colella–Sekora's curvature constant
+        "1e-12", "1e-14",  # the cap's round-off thresholds
+        "2.5", "1e-5", "1.5",  # the Courant number and the bounds the tests assert
+        "0.01",           # the sync-path time step
+    },
+    "docs/weaknesses.md": {"0.1", "2.5", "1e-5", "20×"},  # background; test's Courant and bound; the aim
+    "docs/paper1.md": {
+        "0.2",            # min_mass_ratio of find_clusters
+        "0.4",            # the spectral gap of A (an input of the set-up)
+        "0.6", "0.5", "0.3",  # the direction â of ρ₀
+        "0.05", "0.8",    # dt = min(0.05, 0.8·Δx/‖V‖₂)
+    },
+}
+
+
+def test_every_page_is_checked_for_numbers_outside_blocks():
+    pages = {str(p.relative_to(ROOT)) for p in docs_numbers.docs_files()}
+    assert pages - NOT_YET == set(ALLOWED), sorted(pages - NOT_YET ^ set(ALLOWED))
 
 
 @pytest.mark.parametrize("name", sorted(ALLOWED))
@@ -57,8 +111,17 @@ def test_no_measured_number_outside_a_block(name):
     text = re.sub(r"<!-- numbers:.*?<!-- end numbers -->", "", text, flags=re.S)
     text = re.sub(r"```.*?```", "", text, flags=re.S)
     text = re.sub(r"`[^`\n]*`", "", text)
+    text = re.sub(r"\]\([^)\s]*\)", "]", text)  # link targets (file names)
+    text = LABELS.sub("", text)
     found = {m[0].replace("−", "-") for m in MEASURED.finditer(text)} - ALLOWED[name]
     assert not found, f"{name}: numbers outside a numbers block: {sorted(found)}"
+
+
+def test_the_measured_number_pattern_catches_the_common_forms():
+    text = "took 1 267 s, 2.5×, 3 %, 1e-3, 6·10⁵, 16 ms, 11 min; not Thm 1.4, §3.4–3.5 or v3"
+    text = LABELS.sub("", text)
+    found = [m[0] for m in MEASURED.finditer(text)]
+    assert found == ["1 267", "2.5×", "3 %", "1e-3", "6·10⁵", "16 ms", "11 min"], found
 
 
 def test_render_formats_fields_and_refuses_a_missing_path():

@@ -1,0 +1,245 @@
+"""Derive the numbers docs quote that need arithmetic on the raw result files (ratios, relative
+changes, ranges, extrapolations), and write them with the raw values they use to
+docs/data/derived_*.json, each recording its script and input files.
+
+    python3 scripts/docs_derived.py        # rewrite every derived file (a second)
+    python3 scripts/docs_numbers.py        # then re-render the pages
+
+tests/test_docs_numbers.py checks that every derived file equals what this script computes
+from its inputs now, so a re-measured input cannot leave a stale derived file behind.
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from spherepde.validation.fits import fit_order  # noqa: E402
+
+
+def _read(name: str):
+    return json.loads((ROOT / name).read_text())
+
+
+def _num(x):
+    """JSON's value for a float (None for NaN or ±inf)."""
+    return None if x is None or (isinstance(x, float) and not math.isfinite(x)) else x
+
+
+def _last(series):
+    return series[-1]
+
+
+def paper1() -> tuple[list[str], dict]:
+    files = ["docs/data/metastability_nlat32.json", "docs/data/metastability_nlat64.json",
+             "docs/data/metastability_nlat96_beta100_1000.json", "docs/data/metastability_nlat112_beta1000.json",
+             "docs/data/terminal_phase_nlat32.json", "docs/data/terminal_phase_nlat64.json",
+             "docs/data/particles_vs_density_nlat32.json", "docs/data/circle_clusters.json",
+             "docs/data/gpu_particles_convergence.json", "benchmarks/results/density_vs_particles.json",
+             "benchmarks/results/gpu_run1.json", "benchmarks/results/gpu_run2.json",
+             "benchmarks/results/gpu_run3.json"]
+    m32, m64, m96, m112, t32, t64, pvd, cc, gpu, dvp, g1, g2, g3 = (_read(f) for f in files)
+    out: dict = {}
+
+    # metastability, nlat 32 and 64: minima, their change with resolution, the kernel width at β = 300
+    def by_beta(summary):
+        return {str(r["beta"]).replace(".0", ""): r for r in summary["runs"]}
+    r32, r64 = by_beta(m32), by_beta(m64)
+    out["metastability_nlat32"] = {
+        "minutes": m32["seconds"] / 60, "grid_spacing_rad": m32["grid_spacing_rad"],
+        "kernel_width_beta300_rad": 300 ** -0.5,
+        "dist_E_V_last": {b: _last(r32[b]["dist_E_V"]) for b in ("10", "30")}}
+    out["metastability_nlat64"] = {
+        "minutes": m64["seconds"] / 60,
+        "w2_min_change_from_nlat32_percent": {b: 100 * (r32[b]["w2_min"] - r64[b]["w2_min"]) / r32[b]["w2_min"]
+                                              for b in ("10", "100", "inf")}}
+    out["metastability_nlat64"]["table"] = {
+        b: {"w2_min": r64[b]["w2_min"], "t_min": r64[b]["t_min"], "exit_time": _num(r64[b]["exit_time"]),
+            "w2_min_nlat32": r32[b]["w2_min"], "exit_time_nlat32": _num(r32[b]["exit_time"])} for b in r64}
+    # β = 100 and 1000 on nlat 96 and 112
+    r96 = {int(r["beta"]): r for r in m96["runs"]}
+    r112 = {int(r["beta"]): r for r in m112["runs"]}
+    k64_ = m96["resolution_check"]["nlat"].index(64)
+    out["large_beta_table"] = {
+        "100": {"nlat32": r32["100"]["w2_min"], "nlat64": r64["100"]["w2_min"], "nlat96": r96[100]["w2_min"],
+                "t_min_nlat96": r96[100]["t_min"], "exit_time_nlat96": _num(r96[100]["exit_time"])},
+        "1000": {"nlat64": m96["resolution_check"]["w2_min"][k64_],
+                 "t_min_nlat64": m96["resolution_check"]["t_min"][k64_],
+                 "nlat96": r96[1000]["w2_min"], "nlat112": r112[1000]["w2_min"],
+                 "t_min_nlat96": r96[1000]["t_min"], "t_min_nlat112": r112[1000]["t_min"]}}
+    rc96, rc112 = m96["resolution_check"], m112["resolution_check"]
+    k64 = rc96["nlat"].index(64)
+    large = [*m96["runs"], *m112["runs"]]
+    out["metastability_large_beta"] = {
+        "minutes_nlat96": m96["seconds"] / 60, "minutes_nlat112": m112["seconds"] / 60,
+        "beta100_nlat64_to_nlat96_change_percent":
+            100 * (r64["100"]["w2_min"] - r96[100]["w2_min"]) / r64["100"]["w2_min"],
+        "beta1000_nlat64_w2_min": rc96["w2_min"][k64], "beta1000_nlat64_t_min": rc96["t_min"][k64],
+        "kernel_width_beta1000_rad": 1000 ** -0.5,
+        "kernel_width_in_cells_nlat96": 1000 ** -0.5 / m96["grid_spacing_rad"],
+        "kernel_width_in_cells_nlat112": 1000 ** -0.5 / m112["grid_spacing_rad"],
+        "max_abs_mass_error": max(abs(r["mass_error"]) for r in large),
+        "min_density": min(r["min_density"] for r in large),
+        "relative_change_percent_nlat96_112": 100 * rc112["relative_change"]}
+    # terminal phase
+    tr32 = {int(r["beta"]): r for r in t32["runs"]}
+    out["terminal_phase"] = {
+        "minutes_nlat32": t32["seconds"] / 60, "minutes_nlat64": t64["seconds"] / 60,
+        "dist_E_V_last_nlat32": {str(b): _last(tr32[b]["dist_E_V"]) for b in (10, 30, 100)},
+        "max_abs_mass_error_nlat64": max(abs(r["mass_error"]) for r in t64["runs"])}
+    out["particles_vs_density_nlat32"] = {"minutes": pvd["seconds"] / 60}
+    # circle clusters: neighbouring clusters' mass ratios at the end
+    ratios = []
+    for r in cc["runs"]:
+        masses = [c["mass"] for c in sorted(r["final_clusters"], key=lambda c: c["position"])]
+        if len(masses) > 1:
+            ratios += [a / b for a, b in zip(masses, masses[1:] + masses[:1])]
+    out["circle_clusters"] = {"neighbour_mass_ratio_min_percent": 100 * min(ratios),
+                              "neighbour_mass_ratio_max_percent": 100 * max(ratios)}
+    # density against particles on the CPU
+    out["density_vs_particles"] = {
+        "density_nlat32_seconds": dvp["density"][-1]["seconds"],
+        "particle_error_smallest": min(p["error"] for p in dvp["particles"])}
+    # particles on a GPU: the fit, the N for 1e-3, the time at the measured rates
+    runs = gpu["runs"]
+    n = np.array([r["N"] for r in runs], float)
+    err = np.array([r["rms_error"] for r in runs], float)
+    slope, se = fit_order(n, err)
+    intercept = float(np.mean(np.log(err) - slope * np.log(n)))
+    target = dvp["target_error"]
+    n_target = math.exp((math.log(target) - intercept) / slope)
+    steps = round(dvp["T"] / 0.05)
+    rk4_f32 = [p for p in g3["particles"] if p["method"] == "torch-float32" and p["N"] == 100000][0]
+    kernel_f32 = max(c["pairs_per_s"] for c in g3["tune"]["configs"] if c["precision"] == "float32")
+    kernel_f64 = max(c["pairs_per_s"] for c in g3["tune"]["configs"] if c["precision"] == "float64")
+    pairs = 4 * steps * n_target ** 2  # four velocity evaluations of N² pairs per RK4 step
+    t_rk4, t_kernel = pairs / rk4_f32["pairs_per_s"], pairs / kernel_f32
+    old_n1e6 = [p["rk4_step_s"] for g in (g1, g2) for p in g["particles"]
+                if p["N"] == 1000000 and p["method"] == "torch-float32"]
+    seconds_1e5 = runs[[r["N"] for r in runs].index(100000)]["seconds_per_run"]
+    out["gpu"] = {
+        "rms_error": {str(r["N"]): r["rms_error"] for r in runs}, "seeds": {str(r["N"]): r["seeds"] for r in runs},
+        "seconds_per_run_mean": {str(r["N"]): float(np.mean(r["seconds_per_run"])) for r in runs},
+        "seconds_per_run_min_1e5": min(seconds_1e5), "seconds_per_run_max_1e5": max(seconds_1e5),
+        "rate_exponent": slope, "rate_stderr": se,
+        "float32_change_same_seed_1e5": g1["convergence"]["float64_vs_float32_same_seed"]["N=100000"],
+        "target_error": target, "n_for_target": n_target, "rk4_steps": steps,
+        "rk4_float32_pairs_per_s_1e5": rk4_f32["pairs_per_s"], "kernel_float32_pairs_per_s": kernel_f32,
+        "kernel_float64_pairs_per_s": kernel_f64,
+        "seconds_for_target_rk4_rate": t_rk4, "seconds_for_target_kernel_rate": t_kernel,
+        "slower_than_density_min": t_kernel / dvp["density"][-1]["seconds"],
+        "slower_than_density_max": t_rk4 / dvp["density"][-1]["seconds"],
+        "n1e6_run_predicted_seconds_min": steps * min(old_n1e6),
+        "n1e6_run_predicted_seconds_max": steps * max(old_n1e6)}
+    return files, out
+
+
+def paper1_quick() -> tuple[list[str], dict]:
+    files = ["docs/data/paper1_quick.json"]
+    q = _read(files[0])
+    runs = q["runs"]
+    loads = [r["load_average"] for r in runs.values()]
+    term = [r for r in runs["terminal_phase"]["summary"]["runs"] if float(r["beta"]) == 10.0][0]
+    cc = runs["circle_clusters"]["summary"]
+    c3 = cc["runs"][0]["n_clusters"]
+    last_change = max(k for k in range(1, len(c3)) if c3[k] != c3[k - 1])
+    meta = runs["metastability"]["summary"]
+    pvd = [r for r in runs["particles_vs_density"]["summary"]["runs"] if float(r["beta"]) == 10.0][0]
+    return files, {
+        "load_min": min(loads), "load_max": max(loads),
+        "metastability": {"w2_min": [r["w2_min"] for r in meta["runs"]],
+                          "fit": meta["fit_w2min_vs_sqrt_logb_over_b"], "exit": meta["fit_exit_time_vs_log_beta"]},
+        "particles_vs_density": {"particles": pvd["particles"], "rate": pvd["rate_moment_error"]},
+        "circle_clusters_fit": cc["fit_clusters_vs_beta"],
+        "terminal": {"dist_E_VBt_first": term["dist_E_VBt"][0], "dist_E_VBt_min": min(term["dist_E_VBt"]),
+                     "switch_time": _num(term["switch_time"]), "dist_E_V_last": term["dist_E_V"][-1]},
+        "circle_clusters": {
+            "final": {str(r["beta"]).replace(".0", ""): r["n_clusters"][-1] for r in cc["runs"]},
+            "beta3_first_count": c3[last_change - 1], "beta3_last_change_time": cc["times"][last_change],
+            "beta3_masses": sorted(c["mass"] for c in cc["runs"][0]["final_clusters"])}}
+
+
+def transport_validation() -> tuple[list[str], dict]:
+    files = ["docs/data/transport_suite.json", "docs/data/transport_docs.json"]
+    suite, td = (_read(f) for f in files)
+    runs = suite["runs"]
+    out: dict = {"max_abs_mass_error": max(abs(r["mass_error"]) for r in runs),
+                 "suite_minutes": sum(r["seconds"] for r in runs) / 60}
+    w = td["williamson"]
+    for nlat in ("60", "120"):
+        l2 = {a: w[a]["split"]["l2"][nlat] for a in ("pi_2", "pi_2_minus_0_05", "0")}
+        cap = {round(r["alpha"], 6): r["l2"] for r in runs if r["case"] == "williamson1" and r["nlat"] == int(nlat)}
+        a0 = cap[0.0]
+        out[f"nlat{nlat}"] = {
+            "split_l2": l2, "split_ratio_to_alpha_0": {a: l2[a] / l2["0"] for a in l2},
+            "cap_l2": {"pi_2": cap[round(math.pi / 2, 6)], "pi_2_minus_0_05": cap[round(math.pi / 2 - 0.05, 6)],
+                       "0": a0},
+            "cap_ratio_to_alpha_0": {"pi_2": cap[round(math.pi / 2, 6)] / a0,
+                                     "pi_2_minus_0_05": cap[round(math.pi / 2 - 0.05, 6)] / a0}}
+    return files, out
+
+
+def transport() -> tuple[list[str], dict]:
+    files = ["benchmarks/results/polar_cap.json"]
+    pc = _read(files[0])
+    out: dict = {"polar_cap": {}}
+    for row in pc["rows"]:
+        c, f = row["cached"], row["full"]
+        out["polar_cap"][str(row["nlat"])] = {
+            "cached_ratio": c["ratio"], "cached_ratio_of_medians": c["ratio_of_medians"],
+            "full_ratio": f["ratio"], "full_ratio_of_medians": f["ratio_of_medians"],
+            # the caps' remap, and the velocity evaluation, in units of a split step (cached)
+            "remap_in_split_steps": c["cap_ms"] / c["split_ms"] - 1.0,
+            "velocity_in_split_steps": (f["split_ms"] - c["split_ms"]) / c["split_ms"]}
+    return files, out
+
+
+def weaknesses() -> tuple[list[str], dict]:
+    files = ["benchmarks/results/noise_field.json", "benchmarks/results/gpu_run1.json",
+             "benchmarks/results/gpu_run2.json", "docs/data/examples.json", "benchmarks/results/brownian.json"]
+    nf, g1, g2, ex, br = (_read(f) for f in files)
+    rows = nf["rows"]
+    small = [r["ratio_old_to_rings"] for r in rows if r["nmax"] == 4 and r["nlat"] in (32, 64)]
+    big = [r["ratio_old_to_rings"] for r in rows if r["nmax"] == 32]
+    torch_1e4 = [1e3 * p["rk4_step_s"] for g in (g1, g2) for p in g["particles"]
+                 if p["N"] == 10000 and p["method"].startswith("torch")]
+    loads = [e["load_average"] for e in ex["examples"].values() if e.get("load_average") is not None]
+    loads += [ex[k]["load_average"] for k in ("demo", "d5_realisations", "schemes")
+              if ex.get(k, {}).get("load_average") is not None]
+    return files, {
+        "noise_rings_over_dense_nmax4_min": min(small), "noise_rings_over_dense_nmax4_max": max(small),
+        "noise_speedup_nmax32_min": min(big), "noise_speedup_nmax32_max": max(big),
+        "noise_max_rel_difference": max(max(r["max_rel_difference"].values()) for r in rows),
+        "gpu_rk4_ms_1e4_min": min(torch_1e4), "gpu_rk4_ms_1e4_max": max(torch_1e4),
+        "examples_load_min": min(loads), "examples_load_max": max(loads),
+        "brownian_new_over_old": br["ratio_new_over_old"]}
+
+
+DERIVED = {"docs/data/derived_paper1.json": paper1,
+           "docs/data/derived_paper1_quick.json": paper1_quick,
+           "docs/data/derived_transport_validation.json": transport_validation,
+           "docs/data/derived_transport.json": transport,
+           "docs/data/derived_weaknesses.json": weaknesses}
+
+
+def compute(name: str) -> dict:
+    files, values = DERIVED[name]()
+    return json.loads(json.dumps({"script": "scripts/docs_derived.py", "inputs": files, **values},
+                                 default=_num, allow_nan=True).replace("NaN", "null"))
+
+
+def main() -> int:
+    for name in DERIVED:
+        (ROOT / name).write_text(json.dumps(compute(name), indent=1, ensure_ascii=False) + "\n")
+        print(f"wrote {name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
