@@ -5,7 +5,8 @@ synchronization table with keys a numbers block can name), into ``docs/data/pape
 
     python scripts/paper2_numbers.py
 
-Reads docs/data/{heat_kernel,synchronization,synchronization_figure1,chaos,depth_width}.json
+Reads docs/data/{heat_kernel,synchronization,synchronization_figure1,chaos,depth_width,sync_path,
+synchronization_density,synchronization_sphere_particles}.json
 (their sha256 are stored under ``sources``), so run it again after regenerating any of them,
 then ``python scripts/docs_numbers.py``.  Run from the repository root; a few seconds.
 """
@@ -18,7 +19,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "docs" / "data"
-SOURCES = ("heat_kernel", "synchronization", "synchronization_figure1", "chaos", "depth_width")
+SOURCES = ("heat_kernel", "synchronization", "synchronization_figure1", "chaos", "depth_width",
+           "sync_path", "synchronization_density", "synchronization_sphere_particles")
 
 #: (activation, d, σ_U = σ_W) rows of the page's kernel table
 KERNEL_ROWS = (("relu", 3, 0.0), ("relu", 3, 0.5), ("relu", 4, 0.5), ("relu", 5, 0.5),
@@ -60,6 +62,22 @@ def bootstrap_rate_se(times, paths, n: int = 2000, seed: int = 0) -> float:
     return float(np.std(rates, ddof=1))
 
 
+def sphere_rows(s: dict, particles: dict) -> list[dict]:
+    """The S² density table: synchronization_density.json (scripts/paper2_sync_density.py)
+    beside the particles of scripts/paper2_sync_particles.py on the same paths."""
+    dens = s["density"]
+    rows = []
+    for r, e, w, x in zip(particles["paths"], dens["energy_paths"], dens["final_rms_width_rad"],
+                          dens["energy_rate_per_path"]):
+        if r["points_E_end"] != e[-1]:
+            raise SystemExit("synchronization_sphere_particles.json holds other density paths than "
+                             "synchronization_density.json: run scripts/paper2_sync_particles.py again")
+        rate = (f"{x:.2f}".replace("-", "−") if x is not None and not math.isnan(x)
+                else f"no fit (never ≤ {dens['fit_window_rad'][1]:g} rad long enough)")
+        rows.append({**r, "rms_width_end": w, "rate": rate})
+    return rows
+
+
 def synchronization(s: dict, fig1: dict) -> dict:
     by = {(r["d"], r["activation"], r["sigma"], r["attention_scale"]): r for r in s["runs"]}
     rows = []
@@ -80,7 +98,6 @@ def synchronization(s: dict, fig1: dict) -> dict:
                      "thm_1_4_applies": r0["thm_1_4_applies"]})
     z = sorted(rows, key=lambda r: -abs(r["lyapunov_z"]))
     f1 = {r["activation"]: r for r in fig1["runs"]}
-    dens = s["density"]
     boot = [r["rate_off_bootstrap_se"] for r in rows]
     return {"rows": rows, "rate_off_bootstrap_se_min": min(boot), "rate_off_bootstrap_se_max": max(boot),
             "lyapunov_within_2se": sum(abs(r["lyapunov_z"]) <= 2 for r in rows),
@@ -88,12 +105,7 @@ def synchronization(s: dict, fig1: dict) -> dict:
             "figure1": {a: {"aligned": r["fraction_pairs_cos_above_0.99"],
                             "antialigned": r["fraction_pairs_cos_below_-0.99"],
                             "final_energy_mean": r["final_energy_mean"]} for a, r in f1.items()},
-            "two_antipodal_clusters_energy": 0.25 * (1 - math.exp(-2 * fig1["config"]["beta"])),
-            "density_paths": [{"E_end": e[-1], "rms_width_end": w,
-                               "rate": (f"{x:.2f}".replace("-", "−") if x is not None and not math.isnan(x)
-                                        else f"no fit (never ≤ {dens['fit_window_rad'][1]:g} rad long enough)")}
-                              for e, w, x in zip(dens["energy_paths"], dens["final_rms_width_rad"],
-                                                 dens["energy_rate_per_path"])]}
+            "two_antipodal_clusters_energy": 0.25 * (1 - math.exp(-2 * fig1["config"]["beta"]))}
 
 
 def chaos(c: dict) -> dict:
@@ -116,6 +128,18 @@ def depth_width(w: dict) -> dict:
             "reference_check_percent": 100 * w["depth"]["reference"]["relative_to_error_at_largest_L"]}
 
 
+def sync_path(sp: dict) -> dict:
+    out = {}
+    for key in ("lagrangian_remap", "ffsl_ppm"):
+        r = sp[key]
+        steeper = [x < r["two_lambda_1"] for x in (r["rate_density"], r["rate_reference"])]
+        out[key] = {"rate_relative_difference": abs(r["rate_density"] / r["rate_reference"] - 1),
+                    "both_steeper_than_2lambda1": all(steeper),
+                    "both_shallower_than_2lambda1": not any(steeper),
+                    "ratio_in_target": 0.67 <= r["ratio_range"][0] and r["ratio_range"][1] <= 1.5}
+    return out
+
+
 def main() -> int:
     src = {n: json.loads((DATA / f"{n}.json").read_text()) for n in SOURCES}
     data = {"script": "scripts/paper2_numbers.py",
@@ -123,7 +147,9 @@ def main() -> int:
                         for n in SOURCES},
             "kernels": kernels(), "heat_kernel": heat(src["heat_kernel"]),
             "synchronization": synchronization(src["synchronization"], src["synchronization_figure1"]),
-            "chaos": chaos(src["chaos"]), "depth_width": depth_width(src["depth_width"])}
+            "chaos": chaos(src["chaos"]), "depth_width": depth_width(src["depth_width"]),
+            "sync_path": sync_path(src["sync_path"]),
+            "sphere_rows": sphere_rows(src["synchronization_density"], src["synchronization_sphere_particles"])}
     (DATA / "paper2.json").write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
     return 0
 

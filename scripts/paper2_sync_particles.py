@@ -1,6 +1,7 @@
 """The particle column of docs/paper2.md's S² synchronisation table: N particles drawn from the
-same ρ₀ and driven by the same Brownian paths as the density part of
-``docs/data/synchronization.json`` (its stored configuration: seed, σ, nlat, vMF start, Δt,
+same ρ₀ and driven by the same Brownian paths as the S² density part of the synchronization experiment
+(``docs/data/synchronization_density.json``, written by ``scripts/paper2_sync_density.py`` from
+the configuration stored in ``docs/data/synchronization.json``: seed, σ, nlat, vMF start, Δt,
 t_end, realisations), with the scaled E_β at the density's output times; written, with the
 density's E_β beside it, to ``docs/data/synchronization_sphere_particles.json``.
 
@@ -12,7 +13,7 @@ The run is the density part's ``spherepde run`` configuration
 (``out/paper2/sync_particles/``, in this process).  Stored per path: E_β at t_end and at
 t_end/2 for both, their ratio at t_end (points / particles), and the particles' fitted
 exponential rate of E_β over the second half [t_end/2, t_end].  Run it from the repository
-root after ``scripts/regenerate_data.py synchronization``; about a minute.
+root after ``scripts/paper2_sync_density.py``; a few minutes.
 """
 from __future__ import annotations
 
@@ -39,7 +40,7 @@ def main(argv=None) -> int:
     from spherepde.io.netcdf import open_dataset
     from spherepde.runs.sweep import run_sweep
 
-    stored = json.loads((ROOT / "docs" / "data" / "synchronization.json").read_text())
+    stored = json.loads((ROOT / "docs" / "data" / "synchronization_density.json").read_text())
     _, config = configuration("synchronization", 0)
     raw = _density_run_config(config)
     raw["representations"] = {"density": False, "particles": {"n": args.n, "seed": args.seed}}
@@ -68,7 +69,7 @@ def main(argv=None) -> int:
                      "particle_rate_second_half": rate})
     data = {"script": "scripts/paper2_sync_particles.py " + " ".join(sys.argv[1:] if argv is None else argv),
             "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "density_data": "docs/data/synchronization.json",
+            "density_data": "docs/data/synchronization_density.json",
             "density_scheme": dens["scheme"], "n_particles": args.n, "particle_seed": args.seed,
             "t_end": float(t[-1]), "t_mid": float(t[mid]), "seconds": round(seconds, 1),
             "ratio_end_min": min(row["ratio_end_points_over_particles"] for row in rows),
