@@ -45,7 +45,15 @@ def kernels() -> list[dict]:
 
 def heat(h: dict) -> dict:
     ito = h["ito_check"]
-    return {"ito_log10_max_growth": math.log10(max(ito["ito_single_path_max_growth"])),
+    rows = [(r["grid"], d["degree"], d["z"]) for r in h["runs"] for d in r["degrees"]]
+    inside = [z for _, _, z in rows if abs(z) <= 2]
+    grid = {"circle": "S¹", "sphere": "S²"}
+    beyond = "; ".join(f"{grid[g]} degree {k} is {z:+.1f} se".replace("-", "−")
+                       for g, k, z in rows if abs(z) > 2) or "none is beyond 2 se"
+    p2 = math.erf(2 / math.sqrt(2))  # P(|z| ≤ 2) for a standard normal
+    return {"rates": len(rows), "within_2se": len(inside), "max_abs_z_within_2se": max(map(abs, inside)),
+            "beyond_2se": beyond, "chance_any_beyond_2se": 1 - p2 ** len(rows),
+            "ito_log10_max_growth": math.log10(max(ito["ito_single_path_max_growth"])),
             "ito_min_relative": ito["ito_single_path_min_relative"],
             "ito_steps": len(ito["ito_single_path_max_growth"])}
 
@@ -76,6 +84,13 @@ def sphere_rows(s: dict, particles: dict) -> list[dict]:
                 else f"no fit (never ≤ {dens['fit_window_rad'][1]:g} rad long enough)")
         rows.append({**r, "rms_width_end": w, "rate": rate})
     return rows
+
+
+def sphere(s: dict, rows: list[dict]) -> dict:
+    ratios = [r["ratio_end_points_over_particles"] for r in rows]
+    return {"ratio_min": min(ratios), "ratio_max": max(ratios),
+            "two_lambda_1": s["density"]["predicted_energy_rate"],
+            "particle_rates": ", ".join(f"{r['particle_rate_second_half']:.2f}".replace("-", "−") for r in rows)}
 
 
 def synchronization(s: dict, fig1: dict) -> dict:
@@ -134,13 +149,49 @@ def sync_path(sp: dict) -> dict:
         r = sp[key]
         steeper = [x < r["two_lambda_1"] for x in (r["rate_density"], r["rate_reference"])]
         out[key] = {"rate_relative_difference": abs(r["rate_density"] / r["rate_reference"] - 1),
-                    "both_steeper_than_2lambda1": all(steeper),
-                    "both_shallower_than_2lambda1": not any(steeper),
-                    "ratio_in_target": 0.67 <= r["ratio_range"][0] and r["ratio_range"][1] <= 1.5}
+                    "rates_vs_2lambda1": ("steeper than" if all(steeper) else
+                                          "shallower than" if not any(steeper) else "on either side of"),
+                    "rates_sign": ("positive (E_β grows)" if min(r["rate_density"], r["rate_reference"]) > 0
+                                   else "negative" if max(r["rate_density"], r["rate_reference"]) < 0
+                                   else "of either sign"),
+                    "ratio_target": ("meets" if 0.67 <= r["ratio_range"][0] and r["ratio_range"][1] <= 1.5
+                                     else "misses"),
+                    "decades_vs_target": "at least" if r["decades"] >= 2.5 else "less than"}
+    return out
+
+
+#: large per-output arrays left out of the copies under ``experiments``
+ARRAYS = {"times", "energy_mean", "energy_paths", "mean_ratio", "stderr_ratio", "ito_single_path_max_growth"}
+
+
+def strip(value):
+    if isinstance(value, dict):
+        return {k: strip(v) for k, v in value.items() if k not in ARRAYS}
+    if isinstance(value, list):
+        return [strip(v) for v in value]
+    return value
+
+
+def experiments(src: dict) -> dict:
+    """The experiments' summaries (without their per-output arrays), each with ``written_by``:
+    its ``script`` where a script wrote the file, else the ``spherepde experiment`` command whose
+    summary it is (the configuration is in the file).  Blocks read these copies, so a summary
+    written by the experiment itself needs no edit to name what made it."""
+    out = {}
+    for name in ("chaos", "depth_width", "synchronization"):
+        d = {k: v for k, v in src[name].items()
+             if not (name == "synchronization" and k == "density")}  # see synchronization_density
+        out[name] = {**strip(d), "written_by": d.get("script") or
+                     f"python3 -m spherepde experiment {d['experiment']} (configuration in its data file)"}
+        # NaN (no fit) as null: strict JSON
+        out[name] = json.loads(json.dumps(out[name]).replace("NaN", "null"))
     return out
 
 
 def main() -> int:
+    missing = [n for n in SOURCES if not (DATA / f"{n}.json").exists()]
+    if missing:
+        raise SystemExit(f"missing data files: {missing} (see each section's script)")
     src = {n: json.loads((DATA / f"{n}.json").read_text()) for n in SOURCES}
     data = {"script": "scripts/paper2_numbers.py",
             "sources": {f"docs/data/{n}.json": hashlib.sha256((DATA / f"{n}.json").read_bytes()).hexdigest()
@@ -148,8 +199,9 @@ def main() -> int:
             "kernels": kernels(), "heat_kernel": heat(src["heat_kernel"]),
             "synchronization": synchronization(src["synchronization"], src["synchronization_figure1"]),
             "chaos": chaos(src["chaos"]), "depth_width": depth_width(src["depth_width"]),
-            "sync_path": sync_path(src["sync_path"]),
+            "sync_path": sync_path(src["sync_path"]), "experiments": experiments(src),
             "sphere_rows": sphere_rows(src["synchronization_density"], src["synchronization_sphere_particles"])}
+    data["sphere"] = sphere(src["synchronization_density"], data["sphere_rows"])
     (DATA / "paper2.json").write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
     return 0
 

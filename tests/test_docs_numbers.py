@@ -38,6 +38,7 @@ def test_the_bound_pages_have_blocks_and_their_data_files_say_how_they_were_made
     assert "docs/data/examples.json" in files
     assert len(docs_numbers.blocks(ROOT / "docs" / "usage.md")) >= 3
     assert len(docs_numbers.blocks(ROOT / "README.md")) >= 1
+    assert len(docs_numbers.blocks(ROOT / "docs" / "paper2.md")) >= 20
     for name in files:
         data = json.loads((ROOT / name).read_text())
         assert "script" in data or "benchmark" in data, f"{name} does not name the script that wrote it"
@@ -48,7 +49,10 @@ MEASURED = re.compile(r"(?<![\w.`/-])(\d+\.\d+|\d+(\.\d+)?e[-−]?\d+|\d+(\.\d+)
                       r"|\d+ s\b|\d+ min\b)")
 #: numbers that are inputs, not results: versions, tolerances and parameters of the text
 ALLOWED = {"README.md": {"3.11", "15 s", "0.5", "20×"},
-           "docs/usage.md": {"1e-13", "1.5", "10 s", "0.05", "0.5", "10 %", "0.1", "5 s"}}
+           "docs/usage.md": {"1e-13", "1.5", "10 s", "0.05", "0.5", "10 %", "0.1", "5 s"},
+           # inputs (σ, Δt, fractions, targets, test tolerances) and theorem/section/issue numbers
+           "docs/paper2.md": {"0.5", "0.999", "0.1", "0.01", "0.02", "0.99", "0.67", "1.5", "2.5", "0.3",
+                              "0.32", "1e-12", "4.5", "5 %", "1.1", "1.2", "1.4", "3.3", "22.10"}}
 
 
 @pytest.mark.parametrize("name", sorted(ALLOWED))
