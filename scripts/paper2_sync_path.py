@@ -1,6 +1,6 @@
 """Measure docs/paper2.md's sync-path table: ``spherepde validate sync-path --json`` with its
-defaults (nlat 48, t_end 6, seed 0, realisation 0) for both density schemes, and the reference
-alone on a finer quadrature (nlat 96), into ``docs/data/sync_path.json``.
+defaults (nlat 48, t_end 6, seed 0, realisation 0) for both density schemes, and the default run at
+nlat 96 (for the reference's E_β on a finer quadrature), into ``docs/data/sync_path.json``.
 
     python scripts/paper2_sync_path.py [--out docs/data/sync_path.json]
     python scripts/paper2_sync_path.py --refinement   # docs/data/sync_path_refinement.json
@@ -12,7 +12,8 @@ stores |ratio − 1| at t = 0.5 for each.
 Each run is the command line itself (a subprocess), so the numbers are what a user gets. The
 derived values the page quotes (the ratio at t = 1.5 and t = 6, the relative change of the
 reference's E_β at t = 6 on the finer quadrature) are computed here and stored beside the runs.
-Run it from the repository root; about 3-8 minutes on an idle core.
+Run it from the repository root; each run's wall seconds and load are stored (the nlat-96 run is
+the longest: 1647 s at load 10-17 when first measured).
 """
 from __future__ import annotations
 
