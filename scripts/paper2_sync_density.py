@@ -37,6 +37,12 @@ def _finite(value):
     return value
 
 
+def _relative(density: dict) -> dict:
+    """The sweep file's path relative to the repository root (no machine paths in the data)."""
+    path = Path(density["file"])
+    return {**density, "file": str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else path.name}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--workers", type=int, default=1)
@@ -65,7 +71,7 @@ def main(argv=None) -> int:
             "config_from": "docs/data/synchronization.json", "config": cfg,
             "regenerated": {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
                             "seconds": round(seconds, 1), "load_after": list(os.getloadavg())},
-            "density": _finite(density)}
+            "density": _finite(_relative(density))}
     target.write_text(json.dumps(data, indent=1, allow_nan=False) + "\n")
     return 0
 
