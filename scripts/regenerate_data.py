@@ -6,7 +6,9 @@ configuration stored in it (its ``config``), with this checkout's code.
 runs the experiment named in the file's ``config.experiment`` with that configuration (``--workers``
 replaces its ``workers``: 0 runs every member in this process) into ``out/regenerate/NAME/``,
 then copies that folder's ``summary.json`` to ``docs/data/NAME.json`` and, with ``--figure``,
-its figure (the summary's ``plot``) to ``docs/figures/FILE.png``.  ``--check`` only prints the
+its figure (the summary's ``plot``) to ``docs/figures/FILE.png`` (a summary with several plots:
+each under its own name).  The data file gets ``script`` (this command) and ``regenerated``
+(date, seconds, load average after the run).  ``--check`` only prints the
 configuration it would run.  Used when a change of the code changes stochastic runs (e.g. the
 Brownian path of issue 22.10).  Run it from the repository root.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import shutil
 import sys
 import time
@@ -70,9 +73,19 @@ def main(argv=None) -> int:
     start = time.perf_counter()
     summary = exp.run(config, outdir, progress=False)
     print(f"{args.name}: {time.perf_counter() - start:.0f} s", file=sys.stderr)
-    shutil.copyfile(outdir / "summary.json", ROOT / "docs" / "data" / f"{args.name}.json")
+    seconds = time.perf_counter() - start
+    data = json.loads((outdir / "summary.json").read_text())
+    data["script"] = "scripts/regenerate_data.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    data["regenerated"] = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                           "seconds": round(seconds, 1), "load_after": list(os.getloadavg())}
+    (ROOT / "docs" / "data" / f"{args.name}.json").write_text(json.dumps(data, indent=1) + "\n")
     if args.figure:
-        shutil.copyfile(summary["plot"], ROOT / "docs" / "figures" / args.figure)
+        plots = summary["plot"] if isinstance(summary["plot"], list) else [summary["plot"]]
+        if len(plots) == 1:
+            shutil.copyfile(plots[0], ROOT / "docs" / "figures" / args.figure)
+        else:  # several figures (depth-width): each under its own name, FIGURE is ignored
+            for plot in plots:
+                shutil.copyfile(plot, ROOT / "docs" / "figures" / Path(plot).name)
     return 0
 
 
