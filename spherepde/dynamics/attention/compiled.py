@@ -1,6 +1,19 @@
 """Compiled attention sums (numba): fused, on every core, with a vectorised exp and per-target
 culling — the direct log-domain sums of :mod:`.direct` at the hardware's pace.
 
+Two exponential paths (issue 23), the same sums around them; :func:`kernel_path` says which
+one runs, and ``SPHEREPDE_ATTENTION_EXP`` (``cody-waite`` | ``legacy``) or the ``path``
+argument of :func:`sums` chooses:
+
+* ``"cody-waite"`` (default): :mod:`.expsum` — range reduction to |r| ≤ ln2/2, a degree-13
+  polynomial, 2^k from k's bits, in blocks that LLVM vectorises; ≤ 2 ulps per term
+  (:data:`.expsum.EXP_RTOL_CW`), 0 exactly below −708.  Needs nothing beyond numba (no SVML).
+* ``"legacy"``: the squaring exponential below (within 1.5e-14 per term, clamped at −64); the
+  fallback when the first path does not compile.
+
+The error bounds quoted below (:data:`EXP_RTOL`, the e^{−64} floor) are the legacy path's; they
+bound the cody-waite path's errors too, so the callers' certificates hold on either path.
+
 For targets z_i = Bᵀx_i (n, d) and sources (y_j, log w_j) (m of them):
 
     ℓ_ij = β⟨z_i, y_j⟩ + log w_j,   M_i = max_j ℓ_ij            (first pass, exact)
@@ -31,6 +44,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import numpy as np
 
@@ -44,6 +58,8 @@ EXP_RTOL = 1.5e-14
 CULL_MIN_SOURCES = 2048
 #: points per source tile of the culling
 TILE = 64
+#: exponential buffer of the cody-waite path (≥ its block, expsum.BLOCK)
+TILE_BUF = 512
 #: targets per block of the culling's first level (targets of similar direction Bᵀx)
 TARGET_BLOCK = 64
 #: a target whose kept tiles hold more than this fraction of the sources sums them all (the
@@ -56,6 +72,10 @@ UNIT_RTOL = 1e-12
 #: threads vs 0.33 ms on one, up to 9 ms on an oversubscribed machine).  Each row is summed the
 #: same way on any number of threads, so the numbers are identical.
 SERIAL_PAIRS = 16384
+#: the exponential paths (module docstring), the first the default
+PATHS = ("cody-waite", "legacy")
+#: environment variable that chooses the path
+PATH_ENV = "SPHEREPDE_ATTENTION_EXP"
 
 
 @functools.lru_cache(maxsize=1)
@@ -66,6 +86,36 @@ def available() -> bool:
     except ImportError:  # pragma: no cover - numba is a core dependency
         return False
     return True
+
+
+@functools.lru_cache(maxsize=1)
+def _cody_waite():
+    """expsum's kernels, or (None, why) when they do not compile here."""
+    try:
+        from spherepde.dynamics.attention import expsum  # noqa: PLC0415
+
+        ks = expsum.kernels()
+        ks.exp_array(np.zeros(1), np.empty(1))  # compiles (or loads) the exponential here
+        return ks, None
+    except Exception as exc:  # noqa: BLE001 - any failure sends the sums to the legacy path
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def kernel_path(path: str | None = None) -> str:
+    """The exponential path the sums take: ``path`` if given, else ``$SPHEREPDE_ATTENTION_EXP``,
+    else "cody-waite" — "legacy" when the cody-waite kernels do not compile here."""
+    want = path or os.environ.get(PATH_ENV) or PATHS[0]
+    if want not in PATHS:
+        raise ValueError(f"attention exponential path must be one of {PATHS}, got {want!r}")
+    if want == "cody-waite" and _cody_waite()[0] is None:
+        return "legacy"
+    return want
+
+
+def path_info() -> dict:
+    """What a benchmark records: the default path, and why cody-waite is unavailable (or None)."""
+    return {"path": kernel_path(), "cody_waite_error": _cody_waite()[1],
+            "env": os.environ.get(PATH_ENV)}
 
 
 @functools.lru_cache(maxsize=1)
@@ -151,13 +201,32 @@ def _kernels():
                 num[i, k] = acc
             den[i], mx[i] = s, M
 
+    cwk = _cody_waite()[0]
+    if cwk is not None:
+        cw_row3, cw_max, cw_sums = cwk.row3, cwk.range_max, cwk.range_sums
+    else:  # never called (cw is False): stand-ins of the same types, so the kernel compiles
+        @njit(cache=True)
+        def cw_row3(i, zc, y0, y1, y2, lw, num, den, mx, e, acc):
+            return None
+
+        @njit(cache=True)
+        def cw_max(a0, a1, a2, y0, y1, y2, lw, lo, hi, M):
+            return M
+
+        @njit(cache=True)
+        def cw_sums(a0, a1, a2, y0, y1, y2, lw, M, lo, hi, e, acc):
+            return None
+
     @njit(**opts)
     def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, bmax, yrep, lrep, cut, torder,
-                     tstarts, full, num, den, mx, kept):
+                     tstarts, full, cw, num, den, mx, kept):
         """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
-        blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i."""
+        blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i;
+        ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops)."""
         nt = starts.shape[0] - 1
         for b in prange(tstarts.shape[0] - 1):
+            ebuf = np.empty(TILE_BUF)
+            acc = np.empty(4)
             # the block: mean direction c, angular radius rb, smallest/largest |βz|
             c0 = c1 = c2 = 0.0
             zmin, zmax = np.inf, 0.0
@@ -213,8 +282,26 @@ def _kernels():
                     if keep[q]:
                         npair += starts[t + 1] - starts[t]
                 if npair > full * y0.shape[0]:  # most sources kept: the plain loops are faster
-                    row3(i, zc, y0, y1, y2, lw, num, den, mx)
+                    if cw:
+                        cw_row3(i, zc, y0, y1, y2, lw, num, den, mx, ebuf, acc)
+                    else:
+                        row3(i, zc, y0, y1, y2, lw, num, den, mx)
                     kept[i] = y0.shape[0]
+                    continue
+                if cw:
+                    M = -np.inf
+                    for q in range(nkb):
+                        if keep[q]:
+                            t = blk[q]
+                            M = cw_max(a0, a1, a2, y0, y1, y2, lw, starts[t], starts[t + 1], M)
+                    acc[:] = 0.0
+                    for q in range(nkb):
+                        if keep[q]:
+                            t = blk[q]
+                            cw_sums(a0, a1, a2, y0, y1, y2, lw, M, starts[t], starts[t + 1], ebuf,
+                                    acc)
+                    num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = acc[0], acc[1], acc[2], acc[3], M
+                    kept[i] = npair
                     continue
                 M = -np.inf
                 for q in range(nkb):
@@ -373,11 +460,17 @@ def _all_pairs(kernel, pairs: int, *args) -> None:
         numba.set_num_threads(threads)
 
 
-def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float | None = None):
+def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float | None = None,
+         path: str | None = None):
     """(num (n, d), den (n,), M (n,), pairs summed) of the module docstring, for targets z = Bᵀx
     (n, d), sources y (m, d) and log-weights (m,) (finite).  ``tol``: cull (d = 3, unit sources,
-    m ≥ CULL_MIN_SOURCES) so that what is skipped weighs < tol·den per target; None sums all."""
+    m ≥ CULL_MIN_SOURCES) so that what is skipped weighs < tol·den per target; None sums all.
+    ``path``: the exponential path (:func:`kernel_path`)."""
     sums3, sums_any, sums3_culled, _ = _kernels()
+    cw = kernel_path(path) == "cody-waite"
+    if cw:
+        cwk = _cody_waite()[0]
+        sums3, sums_any = cwk.sums3, cwk.sums_any
     n, d = z.shape
     m = y.shape[0]
     zc = np.ascontiguousarray(beta * np.asarray(z, float))
@@ -404,15 +497,15 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     torder, tstarts = lat_lon_tiles(zc / zn, TARGET_BLOCK)
     kept = np.empty(n, np.int64)
     sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, bmax, yrep, lrep,
-                 cut, torder, tstarts, CULL_MAX_FRACTION, num, den, mx, kept)
+                 cut, torder, tstarts, CULL_MAX_FRACTION, cw, num, den, mx, kept)
     return num, den, mx, int(kept.sum())
 
 
 def mean(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, kind: str,
-         tol: float | None = None) -> tuple[np.ndarray, int]:
+         tol: float | None = None, path: str | None = None) -> tuple[np.ndarray, int]:
     """The attention mean (n, d) by the compiled sums (softmax or usa; see :func:`sums`), and
     the number of (target, source) pairs summed."""
-    num, den, mx, pairs = sums(z, y, logw, beta, tol)
+    num, den, mx, pairs = sums(z, y, logw, beta, tol, path)
     if kind == "softmax":
         return num / den[:, None], pairs
     with np.errstate(over="ignore"):
