@@ -225,7 +225,7 @@ def _kernels():
         ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops)."""
         nt = starts.shape[0] - 1
         for b in prange(tstarts.shape[0] - 1):
-            ebuf = np.empty(TILE_BUF)
+            ebuf = np.empty(max(TILE_BUF, y0.shape[0]))  # cw_row3 keeps a row's logits in it
             acc = np.empty(4)
             # the block: mean direction c, angular radius rb, smallest/largest |βz|
             c0 = c1 = c2 = 0.0

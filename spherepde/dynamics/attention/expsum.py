@@ -5,7 +5,7 @@ row sums of :mod:`.compiled` built on it in fixed-size blocks (issue 23).
 ``floor(t·log₂e + ½)``, r = (t − k·ln2_hi) − k·ln2_lo (Cody–Waite: ln2_hi has 11 trailing zero
 bits, so k·ln2_hi and the first subtraction are exact for |k| ≤ 1021), |r| ≤ ln2/2 (+ rounding),
 
-    e^t = 2^k · p(r),   p = the degree-13 Taylor polynomial of e^r (truncation ≤ 4.3e-18, relative),
+    e^t = 2^k · p(r),   p = a degree-11 polynomial, within 1.1e-17 of e^r (relative, :data:`_C`),
 
 2^k built from k's bits (k + 1023 + 2⁵² is exact, its low bits are k + 1023; shifted into the
 exponent field).  t < −708 gives 0 exactly (e^{−708} ≈ 3.3e-308: 2^k stays normal for t ≥ −708,
@@ -15,11 +15,13 @@ for the flush), so the block loop vectorises; its floating-point flags are ``con
 error against long double over [−708, 0] is in tests/dynamics/test_attention_kernels.py
 (:data:`EXP_RTOL_CW`).
 
-**The sums.**  A target row runs in blocks of :data:`BLOCK` sources: the block's exponentials
-into a buffer (the loop above), then the four sums Σ e·y₀, Σ e·y₁, Σ e·y₂, Σ e over the buffer
-in a loop with ``reassoc`` (so that LLVM keeps vector partial sums).  Each row is summed by one
-thread in the same order whatever the thread count, so the bits do not depend on it.
-The first pass (the row maximum M) is exact in any order.
+**The sums.**  A target row (:func:`kernels` ``row3``) first writes its logits ℓ_j into a
+buffer and takes their maximum M (exact in any order), then, in blocks of :data:`BLOCK` sources,
+replaces them by e^{ℓ_j − M} (the loop above) and adds Σ e·y₀, Σ e·y₁, Σ e·y₂, Σ e over the
+block in a loop with ``reassoc`` (so that LLVM keeps vector partial sums).  The culled kernel's
+tiles go through ``range_max`` / ``range_sums`` (logits recomputed, no row buffer).  Each row is
+summed by one thread in the same order whatever the thread count, so the bits do not depend on
+it (tests/dynamics/test_attention_kernels.py).
 """
 from __future__ import annotations
 
@@ -43,10 +45,13 @@ TWO52 = 4503599627370496.0
 #: bits of 2⁵²: bits(k + 1023 + 2⁵²) − this = k + 1023
 BITS_TWO52 = 0x4330000000000000
 
-#: 1/n! for n = 13 … 2 (Horner, highest first)
-_INV_FACT = (1.0 / 6227020800.0, 1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0,
-             1.0 / 362880.0, 1.0 / 40320.0, 1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0,
-             1.0 / 6.0, 0.5)
+#: p(r) = Σ_k C[k] r^k: interpolates e^r at the 12 Chebyshev nodes of [−0.3471, 0.3471],
+#: relative error 1.1e-17 there with these float64 coefficients (derived and checked by
+#: docs/prototypes/issue23/exp_coefficients.py; Taylor's degree 11 would be 8.8e-15)
+_C = (1.0, 1.0, 0.5000000000000019, 0.16666666666666682, 0.04166666666648591,
+      0.008333333333319433, 0.0013888888952895354, 0.00019841269890493569,
+      2.4801484861795582e-05, 2.755724044140247e-06, 2.763286890506109e-07,
+      2.511021390618485e-08)
 
 
 @functools.lru_cache(maxsize=1)
@@ -73,7 +78,7 @@ def kernels() -> SimpleNamespace:
             return builder.bitcast(args[0], ir.DoubleType())
         return types.float64(types.int64), codegen
 
-    c13, c12, c11, c10, c9, c8, c7, c6, c5, c4, c3, c2 = _INV_FACT
+    c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11 = _C
     exact = {"contract"}  # fused multiply-adds only: the Cody–Waite split stays as written
     sumflags = {"contract", "reassoc", "nsz", "nnan", "ninf"}
 
@@ -85,9 +90,7 @@ def kernels() -> SimpleNamespace:
         tt = max(t, FLUSH_BELOW)
         kf = np.floor(tt * LOG2E + 0.5)
         r = (tt - kf * LN2_HI) - kf * LN2_LO
-        p = c13
-        p = p * r + c12
-        p = p * r + c11
+        p = c11
         p = p * r + c10
         p = p * r + c9
         p = p * r + c8
@@ -97,8 +100,8 @@ def kernels() -> SimpleNamespace:
         p = p * r + c4
         p = p * r + c3
         p = p * r + c2
-        p = p * r + 1.0
-        p = p * r + 1.0
+        p = p * r + c1
+        p = p * r + c0
         s = float_of((bits_of(kf + (1023.0 + TWO52)) - BITS_TWO52) << 52)
         return p * s if t >= FLUSH_BELOW else 0.0
 
@@ -115,6 +118,12 @@ def kernels() -> SimpleNamespace:
         """e[j] = exp(a·y_j + lw_j − M) for the block's sources (slices)."""
         for j in range(y0.shape[0]):
             e[j] = exp_cw(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
+
+    @njit(fastmath=exact, cache=True, nogil=True)
+    def exp_shifted(lg, M):
+        """lg[j] = exp(lg[j] − M) in place."""
+        for j in range(lg.shape[0]):
+            lg[j] = exp_cw(lg[j] - M)
 
     @njit(fastmath=sumflags, cache=True, nogil=True)
     def block_sums(e, y0, y1, y2):
@@ -153,31 +162,43 @@ def kernels() -> SimpleNamespace:
             acc[2] += s2
             acc[3] += s3
 
+    @njit(fastmath=sumflags, cache=True, nogil=True)
+    def logits_max(a0, a1, a2, y0, y1, y2, lw, L):
+        """L[j] = a·y_j + lw_j for every source; returns max_j L[j] (exact in any order)."""
+        M = -np.inf
+        for j in range(y0.shape[0]):
+            L[j] = a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j]
+            M = max(M, L[j])
+        return M
+
     @njit(cache=True, nogil=True)
-    def row3(i, zc, y0, y1, y2, lw, num, den, mx, e, acc):
-        """Target row i against all sources: the two passes, written to num/den/mx."""
+    def row3(i, zc, y0, y1, y2, lw, num, den, mx, lbuf, acc):
+        """Target row i against all sources: the logits and their maximum in one pass (into
+        lbuf, ≥ m long), then block by block their exponentials (in place) and the sums."""
         a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
         m = y0.shape[0]
-        M = range_max(a0, a1, a2, y0, y1, y2, lw, 0, m, -np.inf)
-        acc[:] = 0.0
-        range_sums(a0, a1, a2, y0, y1, y2, lw, M, 0, m, e, acc)
-        num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = acc[0], acc[1], acc[2], acc[3], M
+        M = logits_max(a0, a1, a2, y0, y1, y2, lw, lbuf[:m])
+        s0 = s1 = s2 = s3 = 0.0
+        for b in range(0, m, BLOCK):
+            bh = min(b + BLOCK, m)
+            eb = lbuf[b:bh]
+            exp_shifted(eb, M)
+            t0, t1, t2, t3 = block_sums(eb, y0[b:bh], y1[b:bh], y2[b:bh])
+            s0 += t0
+            s1 += t1
+            s2 += t2
+            s3 += t3
+        num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
 
     @njit(parallel=True, cache=True, nogil=True)
     def sums3(zc, y0, y1, y2, lw, num, den, mx):
         """d = 3, all sources, rows in chunks of 16 per task (one buffer per task)."""
         n = zc.shape[0]
         for c in prange((n + 15) // 16):
-            e = np.empty(BLOCK)
+            e = np.empty(y0.shape[0])
             acc = np.empty(4)
             for i in range(16 * c, min(16 * c + 16, n)):
                 row3(i, zc, y0, y1, y2, lw, num, den, mx, e, acc)
-
-    @njit(fastmath=exact, cache=True, nogil=True)
-    def exp_shifted(lg, M):
-        """lg[j] = exp(lg[j] − M) in place."""
-        for j in range(lg.shape[0]):
-            lg[j] = exp_cw(lg[j] - M)
 
     @njit(fastmath=exact, cache=True, nogil=True)
     def axpy(lg, a, yk):
