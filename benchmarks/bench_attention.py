@@ -4,7 +4,9 @@ DensityAttention against the float64 log-domain reference, side by side in one r
     python benchmarks/bench_attention.py --quick --out FILE.json   # 1 repetition (< 15 min)
     python benchmarks/bench_attention.py                           # 3 repetitions; writes
                                                                    # results/attention.json
-    options: --reps N, --subset K (reference targets), --out PATH, --skip-steps, --skip-kernel
+    options: --reps N, --subset K (reference targets), --out PATH, --skip-steps, --skip-kernel,
+             --skip-rows, --only 'density=concentrated,beta=100' (rows to run),
+             --compare-legacy (each row's auto path also timed on the legacy exponential)
 
 Set-up: density on GaussGrid(128) (32 768 cells = sources), targets the 65 792 face points of the
 FFSL transport (what the mean-field stepper asks for, twice a step), tol = 1e-8 (the default).
@@ -95,7 +97,20 @@ def errors(m, ref, weight) -> tuple[float, float]:
     return float(np.sum(weight * dm) / np.sum(weight * nr)), float(np.max(dm[big] / nr[big]))
 
 
-def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
+def _legacy(fn):
+    """fn() with the compiled sums on their legacy exponential path (then the path restored)."""
+    env0 = os.environ.get(compiled.PATH_ENV)
+    os.environ[compiled.PATH_ENV] = "legacy"
+    try:
+        return fn()
+    finally:
+        if env0 is None:
+            os.environ.pop(compiled.PATH_ENV)
+        else:
+            os.environ[compiled.PATH_ENV] = env0
+
+
+def run_row(grid, pts, sub, bname, B, beta, dname, reps, compare_legacy=False) -> dict:
     rho = density(dname, grid.xyz)
     y, w = grid.xyz.reshape(-1, 3), (rho * grid.cell_area).reshape(-1)
     att = Attention(np.eye(3), B, np.eye(3), beta)
@@ -105,7 +120,9 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
     m_auto, stats = da.mean_and_stats(pts, rho)  # untimed first call: compiles/caches, errors
     m_ref = att.mean(xs, y, w, method="reference")
     wrel, mrel = errors(m_auto[sub], m_ref, density(dname, xs))
-    t_ref, c_ref, t_auto, c_auto, ratio = [], [], [], [], []
+    t_ref, c_ref, t_auto, c_auto, ratio, t_leg = [], [], [], [], [], []
+    if compare_legacy:
+        _legacy(lambda: da.mean(pts, rho))  # compiles the legacy kernels
     for r in range(reps):
         order = [0, 1] if r % 2 == 0 else [1, 0]
         got = {}
@@ -114,13 +131,18 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
                 got[0] = timed(lambda: att.mean(xs, y, w, method="reference"))
             else:
                 got[1] = timed(lambda: da.mean(pts, rho))
+                if compare_legacy:  # right after: the same load, the other exponential path
+                    t_leg.append(timed(lambda: _legacy(lambda: da.mean(pts, rho)))[0])
         t_ref.append(got[0][0] * scale)
         c_ref.append(got[0][1] * scale)
         t_auto.append(got[1][0])
         c_auto.append(got[1][1])
         ratio.append(t_ref[-1] / t_auto[-1])
     pairs = pts.shape[0] * y.shape[0]
-    return {"B": bname, "beta": beta, "density": dname, "nlat": grid.nlat, "tol": TOL,
+    extra = {} if not compare_legacy else {
+        "t_auto_legacy": float(np.median(t_leg)),
+        "legacy_over_cody_waite": float(np.median([a / b for a, b in zip(t_leg, t_auto)]))}
+    return extra | {"B": bname, "beta": beta, "density": dname, "nlat": grid.nlat, "tol": TOL,
             "speedup": float(np.median(ratio)), "weighted_error": wrel, "max_error": mrel,
             "method": stats.get("method"), "stats": stats,
             "pairs_fraction": (stats["pairs"] / pairs if "pairs" in stats else None),
@@ -241,6 +263,10 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-steps", action="store_true")
     ap.add_argument("--skip-kernel", action="store_true")
     ap.add_argument("--skip-rows", action="store_true", help="only the kernel line and the yardstick")
+    ap.add_argument("--only", type=str, default=None,
+                    help="rows to run, e.g. 'density=concentrated,beta=100' (keys B, beta, density)")
+    ap.add_argument("--compare-legacy", action="store_true",
+                    help="also time each row's auto path on the legacy exponential (issue 23)")
     args = ap.parse_args(argv)
     if args.reps is not None and args.reps < 1:
         ap.error(f"--reps must be ≥ 1, got {args.reps}")
@@ -262,11 +288,15 @@ def main(argv=None) -> int:
           f"on {sub.size} targets, scaled ×{pts.shape[0] / sub.size:.1f}; {reps} repetition(s)")
     print(f"{'B':>15} {'beta':>6} {'density':>12}  {'ref[s]':>7} {'auto[s]':>8} {'speedup':>8}"
           f"  {'w.err':>8} {'max.err':>8}  method")
+    only = dict(kv.split("=", 1) for kv in args.only.split(",")) if args.only else {}
     rows = []
     for bname, B in ({} if args.skip_rows else matrices()).items():
         for beta in BETAS:
             for dname in ("diffuse", "concentrated"):
-                r = run_row(grid, pts, sub, bname, B, beta, dname, reps)
+                want = {"B": bname, "beta": f"{beta:g}", "density": dname}
+                if any(want.get(k) != v for k, v in only.items()):
+                    continue
+                r = run_row(grid, pts, sub, bname, B, beta, dname, reps, args.compare_legacy)
                 if r["stats"].get("pairs"):  # the pairs the path summed, per core, against exp
                     r["pairs_per_core_over_np_exp"] = (r["stats"]["pairs"] / r["t_auto"] / threads
                                                        / limits["np_exp_per_s_per_core"])
@@ -274,9 +304,11 @@ def main(argv=None) -> int:
                                       ("identity", "diag-0.1", "diag-0.5")) else AIM
                 flag = "" if r["speedup"] >= aim and r["weighted_error"] <= TOL else f"  < aim {aim:g}"
                 pf = "" if r["pairs_fraction"] is None else f" pairs {r['pairs_fraction']:.3f}"
+                leg = ("" if not args.compare_legacy else
+                       f"  legacy {r['t_auto_legacy']:.3f} s (×{r['legacy_over_cody_waite']:.2f})")
                 print(f"{bname:>15} {beta:6g} {dname:>12}  {r['t_ref']:7.2f} {r['t_auto']:8.3f} "
                       f"{r['speedup']:8.1f}  {r['weighted_error']:8.1e} {r['max_error']:8.1e}  "
-                      f"{r['method']}{pf}{flag}", flush=True)
+                      f"{r['method']}{pf}{flag}{leg}", flush=True)
                 rows.append(r)
     out = {"rows": rows}
     if not args.skip_kernel:
