@@ -158,3 +158,24 @@ def test_fallback_to_the_legacy_path(monkeypatch):
     assert C.path_info() == {"path": "legacy", "cody_waite_error": "LoweringError: probe", "env": None}
     for a, b in zip(C.sums(z, y, logw, 10.0)[:3], legacy[:3]):
         np.testing.assert_array_equal(a, b)
+
+
+def test_culling_by_tile_mass_keeps_the_tolerance(monkeypatch):
+    """CULL_BY_TILE_MASS (off by default): each skipped tile weighs < (tol/#tiles)·e^{lb}, so the
+    mean stays within 2·tol (+ round-off) of the reference.  (It need not skip more than the
+    default: tiles hold unequal numbers of points.)"""
+    from spherepde.dynamics.attention import Attention
+
+    rng = np.random.default_rng(8)
+    y = concentrated(4000, rng)
+    w = rng.uniform(0.2, 5.0, 4000) / 4000
+    x = unit(rng.normal(size=(300, 3)))
+    att = Attention(np.eye(3), matrix("spd-random", rng), np.eye(3), 300.0)
+    ref = att.mean(x, y, w, method="reference")
+    pairs = {}
+    for flag in (False, True):
+        monkeypatch.setattr(C, "CULL_BY_TILE_MASS", flag)
+        m, st = att.mean_and_stats(x, y, w, method="compiled", tol=1e-8)
+        assert np.max(np.linalg.norm(m - ref, axis=1)) <= 1e-13 + 2e-8
+        pairs[flag] = dict(st)["pairs"]
+    assert max(pairs.values()) < 300 * 4000
