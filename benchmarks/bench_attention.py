@@ -326,6 +326,8 @@ def main(argv=None) -> int:
         out["steps"] = step_scaling(reps)
         print(f"mean-field step ∝ nlat^{out['steps']['exponent']:.2f} "
               f"± {out['steps']['exponent_se']:.2f} (aim ≤ 3)")
+    out["benchmark"] = "python benchmarks/bench_attention.py " + " ".join(sys.argv[1:] if argv is None
+                                                                         else argv)
     out["meta"] = {"yardstick": limits, "attention_exp": compiled.path_info(),
                    "grid": f"GaussGrid({NLAT})", "sources": grid.nlat * grid.nlon,
                    "targets": int(pts.shape[0]), "tol": TOL, "reps": reps,

@@ -108,7 +108,9 @@ def main(argv=None) -> int:
         else:
             os.environ[compiled.PATH_ENV] = env0
     ratios = [r["ratio"] for r in rows]
-    out = {"rows": rows, "summary": {"median_ratio": float(np.median(ratios)),
+    out = {"benchmark": "python benchmarks/bench_particle_kernels.py "
+                        + " ".join(sys.argv[1:] if argv is None else argv),
+           "rows": rows, "summary": {"median_ratio": float(np.median(ratios)),
                                      "min_ratio": float(np.min(ratios)),
                                      "max_ratio": float(np.max(ratios))},
            "meta": {"yardstick": limits, "attention_exp": compiled.path_info(), "reps": args.reps,
