@@ -16,7 +16,6 @@ from numba import njit, prange
 TILE_BUF = 512
 
 
-_OPTS = dict(parallel=True, fastmath=True, cache=True, nogil=True)
 _inline = njit(fastmath=True, inline="always", cache=True)
 
 @_inline
@@ -62,13 +61,13 @@ def row3(i, zc, y0, y1, y2, lw, num, den, mx):
         s3 += e
     num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
 
-@njit(**_OPTS)
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def sums3(zc, y0, y1, y2, lw, num, den, mx):
     """d = 3, all sources: num (n, 3), den (n,), mx (n,) written."""
     for i in prange(zc.shape[0]):
         row3(i, zc, y0, y1, y2, lw, num, den, mx)
 
-@njit(**_OPTS)
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def sums_any(zc, yT, lw, num, den, mx):
     """any d: yT (d, m)."""
     d, m = yT.shape
@@ -112,7 +111,7 @@ except Exception:  # noqa: BLE001 - never called then (cw is False): stand-ins o
         return None
 
 
-@njit(**_OPTS)
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, bmax, yrep, lrep, cut, torder,
                  tstarts, full, cw, num, den, mx, kept):
     """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
@@ -217,7 +216,7 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, bmax, yrep, lrep, cut, to
             num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
             kept[i] = npair
 
-@njit(**_OPTS)
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
     """out[f, i] = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_{m} y_lm(μ_i) Re(a_f,ml e^{imλ_i}) (real-field
     synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`)."""
