@@ -4,7 +4,9 @@ DensityAttention against the float64 log-domain reference, side by side in one r
     python benchmarks/bench_attention.py --quick --out FILE.json   # 1 repetition (< 15 min)
     python benchmarks/bench_attention.py                           # 3 repetitions; writes
                                                                    # results/attention.json
-    options: --reps N, --subset K (reference targets), --out PATH, --skip-steps, --skip-kernel
+    options: --reps N, --subset K (reference targets), --out PATH, --skip-steps, --skip-kernel,
+             --skip-rows, --only 'density=concentrated,beta=100' (rows to run),
+             --compare-legacy (each row's auto path also timed on the legacy exponential)
 
 Set-up: density on GaussGrid(128) (32 768 cells = sources), targets the 65 792 face points of the
 FFSL transport (what the mean-field stepper asks for, twice a step), tol = 1e-8 (the default).
@@ -67,6 +69,8 @@ AIM, AIM_DIFFUSE = 20.0, 100.0
 A_DIR = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
 KAPPA, FLOOR = 50.0, 1e-12
 STEP_NLATS = (32, 48, 64, 96, 128)
+#: short calls per contender in the kernel line's best-of figures
+BEST_OF = 25
 
 
 def matrices() -> dict[str, np.ndarray]:
@@ -93,7 +97,20 @@ def errors(m, ref, weight) -> tuple[float, float]:
     return float(np.sum(weight * dm) / np.sum(weight * nr)), float(np.max(dm[big] / nr[big]))
 
 
-def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
+def _legacy(fn):
+    """fn() with the compiled sums on their legacy exponential path (then the path restored)."""
+    env0 = os.environ.get(compiled.PATH_ENV)
+    os.environ[compiled.PATH_ENV] = "legacy"
+    try:
+        return fn()
+    finally:
+        if env0 is None:
+            os.environ.pop(compiled.PATH_ENV)
+        else:
+            os.environ[compiled.PATH_ENV] = env0
+
+
+def run_row(grid, pts, sub, bname, B, beta, dname, reps, compare_legacy=False) -> dict:
     rho = density(dname, grid.xyz)
     y, w = grid.xyz.reshape(-1, 3), (rho * grid.cell_area).reshape(-1)
     att = Attention(np.eye(3), B, np.eye(3), beta)
@@ -103,7 +120,9 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
     m_auto, stats = da.mean_and_stats(pts, rho)  # untimed first call: compiles/caches, errors
     m_ref = att.mean(xs, y, w, method="reference")
     wrel, mrel = errors(m_auto[sub], m_ref, density(dname, xs))
-    t_ref, c_ref, t_auto, c_auto, ratio = [], [], [], [], []
+    t_ref, c_ref, t_auto, c_auto, ratio, t_leg = [], [], [], [], [], []
+    if compare_legacy:
+        _legacy(lambda: da.mean(pts, rho))  # compiles the legacy kernels
     for r in range(reps):
         order = [0, 1] if r % 2 == 0 else [1, 0]
         got = {}
@@ -112,13 +131,18 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
                 got[0] = timed(lambda: att.mean(xs, y, w, method="reference"))
             else:
                 got[1] = timed(lambda: da.mean(pts, rho))
+                if compare_legacy:  # right after: the same load, the other exponential path
+                    t_leg.append(timed(lambda: _legacy(lambda: da.mean(pts, rho)))[0])
         t_ref.append(got[0][0] * scale)
         c_ref.append(got[0][1] * scale)
         t_auto.append(got[1][0])
         c_auto.append(got[1][1])
         ratio.append(t_ref[-1] / t_auto[-1])
     pairs = pts.shape[0] * y.shape[0]
-    return {"B": bname, "beta": beta, "density": dname, "nlat": grid.nlat, "tol": TOL,
+    extra = {} if not compare_legacy else {
+        "t_auto_legacy": float(np.median(t_leg)),
+        "legacy_over_cody_waite": float(np.median([a / b for a, b in zip(t_leg, t_auto)]))}
+    return extra | {"B": bname, "beta": beta, "density": dname, "nlat": grid.nlat, "tol": TOL,
             "speedup": float(np.median(ratio)), "weighted_error": wrel, "max_error": mrel,
             "method": stats.get("method"), "stats": stats,
             "pairs_fraction": (stats["pairs"] / pairs if "pairs" in stats else None),
@@ -130,35 +154,80 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps) -> dict:
 def kernel_rates(reps: int, limits: dict) -> dict:
     """pairs/s of the compiled kernel (no culling) and the reference, np.exp's rate; the compiled
     rate per core (÷ numba's threads) as a fraction of one core's np.exp rate (the yardstick's
-    ``np_exp_per_s_per_core``): a pair costs one exp, so 1.0 is exp-bound on every core."""
+    ``np_exp_per_s_per_core``): a pair costs one exp, so 1.0 is exp-bound on every core.
+
+    Both exponential paths of the compiled sums (``compiled.PATHS``) are measured side by side:
+    ``paths[p]`` holds, for each, the all-pairs rate on all numba threads (one call over every
+    target, median of ``reps``) and the best of BEST_OF short calls (512 targets) on all threads
+    and on one thread, against np.exp's best over calls interleaved with them (the short calls
+    are the least disturbed by other jobs on a loaded machine)."""
+    import numba
+
     g = GaussGrid(64)
     pts = FFSLSphere(g, lambda t, x: np.zeros_like(x)).points
     y = g.xyz.reshape(-1, 3)
     w = (density("diffuse", g.xyz) * g.cell_area).reshape(-1)
     att = Attention(np.eye(3), np.diag([0.1, 1.0, 1.0]), np.eye(3), 30.0)
     z, logw = pts @ att.B, np.log(w)
-    compiled.sums(z[:8], y, logw, att.beta)  # compile / load
+    for p in compiled.PATHS:
+        compiled.sums(z[:8], y, logw, att.beta, path=p)  # compile / load
     block = np.random.default_rng(0).uniform(-30.0, 0.0, size=(256, y.shape[0]))
     out = np.empty_like(block)
     sub = pts[:: 8]
-    rates = {"compiled": [], "reference": [], "np_exp": []}
+    zs = z[:512]
+    threads = limits["cpu"]["numba_threads"] or 1
+    per_core = limits["np_exp_per_s_per_core"]
+    rates: dict = {"reference": [], "np_exp": []}
+    rates.update({p: [] for p in compiled.PATHS})
     for _ in range(reps):
-        t, _, _ = timed(lambda: compiled.sums(z, y, logw, att.beta))
-        rates["compiled"].append(pts.shape[0] * y.shape[0] / t)
+        for p in compiled.PATHS:
+            t, _, _ = timed(lambda: compiled.sums(z, y, logw, att.beta, path=p))
+            rates[p].append(pts.shape[0] * y.shape[0] / t)
         t, _, _ = timed(lambda: att.mean(sub, y, w, method="reference"))
         rates["reference"].append(sub.shape[0] * y.shape[0] / t)
         t, _, _ = timed(lambda: [np.exp(block, out=out) for _ in range(20)])
         rates["np_exp"].append(20 * block.size / t)
     med = {k: float(np.median(v)) for k, v in rates.items()}
-    threads = limits["cpu"]["numba_threads"] or 1
-    return {"pairs_per_s_compiled": med["compiled"], "pairs_per_s_reference": med["reference"],
-            "np_exp_per_s": med["np_exp"], "compiled_over_np_exp": med["compiled"] / med["np_exp"],
+    short_pairs = zs.shape[0] * y.shape[0]
+    exp_short = out[:64]
+    calls = {p: (lambda p=p: compiled.sums(zs, y, logw, att.beta, path=p)) for p in compiled.PATHS}
+    calls["np_exp"] = lambda: np.exp(block[:64], out=exp_short)
+    work = dict.fromkeys(compiled.PATHS, short_pairs) | {"np_exp": 64 * y.shape[0]}
+    best: dict = {}
+    for nthreads in (threads, 1):
+        numba.set_num_threads(nthreads)
+        try:
+            t_min = dict.fromkeys(calls, float("inf"))
+            for k in calls:
+                calls[k]()
+            for _ in range(BEST_OF):  # interleaved: a burst of load hits every contender alike
+                for k, fn in calls.items():
+                    t_min[k] = min(t_min[k], timed(fn)[0])
+        finally:
+            numba.set_num_threads(threads)
+        best[nthreads] = {k: work[k] / t_min[k] for k in calls}
+    paths = {}
+    for p in compiled.PATHS:
+        paths[p] = {"pairs_per_s": med[p], "per_core_over_np_exp": med[p] / threads / per_core,
+                    "best_pairs_per_s": best[threads][p],
+                    "best_pairs_per_s_one_thread": best[1][p],
+                    "best_per_core_over_np_exp": best[threads][p] / threads / best[threads]["np_exp"],
+                    "best_one_thread_over_np_exp": best[1][p] / best[1]["np_exp"]}
+    new, old = paths[compiled.PATHS[0]], paths["legacy"]
+    default = compiled.kernel_path()
+    return {"path": default, "path_info": compiled.path_info(), "paths": paths,
+            "cody_waite_over_legacy": new["pairs_per_s"] / old["pairs_per_s"],
+            "cody_waite_over_legacy_best_one_thread": (new["best_pairs_per_s_one_thread"]
+                                                       / old["best_pairs_per_s_one_thread"]),
+            "pairs_per_s_compiled": med[default], "pairs_per_s_reference": med["reference"],
+            "np_exp_per_s": med["np_exp"], "compiled_over_np_exp": med[default] / med["np_exp"],
             "threads": threads,
-            "compiled_per_core_over_np_exp": med["compiled"] / threads / limits["np_exp_per_s_per_core"],
-            "reference_over_np_exp": med["reference"] / limits["np_exp_per_s_per_core"],
-            "compiled_over_reference": med["compiled"] / med["reference"],
+            "compiled_per_core_over_np_exp": med[default] / threads / per_core,
+            "reference_over_np_exp": med["reference"] / per_core,
+            "compiled_over_reference": med[default] / med["reference"],
             "setup": "GaussGrid(64) face points × cells, B = diag(0.1, 1, 1), β = 30, no culling; "
-                     "np.exp on a 256 × 8192 float64 block, in place"}
+                     "np.exp on a 256 × 8192 float64 block, in place; best-of-25 figures: 512 "
+                     "targets × 8192 sources per call, np.exp on 64 × 8192"}
 
 
 def step_scaling(reps: int) -> dict:
@@ -194,6 +263,10 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-steps", action="store_true")
     ap.add_argument("--skip-kernel", action="store_true")
     ap.add_argument("--skip-rows", action="store_true", help="only the kernel line and the yardstick")
+    ap.add_argument("--only", type=str, default=None,
+                    help="rows to run, e.g. 'density=concentrated,beta=100' (keys B, beta, density)")
+    ap.add_argument("--compare-legacy", action="store_true",
+                    help="also time each row's auto path on the legacy exponential (issue 23)")
     args = ap.parse_args(argv)
     if args.reps is not None and args.reps < 1:
         ap.error(f"--reps must be ≥ 1, got {args.reps}")
@@ -215,11 +288,15 @@ def main(argv=None) -> int:
           f"on {sub.size} targets, scaled ×{pts.shape[0] / sub.size:.1f}; {reps} repetition(s)")
     print(f"{'B':>15} {'beta':>6} {'density':>12}  {'ref[s]':>7} {'auto[s]':>8} {'speedup':>8}"
           f"  {'w.err':>8} {'max.err':>8}  method")
+    only = dict(kv.split("=", 1) for kv in args.only.split(",")) if args.only else {}
     rows = []
     for bname, B in ({} if args.skip_rows else matrices()).items():
         for beta in BETAS:
             for dname in ("diffuse", "concentrated"):
-                r = run_row(grid, pts, sub, bname, B, beta, dname, reps)
+                want = {"B": bname, "beta": f"{beta:g}", "density": dname}
+                if any(want.get(k) != v for k, v in only.items()):
+                    continue
+                r = run_row(grid, pts, sub, bname, B, beta, dname, reps, args.compare_legacy)
                 if r["stats"].get("pairs"):  # the pairs the path summed, per core, against exp
                     r["pairs_per_core_over_np_exp"] = (r["stats"]["pairs"] / r["t_auto"] / threads
                                                        / limits["np_exp_per_s_per_core"])
@@ -227,23 +304,32 @@ def main(argv=None) -> int:
                                       ("identity", "diag-0.1", "diag-0.5")) else AIM
                 flag = "" if r["speedup"] >= aim and r["weighted_error"] <= TOL else f"  < aim {aim:g}"
                 pf = "" if r["pairs_fraction"] is None else f" pairs {r['pairs_fraction']:.3f}"
+                leg = ("" if not args.compare_legacy else
+                       f"  legacy {r['t_auto_legacy']:.3f} s (×{r['legacy_over_cody_waite']:.2f})")
                 print(f"{bname:>15} {beta:6g} {dname:>12}  {r['t_ref']:7.2f} {r['t_auto']:8.3f} "
                       f"{r['speedup']:8.1f}  {r['weighted_error']:8.1e} {r['max_error']:8.1e}  "
-                      f"{r['method']}{pf}{flag}", flush=True)
+                      f"{r['method']}{pf}{flag}{leg}", flush=True)
                 rows.append(r)
     out = {"rows": rows}
     if not args.skip_kernel:
         out["kernel"] = kernel_rates(max(reps, 2), limits)
         k = out["kernel"]
-        print(f"kernel: compiled {k['pairs_per_s_compiled']:.3g} pairs/s, reference "
+        print(f"kernel ({k['path']}): compiled {k['pairs_per_s_compiled']:.3g} pairs/s, reference "
               f"{k['pairs_per_s_reference']:.3g} pairs/s, np.exp {k['np_exp_per_s']:.3g}/s "
               f"(compiled/np.exp {k['compiled_over_np_exp']:.2f}; per core against one core's "
               f"np.exp {k['compiled_per_core_over_np_exp']:.2f})")
+        for p, v in k["paths"].items():
+            print(f"  {p:>10}: per core / np.exp {v['per_core_over_np_exp']:.2f} (median), best "
+                  f"{v['best_per_core_over_np_exp']:.2f} on {k['threads']} thread(s), "
+                  f"{v['best_one_thread_over_np_exp']:.2f} on one")
     if not args.skip_steps:
         out["steps"] = step_scaling(reps)
         print(f"mean-field step ∝ nlat^{out['steps']['exponent']:.2f} "
               f"± {out['steps']['exponent_se']:.2f} (aim ≤ 3)")
-    out["meta"] = {"yardstick": limits, "grid": f"GaussGrid({NLAT})", "sources": grid.nlat * grid.nlon,
+    out["benchmark"] = "python benchmarks/bench_attention.py " + " ".join(sys.argv[1:] if argv is None
+                                                                         else argv)
+    out["meta"] = {"yardstick": limits, "attention_exp": compiled.path_info(),
+                   "grid": f"GaussGrid({NLAT})", "sources": grid.nlat * grid.nlon,
                    "targets": int(pts.shape[0]), "tol": TOL, "reps": reps,
                    "aims": {"every_row": AIM, "diffuse_identity_diag": AIM_DIFFUSE},
                    "vmf_kappa": KAPPA, "floor": FLOOR, "a": A_DIR.tolist(),

@@ -1,6 +1,19 @@
 """Compiled attention sums (numba): fused, on every core, with a vectorised exp and per-target
 culling — the direct log-domain sums of :mod:`.direct` at the hardware's pace.
 
+Two exponential paths (issue 23), the same sums around them; :func:`kernel_path` says which
+one runs, and ``SPHEREPDE_ATTENTION_EXP`` (``cody-waite`` | ``legacy``) or the ``path``
+argument of :func:`sums` chooses:
+
+* ``"cody-waite"`` (default): :mod:`.expsum` — range reduction to |r| ≤ ln2/2, a degree-13
+  polynomial, 2^k from k's bits, in blocks that LLVM vectorises; ≤ 2 ulps per term
+  (:data:`.expsum.EXP_RTOL_CW`), 0 exactly below −708.  Needs nothing beyond numba (no SVML).
+* ``"legacy"``: the squaring exponential below (within 1.5e-14 per term, clamped at −64); the
+  fallback when the first path does not compile.
+
+The error bounds quoted below (:data:`EXP_RTOL`, the e^{−64} floor) are the legacy path's; they
+bound the cody-waite path's errors too, so the callers' certificates hold on either path.
+
 For targets z_i = Bᵀx_i (n, d) and sources (y_j, log w_j) (m of them):
 
     ℓ_ij = β⟨z_i, y_j⟩ + log w_j,   M_i = max_j ℓ_ij            (first pass, exact)
@@ -23,6 +36,9 @@ log-weight b_t, a representative point).  For target i with |z_i| = ζ_i and dir
 largest logit of tile t is at most ζ_i cos(max(∠(u_i, c_t) − r_t, 0)) + b_t, and the largest
 representative logit lb_i is at most M_i.  Tiles whose bound lies below lb_i − ln(m/tol) are
 skipped: each of their terms weighs < (tol/m)·e^{M_i}, so what is skipped is < tol·den_i and
+(with :data:`CULL_BY_TILE_MASS`, off by default, b_t is replaced by ln W_t + ln(T/m), W_t the
+tile's total weight and T the number of tiles: each skipped tile then weighs < (tol/T)·e^{lb_i},
+the same total bound)
 |m_i − m_ref,i| ≤ 2·tol·max|y| on top of the error above.  The bound is per target, so the kept
 work follows each target's own neighbourhood (the tile culling of ``direct._culled_blocks``
 bounds whole blocks of targets at once).
@@ -31,6 +47,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 
 import numpy as np
 
@@ -44,6 +61,13 @@ EXP_RTOL = 1.5e-14
 CULL_MIN_SOURCES = 2048
 #: points per source tile of the culling
 TILE = 64
+#: cull by each tile's total weight W_t (skip when W_t·e^{bound} < (tol/#tiles)·e^{lb}) rather
+#: than by its largest weight (skip when e^{bound + max log w} < (tol/m)·e^{lb}); both keep what
+#: is skipped below tol·e^{lb}, the first skips more where the weights vary within a tile.
+#: Off: on the concentrated densities of bench_attention (GaussGrid(64), β = 100, 1000, every B)
+#: it skipped only 1–8 % more pairs, and no time gain showed above the load's scatter
+#: (docs/prototypes/issue23/cull_mass.json)
+CULL_BY_TILE_MASS = False
 #: targets per block of the culling's first level (targets of similar direction Bᵀx)
 TARGET_BLOCK = 64
 #: a target whose kept tiles hold more than this fraction of the sources sums them all (the
@@ -56,6 +80,10 @@ UNIT_RTOL = 1e-12
 #: threads vs 0.33 ms on one, up to 9 ms on an oversubscribed machine).  Each row is summed the
 #: same way on any number of threads, so the numbers are identical.
 SERIAL_PAIRS = 16384
+#: the exponential paths (module docstring), the first the default
+PATHS = ("cody-waite", "legacy")
+#: environment variable that chooses the path
+PATH_ENV = "SPHEREPDE_ATTENTION_EXP"
 
 
 @functools.lru_cache(maxsize=1)
@@ -69,252 +97,42 @@ def available() -> bool:
 
 
 @functools.lru_cache(maxsize=1)
+def _cody_waite():
+    """expsum's kernels, or (None, why) when they do not compile here."""
+    try:
+        from spherepde.dynamics.attention import expsum  # noqa: PLC0415
+
+        ks = expsum.kernels()
+        ks.exp_array(np.zeros(1), np.empty(1))  # compiles (or loads) the exponential here
+        return ks, None
+    except Exception as exc:  # noqa: BLE001 - any failure sends the sums to the legacy path
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def kernel_path(path: str | None = None) -> str:
+    """The exponential path the sums take: ``path`` if given, else ``$SPHEREPDE_ATTENTION_EXP``,
+    else "cody-waite" — "legacy" when the cody-waite kernels do not compile here."""
+    want = path or os.environ.get(PATH_ENV) or PATHS[0]
+    if want not in PATHS:
+        raise ValueError(f"attention exponential path must be one of {PATHS}, got {want!r}")
+    if want == "cody-waite" and _cody_waite()[0] is None:
+        return "legacy"
+    return want
+
+
+def path_info() -> dict:
+    """What a benchmark records: the default path, and why cody-waite is unavailable (or None)."""
+    return {"path": kernel_path(), "cody_waite_error": _cody_waite()[1],
+            "env": os.environ.get(PATH_ENV)}
+
+
+@functools.lru_cache(maxsize=1)
 def _kernels():
-    """Compile (or load from numba's cache) the kernels on first use."""
-    from numba import njit, prange  # noqa: PLC0415
+    """The legacy kernels (compiled on first use, or loaded from numba's cache):
+    (sums3, sums_any, sums3_culled, bessel_synthesis) of :mod:`.compiled_numba`."""
+    from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
 
-    opts = dict(parallel=True, fastmath=True, cache=True, nogil=True)
-    inline = njit(fastmath=True, inline="always", cache=True)
-
-    @inline
-    def exp_neg(t):
-        # e^t for t ≤ 0, clamped at t = −64 (module docstring)
-        x = max(t, -64.0) * 0.015625 + 0.5
-        p = 1.0 / 87178291200.0
-        p = p * x + 1.0 / 6227020800.0
-        p = p * x + 1.0 / 479001600.0
-        p = p * x + 1.0 / 39916800.0
-        p = p * x + 1.0 / 3628800.0
-        p = p * x + 1.0 / 362880.0
-        p = p * x + 1.0 / 40320.0
-        p = p * x + 1.0 / 5040.0
-        p = p * x + 1.0 / 720.0
-        p = p * x + 1.0 / 120.0
-        p = p * x + 1.0 / 24.0
-        p = p * x + 1.0 / 6.0
-        p = p * x + 0.5
-        p = p * x + 1.0
-        p = p * x + 1.0
-        e = p * 0.6065306597126334  # e^{−1/2}
-        e = e * e
-        e = e * e
-        e = e * e
-        e = e * e
-        e = e * e
-        return e * e
-
-    @inline
-    def row3(i, zc, y0, y1, y2, lw, num, den, mx):
-        """Target row i against all sources (d = 3): the two passes, written to num/den/mx."""
-        a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
-        M = -np.inf
-        for j in range(y0.shape[0]):
-            M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
-        s0 = s1 = s2 = s3 = 0.0
-        for j in range(y0.shape[0]):
-            e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
-            s0 += e * y0[j]
-            s1 += e * y1[j]
-            s2 += e * y2[j]
-            s3 += e
-        num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
-
-    @njit(**opts)
-    def sums3(zc, y0, y1, y2, lw, num, den, mx):
-        """d = 3, all sources: num (n, 3), den (n,), mx (n,) written."""
-        for i in prange(zc.shape[0]):
-            row3(i, zc, y0, y1, y2, lw, num, den, mx)
-
-    @njit(**opts)
-    def sums_any(zc, yT, lw, num, den, mx):
-        """any d: yT (d, m)."""
-        d, m = yT.shape
-        for i in prange(zc.shape[0]):
-            lg = np.empty(m)
-            for j in range(m):
-                lg[j] = lw[j]
-            for k in range(d):
-                a = zc[i, k]
-                for j in range(m):
-                    lg[j] += a * yT[k, j]
-            M = -np.inf
-            for j in range(m):
-                M = max(M, lg[j])
-            s = 0.0
-            for j in range(m):
-                lg[j] = exp_neg(lg[j] - M)
-                s += lg[j]
-            for k in range(d):
-                acc = 0.0
-                for j in range(m):
-                    acc += lg[j] * yT[k, j]
-                num[i, k] = acc
-            den[i], mx[i] = s, M
-
-    @njit(**opts)
-    def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, bmax, yrep, lrep, cut, torder,
-                     tstarts, full, num, den, mx, kept):
-        """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
-        blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i."""
-        nt = starts.shape[0] - 1
-        for b in prange(tstarts.shape[0] - 1):
-            # the block: mean direction c, angular radius rb, smallest/largest |βz|
-            c0 = c1 = c2 = 0.0
-            zmin, zmax = np.inf, 0.0
-            for k in range(tstarts[b], tstarts[b + 1]):
-                i = torder[k]
-                zeta = math.sqrt(zc[i, 0] ** 2 + zc[i, 1] ** 2 + zc[i, 2] ** 2)
-                inv = 1.0 / max(zeta, 1e-300)
-                c0 += zc[i, 0] * inv
-                c1 += zc[i, 1] * inv
-                c2 += zc[i, 2] * inv
-                zmin, zmax = min(zmin, zeta), max(zmax, zeta)
-            inv = 1.0 / max(math.sqrt(c0 * c0 + c1 * c1 + c2 * c2), 1e-300)
-            c0, c1, c2 = c0 * inv, c1 * inv, c2 * inv
-            rb = 0.0
-            for k in range(tstarts[b], tstarts[b + 1]):
-                i = torder[k]
-                zeta = max(math.sqrt(zc[i, 0] ** 2 + zc[i, 1] ** 2 + zc[i, 2] ** 2), 1e-300)
-                ct = (zc[i, 0] * c0 + zc[i, 1] * c1 + zc[i, 2] * c2) / zeta
-                rb = max(rb, math.acos(min(1.0, max(-1.0, ct))))
-            rb = rb * (1.0 + 1e-12) + 1e-15
-            # a lower bound on every target's row maximum (through the representatives) ...
-            LB = -np.inf
-            for t in range(nt):
-                ct = c0 * yrep[t, 0] + c1 * yrep[t, 1] + c2 * yrep[t, 2]
-                cc = math.cos(min(math.acos(min(1.0, max(-1.0, ct))) + rb, math.pi))
-                LB = max(LB, (zmin if cc >= 0.0 else zmax) * cc + lrep[t])
-            # ... and the tiles that can matter to any target of the block
-            blk = np.empty(nt, np.int64)
-            nkb = 0
-            for t in range(nt):
-                ct = c0 * cen[t, 0] + c1 * cen[t, 1] + c2 * cen[t, 2]
-                cc = math.cos(max(math.acos(min(1.0, max(-1.0, ct))) - rad[t] - rb, 0.0))
-                if (zmax if cc >= 0.0 else zmin) * cc + bmax[t] >= LB - cut:
-                    blk[nkb] = t
-                    nkb += 1
-            keep = np.empty(nkb, np.bool_)
-            for k in range(tstarts[b], tstarts[b + 1]):
-                i = torder[k]
-                a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
-                zeta = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
-                inv = 1.0 / max(zeta, 1e-300)
-                u0, u1, u2 = a0 * inv, a1 * inv, a2 * inv
-                lb = LB
-                for q in range(nkb):
-                    t = blk[q]
-                    lb = max(lb, a0 * yrep[t, 0] + a1 * yrep[t, 1] + a2 * yrep[t, 2] + lrep[t])
-                npair = 0
-                for q in range(nkb):
-                    t = blk[q]
-                    ct = u0 * cen[t, 0] + u1 * cen[t, 1] + u2 * cen[t, 2]
-                    cc = math.cos(max(math.acos(min(1.0, max(-1.0, ct))) - rad[t], 0.0))
-                    keep[q] = zeta * cc + bmax[t] >= lb - cut
-                    if keep[q]:
-                        npair += starts[t + 1] - starts[t]
-                if npair > full * y0.shape[0]:  # most sources kept: the plain loops are faster
-                    row3(i, zc, y0, y1, y2, lw, num, den, mx)
-                    kept[i] = y0.shape[0]
-                    continue
-                M = -np.inf
-                for q in range(nkb):
-                    if keep[q]:
-                        t = blk[q]
-                        for j in range(starts[t], starts[t + 1]):
-                            M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
-                s0 = s1 = s2 = s3 = 0.0
-                for q in range(nkb):
-                    if keep[q]:
-                        t = blk[q]
-                        for j in range(starts[t], starts[t + 1]):
-                            e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
-                            s0 += e * y0[j]
-                            s1 += e * y1[j]
-                            s2 += e * y2[j]
-                            s3 += e
-                num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
-                kept[i] = npair
-
-    @njit(**opts)
-    def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
-        """out[f, i] = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_{m} y_lm(μ_i) Re(a_f,ml e^{imλ_i}) (real-field
-        synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`)."""
-        BS = 32
-        n = mu.size
-        y0 = 1.0 / math.sqrt(4.0 * math.pi)
-        for bi in prange((n + BS - 1) // BS):
-            b0 = bi * BS
-            nb = min(BS, n - b0)
-            Ib = np.empty((L + 1, BS))
-            rho, inv = np.zeros(BS), np.ones(BS)
-            x, s = np.zeros(BS), np.zeros(BS)
-            er, ei, cl, sl = np.ones(BS), np.zeros(BS), np.ones(BS), np.zeros(BS)
-            ymm, p1, p2 = np.full(BS, y0), np.empty(BS), np.empty(BS)
-            q = np.empty((8, BS))
-            acc = np.zeros((4, BS))
-            for i in range(nb):
-                inv[i] = 1.0 / kap[b0 + i]
-            for l in range(N, 0, -1):  # Miller: ĩ_l/ĩ_{l−1} = 1/((2l+1)/κ + ĩ_{l+1}/ĩ_l)
-                c2 = 2.0 * l + 1.0
-                for i in range(BS):
-                    rho[i] = 1.0 / (c2 * inv[i] + rho[i])
-                if l <= L:
-                    for i in range(BS):
-                        Ib[l, i] = rho[i]
-            for i in range(BS):
-                k = kap[b0 + i] if i < nb else 1.0
-                Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
-                xx = mu[b0 + i] if i < nb else 0.0
-                x[i] = xx
-                s[i] = math.sqrt(max((1.0 - xx) * (1.0 + xx), 0.0))
-                lo = lon[b0 + i] if i < nb else 0.0
-                cl[i], sl[i] = math.cos(lo), math.sin(lo)
-            for l in range(1, L + 1):
-                for i in range(BS):
-                    Ib[l, i] *= Ib[l - 1, i]
-            for m in range(L + 1):
-                if m > 0:
-                    big = 0.0
-                    for i in range(BS):
-                        ymm[i] = rc[m] * s[i] * ymm[i]
-                        t = er[i] * cl[i] - ei[i] * sl[i]
-                        ei[i] = er[i] * sl[i] + ei[i] * cl[i]
-                        er[i] = t
-                        big = max(big, abs(ymm[i]))
-                    if big < 1e-290:  # y_mm underflows: every y_lm (l ≥ m) of these targets too
-                        break
-                for i in range(BS):
-                    p2[i] = 0.0
-                    p1[i] = ymm[i]
-                    w = Ib[m, i] * ymm[i]
-                    for f in range(4):
-                        q[2 * f, i] = w * ar[m, m, f]
-                        q[2 * f + 1, i] = w * ai[m, m, f]
-                for l in range(m + 1, L + 1):
-                    a_, b_ = raT[m, l], rbT[m, l]
-                    c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
-                    c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
-                    for i in range(BS):
-                        p = a_ * (x[i] * p1[i] - b_ * p2[i])
-                        p2[i] = p1[i]
-                        p1[i] = p
-                        w = Ib[l, i] * p
-                        q[0, i] += w * c0r
-                        q[1, i] += w * c0i
-                        q[2, i] += w * c1r
-                        q[3, i] += w * c1i
-                        q[4, i] += w * c2r
-                        q[5, i] += w * c2i
-                        q[6, i] += w * c3r
-                        q[7, i] += w * c3i
-                for i in range(BS):
-                    for f in range(4):
-                        acc[f, i] += q[2 * f, i] * er[i] - q[2 * f + 1, i] * ei[i]
-            for i in range(nb):
-                for f in range(4):
-                    out[f, b0 + i] = acc[f, i]
-
-    return sums3, sums_any, sums3_culled, bessel_synthesis
+    return K.sums3, K.sums_any, K.sums3_culled, K.bessel_synthesis
 
 
 def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) -> np.ndarray:
@@ -373,11 +191,17 @@ def _all_pairs(kernel, pairs: int, *args) -> None:
         numba.set_num_threads(threads)
 
 
-def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float | None = None):
+def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float | None = None,
+         path: str | None = None):
     """(num (n, d), den (n,), M (n,), pairs summed) of the module docstring, for targets z = Bᵀx
     (n, d), sources y (m, d) and log-weights (m,) (finite).  ``tol``: cull (d = 3, unit sources,
-    m ≥ CULL_MIN_SOURCES) so that what is skipped weighs < tol·den per target; None sums all."""
+    m ≥ CULL_MIN_SOURCES) so that what is skipped weighs < tol·den per target; None sums all.
+    ``path``: the exponential path (:func:`kernel_path`)."""
     sums3, sums_any, sums3_culled, _ = _kernels()
+    cw = kernel_path(path) == "cody-waite"
+    if cw:
+        cwk = _cody_waite()[0]
+        sums3, sums_any = cwk.sums3, cwk.sums_any
     n, d = z.shape
     m = y.shape[0]
     zc = np.ascontiguousarray(beta * np.asarray(z, float))
@@ -398,21 +222,28 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
         _all_pairs(sums3, n * m, zc, y0, y1, y2, lw, num, den, mx)
         return num, den, mx, n * m
     order, starts, cen, rad, bmax, yrep, lrep = _source_tiles(y, lw, TILE)
+    if CULL_BY_TILE_MASS:  # the tile's total weight in place of m/nt times its largest
+        lws_sorted = lw[order]
+        tile = np.repeat(np.arange(starts.size - 1), np.diff(starts))
+        with np.errstate(under="ignore"):
+            mass = np.log(np.add.reduceat(np.exp(lws_sorted - bmax[tile]), starts[:-1])) + bmax
+        # (+1e-9: log W_t's rounding; a larger value only keeps more)
+        bmax = mass + math.log((starts.size - 1) / m) + 1e-9
     ys, lws = y[order], lw[order]
     y0, y1, y2 = (np.ascontiguousarray(ys[:, k], dtype=float) for k in range(3))
     zn = np.maximum(np.linalg.norm(zc, axis=1, keepdims=True), 1e-300)
     torder, tstarts = lat_lon_tiles(zc / zn, TARGET_BLOCK)
     kept = np.empty(n, np.int64)
     sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, bmax, yrep, lrep,
-                 cut, torder, tstarts, CULL_MAX_FRACTION, num, den, mx, kept)
+                 cut, torder, tstarts, CULL_MAX_FRACTION, cw, num, den, mx, kept)
     return num, den, mx, int(kept.sum())
 
 
 def mean(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, kind: str,
-         tol: float | None = None) -> tuple[np.ndarray, int]:
+         tol: float | None = None, path: str | None = None) -> tuple[np.ndarray, int]:
     """The attention mean (n, d) by the compiled sums (softmax or usa; see :func:`sums`), and
     the number of (target, source) pairs summed."""
-    num, den, mx, pairs = sums(z, y, logw, beta, tol)
+    num, den, mx, pairs = sums(z, y, logw, beta, tol, path)
     if kind == "softmax":
         return num / den[:, None], pairs
     with np.errstate(over="ignore"):

@@ -1,0 +1,296 @@
+"""The numba kernels of :mod:`.compiled` (its legacy exponential, the culled kernel that also
+calls the cody-waite helpers of :mod:`.expsum`, and the Bessel synthesis).  Imported on first
+use.  Module-level functions, not closures: numba caches them between processes (a closure over
+another compiled function gets a new cache key in every process, so it was compiled anew in
+each).  Note numba's cache does not see edits to a called function in another file
+(expsum.py): clear ``__pycache__/*.nbi`` / ``*.nbc`` after editing one.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numba import njit, prange
+
+#: exponential buffer of the cody-waite path in the culled kernel (≥ expsum.BLOCK)
+TILE_BUF = 512
+
+
+_inline = njit(fastmath=True, inline="always", cache=True)
+
+@_inline
+def exp_neg(t):
+    # e^t for t ≤ 0, clamped at t = −64 (compiled.py's docstring)
+    x = max(t, -64.0) * 0.015625 + 0.5
+    p = 1.0 / 87178291200.0
+    p = p * x + 1.0 / 6227020800.0
+    p = p * x + 1.0 / 479001600.0
+    p = p * x + 1.0 / 39916800.0
+    p = p * x + 1.0 / 3628800.0
+    p = p * x + 1.0 / 362880.0
+    p = p * x + 1.0 / 40320.0
+    p = p * x + 1.0 / 5040.0
+    p = p * x + 1.0 / 720.0
+    p = p * x + 1.0 / 120.0
+    p = p * x + 1.0 / 24.0
+    p = p * x + 1.0 / 6.0
+    p = p * x + 0.5
+    p = p * x + 1.0
+    p = p * x + 1.0
+    e = p * 0.6065306597126334  # e^{−1/2}
+    e = e * e
+    e = e * e
+    e = e * e
+    e = e * e
+    e = e * e
+    return e * e
+
+@_inline
+def row3(i, zc, y0, y1, y2, lw, num, den, mx):
+    """Target row i against all sources (d = 3): the two passes, written to num/den/mx."""
+    a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
+    M = -np.inf
+    for j in range(y0.shape[0]):
+        M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
+    s0 = s1 = s2 = s3 = 0.0
+    for j in range(y0.shape[0]):
+        e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
+        s0 += e * y0[j]
+        s1 += e * y1[j]
+        s2 += e * y2[j]
+        s3 += e
+    num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
+
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def sums3(zc, y0, y1, y2, lw, num, den, mx):
+    """d = 3, all sources: num (n, 3), den (n,), mx (n,) written."""
+    for i in prange(zc.shape[0]):
+        row3(i, zc, y0, y1, y2, lw, num, den, mx)
+
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def sums_any(zc, yT, lw, num, den, mx):
+    """any d: yT (d, m)."""
+    d, m = yT.shape
+    for i in prange(zc.shape[0]):
+        lg = np.empty(m)
+        for j in range(m):
+            lg[j] = lw[j]
+        for k in range(d):
+            a = zc[i, k]
+            for j in range(m):
+                lg[j] += a * yT[k, j]
+        M = -np.inf
+        for j in range(m):
+            M = max(M, lg[j])
+        s = 0.0
+        for j in range(m):
+            lg[j] = exp_neg(lg[j] - M)
+            s += lg[j]
+        for k in range(d):
+            acc = 0.0
+            for j in range(m):
+                acc += lg[j] * yT[k, j]
+            num[i, k] = acc
+        den[i], mx[i] = s, M
+
+try:
+    from spherepde.dynamics.attention.expsum import range_max as cw_max
+    from spherepde.dynamics.attention.expsum import range_sums as cw_sums
+    from spherepde.dynamics.attention.expsum import row3 as cw_row3
+except Exception:  # noqa: BLE001 - never called then (cw is False): stand-ins of the same types
+    @njit(cache=True)
+    def cw_row3(i, zc, y0, y1, y2, lw, num, den, mx, e, acc):
+        return None
+
+    @njit(cache=True)
+    def cw_max(a0, a1, a2, y0, y1, y2, lw, lo, hi, M):
+        return M
+
+    @njit(cache=True)
+    def cw_sums(a0, a1, a2, y0, y1, y2, lw, M, lo, hi, e, acc):
+        return None
+
+
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, bmax, yrep, lrep, cut, torder,
+                 tstarts, full, cw, num, den, mx, kept):
+    """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
+    blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i;
+    ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops)."""
+    nt = starts.shape[0] - 1
+    for b in prange(tstarts.shape[0] - 1):
+        ebuf = np.empty(max(TILE_BUF, y0.shape[0]))  # cw_row3 keeps a row's logits in it
+        acc = np.empty(4)
+        # the block: mean direction c, angular radius rb, smallest/largest |βz|
+        c0 = c1 = c2 = 0.0
+        zmin, zmax = np.inf, 0.0
+        for k in range(tstarts[b], tstarts[b + 1]):
+            i = torder[k]
+            zeta = math.sqrt(zc[i, 0] ** 2 + zc[i, 1] ** 2 + zc[i, 2] ** 2)
+            inv = 1.0 / max(zeta, 1e-300)
+            c0 += zc[i, 0] * inv
+            c1 += zc[i, 1] * inv
+            c2 += zc[i, 2] * inv
+            zmin, zmax = min(zmin, zeta), max(zmax, zeta)
+        inv = 1.0 / max(math.sqrt(c0 * c0 + c1 * c1 + c2 * c2), 1e-300)
+        c0, c1, c2 = c0 * inv, c1 * inv, c2 * inv
+        rb = 0.0
+        for k in range(tstarts[b], tstarts[b + 1]):
+            i = torder[k]
+            zeta = max(math.sqrt(zc[i, 0] ** 2 + zc[i, 1] ** 2 + zc[i, 2] ** 2), 1e-300)
+            ct = (zc[i, 0] * c0 + zc[i, 1] * c1 + zc[i, 2] * c2) / zeta
+            rb = max(rb, math.acos(min(1.0, max(-1.0, ct))))
+        rb = rb * (1.0 + 1e-12) + 1e-15
+        # a lower bound on every target's row maximum (through the representatives) ...
+        LB = -np.inf
+        for t in range(nt):
+            ct = c0 * yrep[t, 0] + c1 * yrep[t, 1] + c2 * yrep[t, 2]
+            cc = math.cos(min(math.acos(min(1.0, max(-1.0, ct))) + rb, math.pi))
+            LB = max(LB, (zmin if cc >= 0.0 else zmax) * cc + lrep[t])
+        # ... and the tiles that can matter to any target of the block
+        blk = np.empty(nt, np.int64)
+        nkb = 0
+        for t in range(nt):
+            ct = c0 * cen[t, 0] + c1 * cen[t, 1] + c2 * cen[t, 2]
+            cc = math.cos(max(math.acos(min(1.0, max(-1.0, ct))) - rad[t] - rb, 0.0))
+            if (zmax if cc >= 0.0 else zmin) * cc + bmax[t] >= LB - cut:
+                blk[nkb] = t
+                nkb += 1
+        keep = np.empty(nkb, np.bool_)
+        for k in range(tstarts[b], tstarts[b + 1]):
+            i = torder[k]
+            a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
+            zeta = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
+            inv = 1.0 / max(zeta, 1e-300)
+            u0, u1, u2 = a0 * inv, a1 * inv, a2 * inv
+            lb = LB
+            for q in range(nkb):
+                t = blk[q]
+                lb = max(lb, a0 * yrep[t, 0] + a1 * yrep[t, 1] + a2 * yrep[t, 2] + lrep[t])
+            npair = 0
+            for q in range(nkb):
+                t = blk[q]
+                ct = u0 * cen[t, 0] + u1 * cen[t, 1] + u2 * cen[t, 2]
+                cc = math.cos(max(math.acos(min(1.0, max(-1.0, ct))) - rad[t], 0.0))
+                keep[q] = zeta * cc + bmax[t] >= lb - cut
+                if keep[q]:
+                    npair += starts[t + 1] - starts[t]
+            if npair > full * y0.shape[0]:  # most sources kept: the plain loops are faster
+                if cw:
+                    cw_row3(i, zc, y0, y1, y2, lw, num, den, mx, ebuf, acc)
+                else:
+                    row3(i, zc, y0, y1, y2, lw, num, den, mx)
+                kept[i] = y0.shape[0]
+                continue
+            if cw:
+                M = -np.inf
+                for q in range(nkb):
+                    if keep[q]:
+                        t = blk[q]
+                        M = cw_max(a0, a1, a2, y0, y1, y2, lw, starts[t], starts[t + 1], M)
+                acc[:] = 0.0
+                for q in range(nkb):
+                    if keep[q]:
+                        t = blk[q]
+                        cw_sums(a0, a1, a2, y0, y1, y2, lw, M, starts[t], starts[t + 1], ebuf,
+                                acc)
+                num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = acc[0], acc[1], acc[2], acc[3], M
+                kept[i] = npair
+                continue
+            M = -np.inf
+            for q in range(nkb):
+                if keep[q]:
+                    t = blk[q]
+                    for j in range(starts[t], starts[t + 1]):
+                        M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
+            s0 = s1 = s2 = s3 = 0.0
+            for q in range(nkb):
+                if keep[q]:
+                    t = blk[q]
+                    for j in range(starts[t], starts[t + 1]):
+                        e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
+                        s0 += e * y0[j]
+                        s1 += e * y1[j]
+                        s2 += e * y2[j]
+                        s3 += e
+            num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
+            kept[i] = npair
+
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
+    """out[f, i] = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_{m} y_lm(μ_i) Re(a_f,ml e^{imλ_i}) (real-field
+    synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`)."""
+    BS = 32
+    n = mu.size
+    y0 = 1.0 / math.sqrt(4.0 * math.pi)
+    for bi in prange((n + BS - 1) // BS):
+        b0 = bi * BS
+        nb = min(BS, n - b0)
+        Ib = np.empty((L + 1, BS))
+        rho, inv = np.zeros(BS), np.ones(BS)
+        x, s = np.zeros(BS), np.zeros(BS)
+        er, ei, cl, sl = np.ones(BS), np.zeros(BS), np.ones(BS), np.zeros(BS)
+        ymm, p1, p2 = np.full(BS, y0), np.empty(BS), np.empty(BS)
+        q = np.empty((8, BS))
+        acc = np.zeros((4, BS))
+        for i in range(nb):
+            inv[i] = 1.0 / kap[b0 + i]
+        for l in range(N, 0, -1):  # Miller: ĩ_l/ĩ_{l−1} = 1/((2l+1)/κ + ĩ_{l+1}/ĩ_l)
+            c2 = 2.0 * l + 1.0
+            for i in range(BS):
+                rho[i] = 1.0 / (c2 * inv[i] + rho[i])
+            if l <= L:
+                for i in range(BS):
+                    Ib[l, i] = rho[i]
+        for i in range(BS):
+            k = kap[b0 + i] if i < nb else 1.0
+            Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
+            xx = mu[b0 + i] if i < nb else 0.0
+            x[i] = xx
+            s[i] = math.sqrt(max((1.0 - xx) * (1.0 + xx), 0.0))
+            lo = lon[b0 + i] if i < nb else 0.0
+            cl[i], sl[i] = math.cos(lo), math.sin(lo)
+        for l in range(1, L + 1):
+            for i in range(BS):
+                Ib[l, i] *= Ib[l - 1, i]
+        for m in range(L + 1):
+            if m > 0:
+                big = 0.0
+                for i in range(BS):
+                    ymm[i] = rc[m] * s[i] * ymm[i]
+                    t = er[i] * cl[i] - ei[i] * sl[i]
+                    ei[i] = er[i] * sl[i] + ei[i] * cl[i]
+                    er[i] = t
+                    big = max(big, abs(ymm[i]))
+                if big < 1e-290:  # y_mm underflows: every y_lm (l ≥ m) of these targets too
+                    break
+            for i in range(BS):
+                p2[i] = 0.0
+                p1[i] = ymm[i]
+                w = Ib[m, i] * ymm[i]
+                for f in range(4):
+                    q[2 * f, i] = w * ar[m, m, f]
+                    q[2 * f + 1, i] = w * ai[m, m, f]
+            for l in range(m + 1, L + 1):
+                a_, b_ = raT[m, l], rbT[m, l]
+                c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
+                c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+                for i in range(BS):
+                    p = a_ * (x[i] * p1[i] - b_ * p2[i])
+                    p2[i] = p1[i]
+                    p1[i] = p
+                    w = Ib[l, i] * p
+                    q[0, i] += w * c0r
+                    q[1, i] += w * c0i
+                    q[2, i] += w * c1r
+                    q[3, i] += w * c1i
+                    q[4, i] += w * c2r
+                    q[5, i] += w * c2i
+                    q[6, i] += w * c3r
+                    q[7, i] += w * c3i
+            for i in range(BS):
+                for f in range(4):
+                    acc[f, i] += q[2 * f, i] * er[i] - q[2 * f + 1, i] * ei[i]
+        for i in range(nb):
+            for f in range(4):
+                out[f, b0 + i] = acc[f, i]

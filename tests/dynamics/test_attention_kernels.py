@@ -1,0 +1,181 @@
+"""The compiled attention sums' two exponential paths (issue 23): spherepde.dynamics.attention
+.expsum ("cody-waite", the default) and the legacy squaring exponential of .compiled.
+
+* the cody-waite exponential against long double over every argument the sums give it,
+  [−708, 0], and exactly 0 below;
+* the attention mean of both paths against a long-double evaluation of the same sums, for every
+  class of B, within the error model written out in :func:`model_bound`;
+* the same bits on one and on two numba threads, for the all-pairs, culled and any-d kernels;
+* the fallback: the legacy path when asked for, and when the cody-waite kernels do not compile.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from spherepde.dynamics.attention import compiled as C
+from spherepde.dynamics.attention import expsum
+from conftest import unit
+
+pytestmark = pytest.mark.skipif(not C.available(), reason="numba not importable")
+
+U = 2.0**-53
+#: per-term relative error of each path's exponential
+RTOL = {"cody-waite": expsum.EXP_RTOL_CW, "legacy": C.EXP_RTOL}
+MU = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
+
+
+def matrix(name, rng):
+    if name == "identity":
+        return np.eye(3)
+    if name == "diagonal":
+        return np.diag([0.1, 1.0, 1.0])
+    q, _ = np.linalg.qr(rng.normal(size=(3, 3)))
+    if name == "spd-random":
+        return q @ np.diag([1.5, 0.8, 0.3]) @ q.T
+    return q @ np.diag([1.2, 0.7, 0.4]) @ np.linalg.qr(rng.normal(size=(3, 3)))[0]
+
+
+def concentrated(n, rng):
+    k = int(0.7 * n)
+    return unit(np.vstack([MU + 0.05 * rng.normal(size=(k, 3)),
+                           unit([-0.5, 0.2, -0.8]) + 0.15 * rng.normal(size=(n - k, 3))]))
+
+
+def test_cody_waite_exponential_against_long_double():
+    """Within EXP_RTOL_CW (2 ulps) of e^t on [−708, 0]; e^0 = 1; 0 exactly below −708."""
+    t = np.r_[np.linspace(-708.0, 0.0, 400001), -np.logspace(-300, 2.8, 2001), -0.0, 0.0,
+              -np.log(2.0) / 2 * np.array([1.0, 1.0 + 1e-15, 1.0 - 1e-15, 3.0])]
+    t = t[t >= -708.0]
+    e = expsum.exp(t)
+    truth = np.exp(t.astype(np.longdouble))
+    rel = np.abs((e - truth) / truth).astype(float)
+    assert rel.max() <= expsum.EXP_RTOL_CW, rel.max()
+    assert expsum.exp(np.array([0.0]))[0] == 1.0
+    assert np.all(expsum.exp(np.array([-708.0001, -709.0, -745.2, -1e4, -1e300])) == 0.0)
+
+
+def reference_ld(z, y, logw, beta):
+    """The softmax mean, in long double from the same float64 inputs; the row maxima."""
+    zl, yl, wl = (a.astype(np.longdouble) for a in (z, y, logw))
+    lg = np.longdouble(beta) * (zl @ yl.T) + wl
+    M = lg.max(axis=1, keepdims=True)
+    e = np.exp(lg - M)
+    return (e @ yl) / e.sum(axis=1)[:, None], M[:, 0]
+
+
+def model_bound(z, y, logw, beta, M, path):
+    """|m − m_ld| per target for unit sources: each term e^{t_j} is computed with relative error
+    ≤ RTOL + |δt_j| (δt_j: the rounding of the logit t_j = β⟨z, y_j⟩ + log w_j − M, at most
+    u(6(√3 β|z| + |log w_j|) + |t_j| + 1); M's own rounding scales every term alike and cancels
+    in the softmax ratio), which moves the mean by at most twice that; the sums of m terms add
+    (m − 1)u relative to Σ e|y_j| ≤ den (num) and den, 2(m − 1)u in the ratio."""
+    zeta = beta * np.linalg.norm(z, axis=1)
+    t_max = 2.0 * zeta + np.ptp(logw)  # ≥ |t_j|
+    dt = U * (6.0 * (np.sqrt(3.0) * zeta + np.max(np.abs(logw))) + t_max + np.abs(M) + 1.0)
+    return 2.0 * (RTOL[path] + dt) + 2.0 * (y.shape[0] - 1) * U
+
+
+@pytest.mark.parametrize("path", C.PATHS)
+@pytest.mark.parametrize("bname", ["identity", "diagonal", "spd-random", "general-random"])
+def test_error_model_against_long_double(bname, path):
+    rng = np.random.default_rng(len(bname))
+    y = concentrated(600, rng)
+    logw = np.log(rng.uniform(0.5, 1.5, y.shape[0]) / y.shape[0])
+    x = np.vstack([y[::10], unit(rng.normal(size=(60, 3)))])
+    B = matrix(bname, rng)
+    for beta in (1.0, 100.0, 1e4):
+        z = x @ B
+        m, _ = C.mean(z, y, logw, beta, "softmax", path=path)
+        ref, M = reference_ld(z, y, logw, beta)
+        err = np.linalg.norm((m - ref).astype(float), axis=1)
+        bound = model_bound(z, y, logw, beta, M.astype(float), path)
+        assert np.all(err <= bound), (beta, float(np.max(err / bound)))
+
+
+def test_paths_agree_to_their_error_models():
+    rng = np.random.default_rng(3)
+    y = unit(rng.normal(size=(3000, 3)))
+    logw = np.full(3000, -np.log(3000.0))
+    z = unit(rng.normal(size=(200, 3))) @ np.diag([0.1, 1.0, 1.0])
+    a, _ = C.mean(z, y, logw, 30.0, "softmax", path="cody-waite")
+    b, _ = C.mean(z, y, logw, 30.0, "softmax", path="legacy")
+    assert np.max(np.abs(a - b)) <= 2 * (C.EXP_RTOL + expsum.EXP_RTOL_CW) + 1e-14
+
+
+def _threads_available():
+    import numba
+
+    return numba.config.NUMBA_NUM_THREADS >= 2
+
+
+@pytest.mark.skipif(not _threads_available(), reason="numba started with one thread")
+@pytest.mark.parametrize("path", C.PATHS)
+@pytest.mark.parametrize("case", ["all-pairs", "culled", "any-d"])
+def test_same_bits_on_one_and_two_threads(case, path, monkeypatch):
+    import numba
+
+    rng = np.random.default_rng(11)
+    d = 5 if case == "any-d" else 3
+    y = concentrated(2600, rng) if d == 3 else unit(rng.normal(size=(1500, d)))
+    logw = np.log(np.full(y.shape[0], 1.0 / y.shape[0]))
+    z = unit(rng.normal(size=(300, d))) @ rng.normal(size=(d, d))
+    beta, tol = (300.0, 1e-8) if case == "culled" else (20.0, None)
+    monkeypatch.setattr(C, "SERIAL_PAIRS", 0)  # the parallel region even for small problems
+    before = numba.get_num_threads()
+    got = {}
+    try:
+        for nt in (1, 2):
+            numba.set_num_threads(nt)
+            got[nt] = C.sums(z, y, logw, beta, tol, path=path)
+    finally:
+        numba.set_num_threads(before)
+    if case == "culled":
+        assert got[1][3] < 300 * 2600  # tiles were skipped
+    for a, b in zip(got[1][:3], got[2][:3]):
+        np.testing.assert_array_equal(a, b)
+    assert got[1][3] == got[2][3]
+
+
+def test_fallback_to_the_legacy_path(monkeypatch):
+    rng = np.random.default_rng(5)
+    y = unit(rng.normal(size=(800, 3)))
+    logw = np.full(800, -np.log(800.0))
+    z = unit(rng.normal(size=(50, 3)))
+    legacy = C.sums(z, y, logw, 10.0, path="legacy")
+    monkeypatch.setenv(C.PATH_ENV, "legacy")
+    assert C.kernel_path() == "legacy" and C.path_info()["path"] == "legacy"
+    for a, b in zip(C.sums(z, y, logw, 10.0)[:3], legacy[:3]):
+        np.testing.assert_array_equal(a, b)
+    monkeypatch.setenv(C.PATH_ENV, "fast")
+    with pytest.raises(ValueError, match="cody-waite"):
+        C.kernel_path()
+    # where the cody-waite kernels do not compile, the sums take the legacy path and say why
+    monkeypatch.delenv(C.PATH_ENV)
+    assert C.kernel_path() == "cody-waite"
+    monkeypatch.setattr(C, "_cody_waite", lambda: (None, "LoweringError: probe"))
+    assert C.kernel_path() == "legacy" and C.kernel_path("cody-waite") == "legacy"
+    assert C.path_info() == {"path": "legacy", "cody_waite_error": "LoweringError: probe", "env": None}
+    for a, b in zip(C.sums(z, y, logw, 10.0)[:3], legacy[:3]):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_culling_by_tile_mass_keeps_the_tolerance(monkeypatch):
+    """CULL_BY_TILE_MASS (off by default): each skipped tile weighs < (tol/#tiles)·e^{lb}, so the
+    mean stays within 2·tol (+ round-off) of the reference.  (It need not skip more than the
+    default: tiles hold unequal numbers of points.)"""
+    from spherepde.dynamics.attention import Attention
+
+    rng = np.random.default_rng(8)
+    y = concentrated(4000, rng)
+    w = rng.uniform(0.2, 5.0, 4000) / 4000
+    x = unit(rng.normal(size=(300, 3)))
+    att = Attention(np.eye(3), matrix("spd-random", rng), np.eye(3), 300.0)
+    ref = att.mean(x, y, w, method="reference")
+    pairs = {}
+    for flag in (False, True):
+        monkeypatch.setattr(C, "CULL_BY_TILE_MASS", flag)
+        m, st = att.mean_and_stats(x, y, w, method="compiled", tol=1e-8)
+        assert np.max(np.linalg.norm(m - ref, axis=1)) <= 1e-13 + 2e-8
+        pairs[flag] = dict(st)["pairs"]
+    assert max(pairs.values()) < 300 * 4000
