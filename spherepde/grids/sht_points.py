@@ -8,16 +8,27 @@ evaluated (or a point measure analysed) with real matrix products.  The methods
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from spherepde.grids.rings import fourier_powers, legendre_at_colatitudes
 
-if TYPE_CHECKING:
-    from spherepde.grids.sht import SphericalHarmonics
-
 __all__ = ["evaluate", "analyse_points", "dfs_coefficients", "legendre_blocks"]
+
+
+class SphericalHarmonics(Protocol):
+    """What these functions read of a :class:`spherepde.grids.sht.SphericalHarmonics` (a protocol,
+    so that this module does not import the one that calls it)."""
+
+    lmax: int
+    nlm: int
+    l: np.ndarray
+    m: np.ndarray
+
+    def _coeffs(self, a: Any, name: str, check_finite: bool = True) -> np.ndarray: ...
+
+    def _recursion_tables(self) -> Any: ...
 
 
 def evaluate(sh: SphericalHarmonics, coeffs, lon, lat) -> np.ndarray:
