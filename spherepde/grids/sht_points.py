@@ -17,7 +17,7 @@ from spherepde.grids.rings import fourier_powers, legendre_at_colatitudes
 __all__ = ["evaluate", "analyse_points", "dfs_coefficients", "legendre_blocks"]
 
 
-class SphericalHarmonics(Protocol):
+class HarmonicsLike(Protocol):
     """What these functions read of a :class:`spherepde.grids.sht.SphericalHarmonics` (a protocol,
     so that this module does not import the one that calls it)."""
 
@@ -31,7 +31,7 @@ class SphericalHarmonics(Protocol):
     def _recursion_tables(self) -> Any: ...
 
 
-def evaluate(sh: SphericalHarmonics, coeffs, lon, lat) -> np.ndarray:
+def evaluate(sh: HarmonicsLike, coeffs, lon, lat) -> np.ndarray:
     """:meth:`SphericalHarmonics.evaluate` (its docstring gives the method)."""
     q = sh._coeffs(coeffs, "coeffs")
     lon_a = np.asarray(lon, dtype=np.float64)
@@ -71,7 +71,7 @@ def evaluate(sh: SphericalHarmonics, coeffs, lon, lat) -> np.ndarray:
     return out.reshape(bshape + pshape)
 
 
-def analyse_points(sh: SphericalHarmonics, values, lon, lat) -> np.ndarray:
+def analyse_points(sh: HarmonicsLike, values, lon, lat) -> np.ndarray:
     """:meth:`SphericalHarmonics.analyse_points` (its docstring gives the method)."""
     v = np.asarray(values, dtype=np.float64)
     lon_a = np.asarray(lon, dtype=np.float64).reshape(-1)
@@ -131,7 +131,7 @@ def analyse_points(sh: SphericalHarmonics, values, lon, lat) -> np.ndarray:
     return np.ascontiguousarray(out).reshape(bshape + (sh.nlm,))
 
 
-def legendre_blocks(sh: SphericalHarmonics, theta: np.ndarray):
+def legendre_blocks(sh: HarmonicsLike, theta: np.ndarray):
     """Blocks of the table y_lm(cos θ_j) (sin θ_j taken as 0 at θ_j = π), as (j0, T) with
     T[m, l, j] = y_lm(cos θ_{j0+j}) (0 for m > l; grids.rings.legendre_table), ≤ 32 MB each
     (from lmax ≈ 700: 8 columns)."""
@@ -142,7 +142,7 @@ def legendre_blocks(sh: SphericalHarmonics, theta: np.ndarray):
         yield j0, legendre_at_colatitudes(theta[j0:j0 + jc], rec)
 
 
-def dfs_coefficients(sh: SphericalHarmonics, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def dfs_coefficients(sh: HarmonicsLike, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Colatitude Fourier coefficients of each order: cosine series for even ``m``
     (shape (L+1 [k=0..L], nb, #even m)) and sine series for odd ``m`` (shape (L [k=1..L], nb,
     #odd m)); the factor 2 for ``m > 0`` is included."""
