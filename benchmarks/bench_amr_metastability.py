@@ -100,7 +100,7 @@ def run_ffsl(nlat, t_end, every):
     model = build(cfg)
     g = model.grid
     x = g.xyz.reshape(-1, 3)
-    rec, cpu, wall, steps = _run(model.density, model.density0, model.times, model.dt,
+    rec, cpu, wall, steps = _run(model.density, model.density_rep.state0, model.times, model.dt,
                                  lambda s: (x, (s * g.cell_area).reshape(-1)),
                                  lambda s: {"cells": int(s.size)}, model.attention.beta)
     return {"scheme": "ffsl-ppm", "nlat": nlat, "h_finest": float(np.pi / nlat),

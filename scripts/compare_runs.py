@@ -6,7 +6,10 @@ For every NAME, OLD_DIR/NAME/run.nc and NEW_DIR/NAME/run.nc are read (netCDF4, n
 every variable is compared with ``np.array_equal(..., equal_nan=True)`` on its raw bytes' values
 (no tolerance).  The result — per run, the variables compared and those that differ — is printed
 and written as JSON; the exit status is 1 if any variable differs or is missing on one side.
-Attributes (provenance: version, dates, commit) are not compared.
+Attributes (provenance: version, dates, commit) are not compared.  With ``--every-nc`` every
+``*.nc`` under OLD_DIR/NAME (sweep.nc, members' run.nc, an experiment's files) is compared with
+the same path under NEW_DIR/NAME, each reported as ``NAME/relative/path``; a file missing on the
+new side is reported with ``differ = ["<missing>"]``.
 """
 from __future__ import annotations
 
@@ -49,8 +52,19 @@ def main(argv=None) -> int:
     ap.add_argument("new", type=Path)
     ap.add_argument("names", nargs="+")
     ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--every-nc", action="store_true", help="compare every *.nc under each NAME")
     args = ap.parse_args(argv)
-    result = {name: compare(args.old / name / "run.nc", args.new / name / "run.nc") for name in args.names}
+    if args.every_nc:
+        result = {}
+        for name in args.names:
+            for f in sorted((args.old / name).rglob("*.nc")):
+                rel = f.relative_to(args.old)
+                g = args.new / rel
+                result[str(rel)] = (compare(f, g) if g.exists()
+                                    else {"variables": 0, "differ": ["<missing>"]})
+    else:
+        result = {name: compare(args.old / name / "run.nc", args.new / name / "run.nc")
+                  for name in args.names}
     text = json.dumps(result, indent=1)
     print(text)
     if args.json is not None:

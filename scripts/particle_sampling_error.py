@@ -59,8 +59,8 @@ def measure(raw: dict, seeds: int) -> dict:
     for s in range(seeds):
         config = RunConfig.from_dict(apply_set(raw, f"representations.particles.seed={s}"))
         model = build(config)
-        x0 = model.x0
-        assert x0 is not None
+        assert model.particle_rep is not None
+        x0 = model.particle_rep.x0
         n = x0.shape[0]
         w = particle_weights(model, n)
         names = config.outputs.diagnostics

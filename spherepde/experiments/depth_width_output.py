@@ -22,7 +22,8 @@ def write_depth_width_netcdf(path: Path, config, dep: dict, wid: dict, diffs: di
     (``config`` the study's DepthWidthConfig)."""
     import xarray as xr
 
-    from spherepde.io.netcdf import TIME_ATTRS, write_dataset
+    from spherepde.io.netcdf_layout import TIME_ATTRS
+    from spherepde.io.netcdf_writer import write_dataset
 
     Lmax = config.depths[-1]
     names = list(OBSERVABLES)

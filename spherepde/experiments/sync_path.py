@@ -203,9 +203,10 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     out = {"times": times.tolist(), "energy_density": e_den.tolist(),
            "energy_reference": e_ref.tolist(), "ratio": ratio.tolist()}
     late = times >= 0.5 * times[-1] if times.size else np.zeros(0, dtype=bool)
-    assert model.x0 is not None  # the particle reference
+    reference, density = model.particle_rep, model.density_rep
+    assert reference is not None and density is not None  # the run_config has both
     lam1 = -model.noise_field.variance  # λ₁ = −κ_{n_max}(1) on S² (see paper2.synchronization)
-    state = model.density0 if res["state"] is None else res["state"]
+    state = density.state0 if res["state"] is None else res["state"]
     # the steps alone (the run's "seconds" also hold the O(N²) energy at every output)
     seconds = {"density": summary.get("density", {}).get("step_seconds", 0.0),
                "reference": summary.get("particles", {}).get("step_seconds", 0.0)}
@@ -216,7 +217,7 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
         rate_reference=log_rate(times[late], e_ref[late])[0],
         two_lambda_1=2.0 * lam1, seconds=seconds, scheme=config.scheme,
         **_state_checks(model, state),
-        reference_points=int(model.x0.shape[0]), interrupted=interrupted,
+        reference_points=int(reference.x0.shape[0]), interrupted=interrupted,
         config=asdict(config), run_config=raw, spherepde_version=__version__)
     if output is not None:
         out["file"] = str(outdir / "run.nc")

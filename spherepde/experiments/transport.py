@@ -16,7 +16,7 @@ from spherepde import __version__
 from spherepde.grids import GaussGrid
 from spherepde.solvers import make_stepper
 from spherepde.solvers.controller import Controller
-from spherepde.io.netcdf import NetCDFTracker
+from spherepde.io.netcdf_writer import NetCDFTracker
 from spherepde.solvers.trackers import DiagnosticsTracker, ProgressTracker
 from spherepde.solvers.eulerian.ppm import LIMITERS
 from spherepde.solvers.eulerian.transport import check_polar

@@ -43,297 +43,38 @@ row from ``2 nlat`` to pyshtools' ``2 nlat − 1`` longitudes; vector transforms
 ``pyshtools.legendre.PlmON_d1`` tables + numpy FFTs + Gauss quadrature).  Both give the same
 numbers to ~1e-13 relative.  shtns terminates the whole process (``exit()``) on parameters it
 dislikes, e.g. ``nlat < 32``; this module never hands it such parameters.
+
+The backends live in :mod:`spherepde.grids.sht_backends` (with shtns's settings
+``SHTNS_NTHREADS`` and ``SHTNS_POLAR_OPT``), point evaluation in :mod:`spherepde.grids.sht_points`.
 """
 from __future__ import annotations
 
 import math
-import os
-import sys
 import warnings
 from typing import Any
 
 import numpy as np
 
-from spherepde.grids.gauss import GaussGrid, gauss_legendre
-from spherepde.grids.rings import fourier_powers, legendre_at_colatitudes, legendre_recursion
+from spherepde.grids import sht_points as _points
+from spherepde.grids.gauss import GaussGrid
+from spherepde.grids.sht_backends import (
+    _FOUR_PI,
+    _PYSHTOOLS_CACHE,
+    BACKENDS,
+    SHTNS_MIN_NLAT,
+    SHTNS_NTHREADS,
+    SHTNS_POLAR_OPT,
+    _lm_arrays,
+    _PyshtoolsBackend,
+    _ShtnsBackend,
+    shtns_available,
+)
+from spherepde.grids.rings import legendre_recursion
 
-__all__ = ["SphericalHarmonics", "BACKENDS", "SHTNS_MIN_NLAT", "shtns_available"]
+__all__ = ["SphericalHarmonics", "BACKENDS", "SHTNS_MIN_NLAT", "SHTNS_NTHREADS", "SHTNS_POLAR_OPT",
+           "shtns_available"]
 
-BACKENDS = ("auto", "shtns", "pyshtools")
-#: shtns aborts the process (``exit``) for Gauss grids with fewer latitudes than this.
-SHTNS_MIN_NLAT = 32
-#: Threads used by each shtns transform (OpenMP); 0 means "all cores".  The default 1 is
-#: deliberate: with several processes sharing the cores, shtns's OpenMP barriers make a
-#: multithreaded transform 10–100× slower on average; override with the environment variable
-#: ``SPHEREPDE_SHTNS_THREADS`` (read at import) or by setting this attribute before the first
-#: transform of a given size is built.
-SHTNS_NTHREADS = int(os.environ.get("SPHEREPDE_SHTNS_THREADS", "1"))
-#: shtns polar-optimisation threshold.  shtns's default 1e-10 neglects Legendre values below
-#: 1e-10 and changes synthesised fields by ~1e-10 (absolute, O(1) coefficients); 1e-14 keeps the
-#: transforms exact to round-off for ~5 % more time.
-SHTNS_POLAR_OPT = 1e-14
-
-_FOUR_PI = 4.0 * math.pi
-
-# ----------------------------------------------------------------------------------------------
-# backend availability / caches
-# ----------------------------------------------------------------------------------------------
-_shtns_mod: Any = None  # None: not tried yet; False: unavailable; else the module
-_warned_no_shtns = False
-_SHTNS_CACHE: dict[tuple[int, int, int], Any] = {}
-_PYSHTOOLS_CACHE: dict[tuple[int, int], "_PyshtoolsBackend"] = {}
-
-
-def _import_shtns_quietly():
-    """``import shtns`` without its C-level banner on stdout (it would corrupt, e.g., JSON
-    written to stdout by a command-line tool).  Falls back to a plain import."""
-    try:
-        import ctypes  # noqa: PLC0415
-
-        libc = ctypes.CDLL(None)
-        sys.stdout.flush()
-        saved = os.dup(1)
-    except Exception:
-        import shtns  # noqa: PLC0415
-
-        return shtns
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        os.dup2(devnull, 1)
-        try:
-            import shtns  # noqa: PLC0415
-        finally:
-            libc.fflush(None)  # the banner may still sit in C's stdio buffer
-    finally:
-        os.dup2(saved, 1)
-        os.close(saved)
-        os.close(devnull)
-    return shtns
-
-
-def _get_shtns():
-    """The ``shtns`` module, or ``None`` if it cannot be imported (tried once per process)."""
-    global _shtns_mod
-    if _shtns_mod is None:
-        try:
-            _shtns_mod = _import_shtns_quietly()
-        except Exception:  # ImportError, or a broken binary
-            _shtns_mod = False
-    return _shtns_mod or None
-
-
-def shtns_available() -> bool:
-    """Whether the shtns backend can be used in this process."""
-    return _get_shtns() is not None
-
-
-def _shtns_object(nlat: int, lmax: int):
-    """Cached shtns transform for the Gauss grid ``(nlat, 2 nlat)`` truncated at ``lmax``."""
-    nthreads = int(SHTNS_NTHREADS)
-    if nthreads < 0:
-        raise ValueError(f"SHTNS_NTHREADS must be >= 0, got {nthreads}")
-    key = (nlat, lmax, nthreads)
-    sh = _SHTNS_CACHE.get(key)
-    if sh is None:
-        shtns = _get_shtns()
-        # never let shtns see parameters it would answer with exit()
-        if shtns is None:
-            raise ImportError("shtns is not importable")
-        if nlat < SHTNS_MIN_NLAT or nlat % 2 or not 0 < lmax < nlat:
-            raise ValueError(
-                f"shtns needs an even nlat >= {SHTNS_MIN_NLAT} and 0 < lmax < nlat, "
-                f"got nlat={nlat}, lmax={lmax}"
-            )
-        sh = shtns.sht(lmax, lmax, 1, shtns.sht_orthonormal | shtns.SHT_NO_CS_PHASE, nthreads)
-        sh.set_grid(nlat, 2 * nlat, shtns.sht_gauss | shtns.SHT_PHI_CONTIGUOUS, SHTNS_POLAR_OPT)
-        if tuple(sh.spat_shape) != (nlat, 2 * nlat) or sh.nlm != (lmax + 1) * (lmax + 2) // 2:
-            raise RuntimeError(
-                f"unexpected shtns layout: spat_shape={sh.spat_shape}, nlm={sh.nlm}"
-            )
-        _SHTNS_CACHE[key] = sh
-    return sh
-
-
-def _lm_arrays(lmax: int) -> tuple[np.ndarray, np.ndarray]:
-    """Degree and order of each coefficient in shtns (m-major) order."""
-    m = np.concatenate([np.full(lmax + 1 - mm, mm, dtype=np.int64) for mm in range(lmax + 1)])
-    l = np.concatenate([np.arange(mm, lmax + 1, dtype=np.int64) for mm in range(lmax + 1)])
-    return l, m
-
-
-def _m_offsets(lmax: int) -> np.ndarray:
-    """Start of each order ``m`` block in the coefficient array, shape (lmax+2,)."""
-    mm = np.arange(lmax + 2)
-    return mm * (2 * lmax + 3 - mm) // 2
-
-
-# ----------------------------------------------------------------------------------------------
-# backends: they receive validated, C-contiguous float64/complex128 arrays of exactly one field
-# and write into preallocated outputs.
-# ----------------------------------------------------------------------------------------------
-class _ShtnsBackend:
-    name = "shtns"
-
-    def __init__(self, nlat: int, lmax: int) -> None:
-        sh = _shtns_object(nlat, lmax)
-        self.sh = sh
-        self.analyse = sh.spat_to_SH  # (field, out_coeffs)
-        self.synthesise = sh.SH_to_spat  # (coeffs, out_field)
-
-    def analyse_vector(self, u, v, s_out, t_out) -> None:
-        self.sh.spat_to_SHsphtor(np.negative(v), u, s_out, t_out)  # v_theta = −v_north
-
-    def synthesise_vector(self, s, t, u_out, v_out) -> None:
-        self.sh.SHsphtor_to_spat(s, t, v_out, u_out)
-        np.negative(v_out, out=v_out)
-
-    def gradient(self, s, u_out, v_out) -> None:
-        self.sh.SHsph_to_spat(s, v_out, u_out)
-        np.negative(v_out, out=v_out)
-
-
-def _quiet(fn):
-    """Run ``fn`` without floating-point warnings: non-finite or huge inputs are reported by
-    the caller's validation, not as RuntimeWarnings from the intermediate FFTs."""
-
-    def wrapped(*args):
-        with np.errstate(over="ignore", invalid="ignore"):
-            return fn(*args)
-
-    wrapped.__name__, wrapped.__doc__ = fn.__name__, fn.__doc__
-    return wrapped
-
-
-class _PyshtoolsBackend:
-    """Same transforms as shtns, built from pyshtools and numpy (slower; no size limit)."""
-
-    name = "pyshtools"
-
-    def __init__(self, nlat: int, lmax: int) -> None:
-        self.nlat, self.nlon, self.nglq, self.lmax = nlat, 2 * nlat, 2 * nlat - 1, lmax
-        # nodes (= grid.mu, north to south) and weights; pyshtools is imported by the transforms
-        # only, so that point evaluations (evaluate, analyse_points) do not pay for it
-        self.zero, self.w = gauss_legendre(nlat)
-        self.l, self.m = _lm_arrays(lmax)
-        self.off = _m_offsets(lmax)
-        mzero = self.m == 0
-        # q_l0 = sqrt(4π) C_l0 ;  q_lm = sqrt(2π) (C_lm − i S_lm)   (m > 0)
-        self._scale = np.where(mzero, math.sqrt(_FOUR_PI), math.sqrt(2.0 * math.pi))
-        self._mpos = ~mzero
-        self._tables: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
-
-    # -- coefficient conversion (4π-normalised real cilm, csphase = 1) --------------------
-    def q_to_cilm(self, q: np.ndarray) -> np.ndarray:
-        L = self.lmax
-        cilm = np.zeros((2, L + 1, L + 1))
-        cilm[0, self.l, self.m] = q.real / self._scale
-        cilm[1, self.l, self.m] = np.where(self._mpos, -q.imag, 0.0) / self._scale
-        return cilm
-
-    def cilm_to_q(self, cilm: np.ndarray, out: np.ndarray) -> None:
-        out.real = cilm[0, self.l, self.m] * self._scale
-        out.imag = np.where(self._mpos, -cilm[1, self.l, self.m] * self._scale, 0.0)
-
-    # -- scalar ---------------------------------------------------------------------------
-    @_quiet
-    def analyse(self, f: np.ndarray, out: np.ndarray) -> None:
-        from pyshtools.expand import SHExpandGLQ  # noqa: PLC0415
-
-        n = self.nlat
-        # exact resampling of each row (modes 0..nlat−1) from 2 nlat to 2 nlat − 1 longitudes
-        spec = np.fft.rfft(f, axis=-1)[:, :n]
-        spec *= self.nglq / self.nlon
-        g = np.fft.irfft(spec, n=self.nglq, axis=-1)
-        cilm = SHExpandGLQ(g, self.w, self.zero, norm=1, csphase=1, lmax_calc=self.lmax)
-        self.cilm_to_q(cilm, out)
-
-    @_quiet
-    def synthesise(self, q: np.ndarray, out: np.ndarray) -> None:
-        from pyshtools.expand import MakeGridGLQ  # noqa: PLC0415
-
-        n = self.nlat
-        g = MakeGridGLQ(
-            self.q_to_cilm(q), self.zero, lmax=n - 1, norm=1, csphase=1, lmax_calc=self.lmax
-        )
-        spec = np.zeros((n, n + 1), dtype=np.complex128)
-        spec[:, :n] = np.fft.rfft(g, axis=-1)
-        spec *= self.nlon / self.nglq
-        out[...] = np.fft.irfft(spec, n=self.nlon, axis=-1)
-
-    # -- vector ---------------------------------------------------------------------------
-    def tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """``y_lm(μ_j)``, ``∂y_lm/∂φ(μ_j)`` as (nlat, nlm) in shtns order, and ``1/cos φ_j``."""
-        if self._tables is None:
-            from pyshtools.legendre import PlmON_d1  # noqa: PLC0415
-
-            L = self.lmax
-            pidx = self.l * (self.l + 1) // 2 + self.m
-            z = self.zero
-            coslat = np.sqrt((1.0 - z) * (1.0 + z))
-            p = np.empty((self.nlat, self.l.size))
-            dp = np.empty((self.nlat, self.l.size))
-            for j, zj in enumerate(z):
-                pj, dpj = PlmON_d1(L, zj, csphase=1, cnorm=1)  # complex normalisation, no CS
-                p[j] = pj[pidx]
-                dp[j] = dpj[pidx] * coslat[j]  # d/dφ = cos φ d/dμ
-            self._tables = (p, dp, 1.0 / coslat)
-        return self._tables
-
-    @_quiet
-    def analyse_vector(self, u, v, s_out, t_out) -> None:
-        p, dp, inv_c = self.tables()
-        L, off, w = self.lmax, self.off, self.w
-        fac = 2.0 * np.pi / self.nlon
-        U = np.fft.rfft(u, axis=-1)[:, : L + 1] * (fac * w)[:, None]  # ∫ u e^{−imλ} dλ × w_j
-        V = np.fft.rfft(v, axis=-1)[:, : L + 1] * (fac * w)[:, None]
-        for m in range(L + 1):
-            sl = slice(off[m], off[m + 1])
-            um, vm = U[:, m], V[:, m]
-            # real GEMMs on [Re, Im] columns
-            a = dp[:, sl].T @ np.stack([vm.real, vm.imag, um.real, um.imag], axis=1)
-            dv, du = a[:, 0] + 1j * a[:, 1], a[:, 2] + 1j * a[:, 3]
-            if m:
-                uc, vc = um * inv_c, vm * inv_c
-                b = p[:, sl].T @ np.stack([uc.real, uc.imag, vc.real, vc.imag], axis=1)
-                pu, pv = b[:, 0] + 1j * b[:, 1], b[:, 2] + 1j * b[:, 3]
-                s_out[sl] = dv - 1j * m * pu
-                t_out[sl] = du + 1j * m * pv
-            else:
-                s_out[sl] = dv
-                t_out[sl] = du
-        ll1 = self.l * (self.l + 1.0)
-        ll1[0] = np.inf
-        s_out /= ll1
-        t_out /= ll1
-
-    @_quiet
-    def synthesise_vector(self, s, t, u_out, v_out) -> None:
-        p, dp, inv_c = self.tables()
-        L, off, n = self.lmax, self.off, self.nlat
-        U = np.zeros((n, n + 1), dtype=np.complex128)
-        V = np.zeros((n, n + 1), dtype=np.complex128)
-        for m in range(L + 1):
-            sl = slice(off[m], off[m + 1])
-            sm, tm = s[sl], t[sl]
-            rhs = np.stack([sm.real, sm.imag, tm.real, tm.imag], axis=1)
-            a = dp[:, sl] @ rhs
-            ds, dt = a[:, 0] + 1j * a[:, 1], a[:, 2] + 1j * a[:, 3]
-            if m:
-                b = p[:, sl] @ rhs
-                ps = (b[:, 0] + 1j * b[:, 1]) * inv_c
-                pt = (b[:, 2] + 1j * b[:, 3]) * inv_c
-                U[:, m] = 1j * m * ps + dt
-                V[:, m] = ds - 1j * m * pt
-            else:
-                U[:, m] = dt
-                V[:, m] = ds
-        U *= self.nlon
-        V *= self.nlon
-        u_out[...] = np.fft.irfft(U, n=self.nlon, axis=-1)
-        v_out[...] = np.fft.irfft(V, n=self.nlon, axis=-1)
-
-    def gradient(self, s, u_out, v_out) -> None:
-        self.synthesise_vector(s, np.zeros_like(s), u_out, v_out)
+_warned_no_shtns = False  # the fallback warning is given once per process
 
 
 # ----------------------------------------------------------------------------------------------
@@ -687,42 +428,7 @@ class SphericalHarmonics:
         on ``2 lmax + 2`` equispaced colatitudes (O(lmax³) work per field); the points are then
         evaluated by real matrix products, O(n_points lmax²) flops, accurate to ~1e-14 × Σ|q|.
         """
-        q = self._coeffs(coeffs, "coeffs")
-        lon_a = np.asarray(lon, dtype=np.float64)
-        lat_a = np.asarray(lat, dtype=np.float64)
-        try:
-            lon_a, lat_a = np.broadcast_arrays(lon_a, lat_a)
-        except ValueError:
-            raise ValueError(
-                f"lon and lat must broadcast together, got shapes {lon_a.shape} and {lat_a.shape}"
-            ) from None
-        if not (np.isfinite(lon_a).all() and np.isfinite(lat_a).all()):
-            raise ValueError("lon and lat must be finite")
-        pshape = lon_a.shape
-        bshape = q.shape[:-1]
-        qq = q.reshape(-1, self.nlm)
-        nb = qq.shape[0]
-        ce, so = self._dfs_coefficients(qq)  # (L+1, nb, Me), (L, nb, Mo)
-        L = self.lmax
-        me, mo = ce.shape[2], so.shape[2]
-        ce_r = ce.reshape(L + 1, -1).view(np.float64)  # (L+1, 2 nb Me)
-        so_r = so.reshape(L, -1).view(np.float64) if mo else None
-        th = (0.5 * np.pi - lat_a).ravel()
-        ph = lon_a.ravel()
-        npts = th.size
-        out = np.empty((nb, npts))
-        chunk = max(64, (1 << 20) // ((L + 1) * max(nb, 4)))
-        for a in range(0, npts, chunk):
-            b = min(npts, a + chunk)
-            et = fourier_powers(th[a:b], L)  # e^{i k θ}, k = 0..L
-            el = fourier_powers(ph[a:b], L)  # e^{i m λ}, m = 0..L
-            ge = (np.ascontiguousarray(et.real) @ ce_r).view(np.complex128).reshape(b - a, nb, me)
-            acc = np.einsum("pbm,pm->bp", ge, el[:, 0::2]).real
-            if mo:
-                go = (np.ascontiguousarray(et.imag[:, 1:]) @ so_r).view(np.complex128)
-                acc += np.einsum("pbm,pm->bp", go.reshape(b - a, nb, mo), el[:, 1::2]).real
-            out[:, a:b] = acc
-        return out.reshape(bshape + pshape)
+        return _points.evaluate(self, coeffs, lon, lat)
 
     def analyse_points(self, values, lon, lat) -> np.ndarray:
         """Coefficients of the point measure ``Σ_p v_p δ_p``: ``a_lm = Σ_p v_p Y*_lm(λ_p, φ_p)``.
@@ -752,111 +458,13 @@ class SphericalHarmonics:
         quadrature over ``2 lmax + 2`` equispaced colatitudes, done with the Legendre recursion
         (O(lmax³)).  Accurate to ~1e-15 × Σ|v| × max|Y_lm|.
         """
-        v = np.asarray(values, dtype=np.float64)
-        lon_a = np.asarray(lon, dtype=np.float64).reshape(-1)
-        lat_a = np.asarray(lat, dtype=np.float64).reshape(-1)
-        if v.ndim < 1 or lon_a.size != v.shape[-1] or lat_a.size != v.shape[-1]:
-            raise ValueError(
-                f"values (..., P), lon (P,) and lat (P,) must match, got {v.shape}, "
-                f"{np.shape(lon)} and {np.shape(lat)}")
-        if not (np.isfinite(v).all() and np.isfinite(lon_a).all() and np.isfinite(lat_a).all()):
-            raise ValueError("values, lon and lat must be finite")
-        bshape = v.shape[:-1]
-        vv = v.reshape(-1, v.shape[-1])
-        nb, npts = vv.shape
-        L = self.lmax
-        even, odd = np.arange(0, L + 1, 2), np.arange(1, L + 1, 2)
-        me, mo = even.size, odd.size
-        th = 0.5 * np.pi - lat_a
-        Ge: np.ndarray = np.zeros((L + 1, 2 * nb * me))  # [k, (b, m, re/im)] : Σ_p v cos(kθ) e^{−imλ}
-        Go: np.ndarray = np.zeros((L, 2 * nb * mo))  # [k = 1..L, …]        : Σ_p v sin(kθ) e^{−imλ}
-        chunk = max(64, (1 << 20) // ((L + 1) * max(nb, 4)))
-        for a in range(0, npts, chunk):
-            b = min(npts, a + chunk)
-            et = fourier_powers(th[a:b], L)
-            el = np.conj(fourier_powers(lon_a[a:b], L))
-            ve = np.ascontiguousarray(vv[:, a:b].T[:, :, None] * el[:, None, 0::2])  # (p, nb, me)
-            Ge += np.ascontiguousarray(et.real).T @ ve.reshape(b - a, -1).view(np.float64)
-            if mo:
-                vo = np.ascontiguousarray(vv[:, a:b].T[:, :, None] * el[:, None, 1::2])
-                Go += np.ascontiguousarray(et.imag[:, 1:]).T @ vo.reshape(b - a, -1).view(np.float64)
-        Ge = Ge.view(np.complex128).reshape(L + 1, nb, me)
-        Go = Go.view(np.complex128).reshape(L, nb, mo)
-        # H_m(θ_j) on θ_j = 2πj/K, j = 0..L+1 (the rest by parity), times the folding weights
-        # (1 at θ = 0, π; 2 between) and 1/K:  H = G_0 + 2 Σ_k G_k cos kθ (even m), 2 Σ_k G_k sin kθ
-        K = 2 * L + 2
-        J = L + 2
-        thj = 2.0 * np.pi * np.arange(J) / K
-        fold = np.full(J, 2.0 / K)
-        fold[[0, -1]] = 1.0 / K
-        kk = np.arange(L + 1)
-        ce = 2.0 * np.cos(np.outer(thj, kk))
-        ce[:, 0] = 1.0
-        H = np.empty((L + 1, J, nb), dtype=np.complex128)  # [m, j, b]
-        H[even] = ((fold[:, None] * ce) @ Ge.reshape(L + 1, -1)).reshape(J, nb, me).transpose(2, 0, 1)
-        if mo:
-            so = 2.0 * np.sin(np.outer(thj, kk[1:]))
-            so[-1] = 0.0
-            H[odd] = ((fold[:, None] * so) @ Go.reshape(L, -1)).reshape(J, nb, mo).transpose(2, 0, 1)
-        # a_lm = Σ_j p_lm(θ_j) H_m(θ_j): one batched (over m) real matrix product per block of the
-        # Legendre table (the transpose of what _dfs_coefficients does)
-        Hr = np.ascontiguousarray(H).view(np.float64)  # [m, j, (b, re/im)]
-        A: np.ndarray = np.zeros((L + 1, L + 1, 2 * nb))  # [m, l, (b, re/im)]
-        for j0, T in self._legendre_blocks(thj):
-            A += np.matmul(T, Hr[:, j0:j0 + T.shape[2]])
-        A = A.view(np.complex128).transpose(1, 0, 2)  # [l, m, b]
-        out = A[self.l, self.m].T  # (nb, nlm)
-        out[:, self.m == 0] = out[:, self.m == 0].real
-        return np.ascontiguousarray(out).reshape(bshape + (self.nlm,))
+        return _points.analyse_points(self, values, lon, lat)
 
     def _recursion_tables(self):
         """The Legendre recursion coefficients of degree lmax (grids.rings.legendre_recursion)."""
         if self._dfs_tables is None:
             self._dfs_tables = legendre_recursion(self.lmax)
         return self._dfs_tables
-
-    def _legendre_blocks(self, theta: np.ndarray):
-        """Blocks of the table y_lm(cos θ_j) (sin θ_j taken as 0 at θ_j = π), as (j0, T) with
-        T[m, l, j] = y_lm(cos θ_{j0+j}) (0 for m > l; grids.rings.legendre_table), ≤ 32 MB each
-        (from lmax ≈ 700: 8 columns)."""
-        L = self.lmax
-        rec = self._recursion_tables()
-        jc = max(8, min(theta.size, (1 << 22) // (L + 1) ** 2))
-        for j0 in range(0, theta.size, jc):
-            yield j0, legendre_at_colatitudes(theta[j0:j0 + jc], rec)
-
-    def _dfs_coefficients(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Colatitude Fourier coefficients of each order: cosine series for even ``m``
-        (shape (L+1 [k=0..L], nb, #even m)) and sine series for odd ``m`` (shape (L [k=1..L], nb,
-        #odd m)); the factor 2 for ``m > 0`` is included."""
-        L = self.lmax
-        nb = q.shape[0]
-        Q = np.zeros((L + 1, L + 1, nb), dtype=np.complex128)  # [m, l, batch]
-        Q[self.m, self.l] = q.T
-        Q[0].imag = 0.0  # imaginary parts of m = 0 coefficients are ignored
-        Q[1:] *= 2.0
-        Qr = Q.view(np.float64)  # [m, l, (batch, re/im)]
-        K = 2 * L + 2
-        J = L + 2  # samples θ_j = 2π j / K on [0, π]; the rest follow by parity
-        th = 2.0 * np.pi * np.arange(J) / K
-        F = np.empty((L + 1, J, 2 * nb))  # [m, j, (batch, re/im)]
-        for j0, T in self._legendre_blocks(th):
-            F[:, j0:j0 + T.shape[2]] = np.matmul(T.transpose(0, 2, 1), Qr)
-        F = F.view(np.complex128)  # [m, j, batch]
-        full = np.empty((L + 1, K, nb), dtype=np.complex128)
-        full[:, :J] = F
-        sign = np.where(np.arange(L + 1) % 2, -1.0, 1.0)[:, None, None]
-        full[:, J:] = sign * F[:, 1 : L + 1][:, ::-1]  # F_m(2π − θ) = (−1)^m F_m(θ)
-        bk = np.fft.fft(full, axis=1) / K  # [m, k, batch]
-        pos = bk[:, 1 : L + 1]
-        neg = bk[:, K - 1 : K - L - 1 : -1]  # k = −1..−L
-        even = np.arange(0, L + 1, 2)
-        odd = np.arange(1, L + 1, 2)
-        ce = np.empty((L + 1, nb, even.size), dtype=np.complex128)
-        ce[0] = bk[even, 0].T
-        ce[1:] = (pos[even] + neg[even]).transpose(1, 2, 0)
-        so = (1j * (pos[odd] - neg[odd])).transpose(1, 2, 0).copy()
-        return ce, so
 
     # ---- pyshtools interoperability ------------------------------------------------------
     def to_pyshtools(self, coeffs, normalization: str = "4pi", csphase: int = 1) -> np.ndarray:

@@ -6,13 +6,8 @@ imports it.
 """
 from __future__ import annotations
 
-from spherepde.io.netcdf import (
-    NetCDFTracker,
-    NetCDFWriter,
-    config_to_json,
-    open_dataset,
-    read_config,
-    write_dataset,
-)
+from spherepde.io.netcdf import open_dataset, read_config
+from spherepde.io.netcdf_layout import config_to_json
+from spherepde.io.netcdf_writer import NetCDFTracker, NetCDFWriter, write_dataset
 
 __all__ = ["NetCDFTracker", "NetCDFWriter", "config_to_json", "open_dataset", "read_config", "write_dataset"]

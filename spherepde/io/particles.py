@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from spherepde.dynamics.attention import Attention
-from spherepde.io.netcdf import TIME_ATTRS, config_to_json, mark_status, open_dataset, provenance_attrs
+from spherepde.io.netcdf import open_dataset
+from spherepde.io.netcdf_layout import TIME_ATTRS, config_to_json, mark_status, provenance_attrs
 from spherepde.solvers.lagrangian.particles import ParticleResult
 
 

@@ -56,13 +56,13 @@ import numpy as np
 from spherepde import __version__
 from spherepde.checks import storage_error
 from spherepde.grids import GaussGrid
-from spherepde.io.netcdf import (
+from spherepde.io.netcdf import open_dataset
+from spherepde.io.netcdf_layout import (
     TIME_ATTRS,
     _attr_order,
     close_with_status,
-    density_attrs,
     config_to_json,
-    open_dataset,
+    density_attrs,
     provenance_attrs,
     write_grid,
 )

@@ -17,7 +17,7 @@ stepper of ``DiscreteTransformer.run``) for the transformer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, TypedDict
+from typing import Any, ClassVar, TypedDict
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from spherepde.dynamics.attention import Attention, DensityAttention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.grids.sampling import sample_density
 from spherepde.noise import BrownianPath, NoiseField, NoiseKernel, get_activation
-from spherepde.runs.config import NoiseConfig, RunConfig
+from spherepde.runs.config import NoiseConfig, RunConfig, TransformerConfig
 from spherepde.runs.initial import density_function, initial_density, sample_initial
 from spherepde.solvers import make_stepper
 from spherepde.solvers.eulerian.amr import AMRDensity
@@ -44,6 +44,44 @@ PARTICLE_CALCULUS = {"heun": "stratonovich", "euler-maruyama": "ito"}
 
 
 # ---- the objects of a run -----------------------------------------------------------------
+@dataclass(frozen=True)
+class DensityRep:
+    """The density representation: its stepper (finite volumes, lagrangian-remap or amr) and
+    the stepper's initial state (ρ_0 itself, or for ``lagrangian-remap`` its points packed as
+    :class:`~spherepde.solvers.lagrangian.remap.RemapStepper` rows, for ``amr`` the leaf state
+    of :class:`~spherepde.solvers.eulerian.amr.AMRDensity`)."""
+
+    stepper: Any
+    state0: np.ndarray
+    name: ClassVar[str] = "density"
+
+
+@dataclass(frozen=True)
+class ParticleRep:
+    """The particles: their stepper, initial positions (N, d) and weights (N,)
+    (``representations.particles.initial = "quadrature"``; None for equal weights 1/N)."""
+
+    stepper: ParticleStepper
+    x0: np.ndarray
+    weights: np.ndarray | None = None
+    name: ClassVar[str] = "particles"
+
+
+@dataclass(frozen=True)
+class TransformerRep:
+    """The discrete transformer: its stepper, tokens (N_T, d), or (R, N_T, d) with
+    ``representations.transformer.realisations`` R (the same tokens in every realisation), and
+    its configuration section."""
+
+    stepper: TransformerStepper
+    z0: np.ndarray
+    config: TransformerConfig
+    name: ClassVar[str] = "transformer"
+
+
+Representation = DensityRep | ParticleRep | TransformerRep
+
+
 @dataclass
 class Model:
     """Everything :func:`run` needs, built and checked by :func:`build`.
@@ -51,17 +89,13 @@ class Model:
     grid : GaussGrid or CircleGrid (None for grid.kind = "none"); rho0 : grid.shape, mass 1
     (None without a grid); times : (k,) output times;
     dt : the fixed step; attention, noise, path : Attention / NoiseField / BrownianPath or None;
-    density : the density stepper or None; particles : ParticleStepper or None; x0 : (N, d);
-    transformer : TransformerStepper or None; z0 : its tokens (N_T, d), or (R, N_T, d) with
-    ``representations.transformer.realisations`` R (the same tokens in every realisation);
+    representations : the enabled ones, in the order their lanes advance (density, particles,
+    transformer), each a record with what it needs (:class:`DensityRep`, :class:`ParticleRep`,
+    :class:`TransformerRep`); ``density_rep``, ``particle_rep``, ``transformer_rep`` return one
+    or None, and ``density``, ``particles``, ``transformer`` its stepper;
     eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None; eigenspace_V : the same
     for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None;
-    density0 : the density stepper's initial state (ρ_0 itself, or for ``lagrangian-remap`` its
-    points packed as :class:`~spherepde.solvers.lagrangian.remap.RemapStepper` rows, for
-    ``amr`` the leaf state of :class:`~spherepde.solvers.eulerian.amr.AMRDensity`);
-    kernel : the NoiseKernel of the exact point noise (grid.kind = "none"), else None;
-    weights : the particles' weights (N,) (representations.particles.initial = "quadrature"),
-    None for equal weights 1/N.
+    kernel : the NoiseKernel of the exact point noise (grid.kind = "none"), else None.
     """
 
     config: RunConfig
@@ -72,17 +106,11 @@ class Model:
     attention: Attention | None
     noise: NoiseField | None
     path: BrownianPath | None
-    density: Any
-    particles: ParticleStepper | None
-    x0: np.ndarray | None
-    transformer: TransformerStepper | None
-    z0: np.ndarray | None
+    representations: tuple[Representation, ...]
     eigenspace: np.ndarray | None
     eigenspace_V: np.ndarray | None = None
     projection: tuple | None = None
-    density0: np.ndarray | None = None
     kernel: NoiseKernel | None = None
-    weights: np.ndarray | None = None
 
     @property
     def noise_field(self) -> NoiseField:
@@ -90,6 +118,40 @@ class Model:
         if self.noise is None:
             raise ValueError("this run has no noise field (dynamics.noise with a grid)")
         return self.noise
+
+    @property
+    def density_rep(self) -> DensityRep | None:
+        return next((r for r in self.representations if isinstance(r, DensityRep)), None)
+
+    @property
+    def particle_rep(self) -> ParticleRep | None:
+        return next((r for r in self.representations if isinstance(r, ParticleRep)), None)
+
+    @property
+    def transformer_rep(self) -> TransformerRep | None:
+        return next((r for r in self.representations if isinstance(r, TransformerRep)), None)
+
+    @property
+    def density(self) -> Any:
+        """The density stepper, or None."""
+        rep = self.density_rep
+        return None if rep is None else rep.stepper
+
+    @property
+    def particles(self) -> ParticleStepper | None:
+        rep = self.particle_rep
+        return None if rep is None else rep.stepper
+
+    @property
+    def transformer(self) -> TransformerStepper | None:
+        rep = self.transformer_rep
+        return None if rep is None else rep.stepper
+
+
+def _representations(density: DensityRep | None, particles: ParticleRep | None,
+                     transformer: TransformerRep | None) -> tuple[Representation, ...]:
+    """The enabled representations, in the order their lanes advance."""
+    return tuple(r for r in (density, particles, transformer) if r is not None)
 
 
 class _MLPOptions(TypedDict, total=False):
@@ -215,9 +277,11 @@ def build(config: RunConfig) -> Model:
         transformer = _transformer_stepper(tr, tc, n, own_noise(), path)
         z0 = _token_state(tc, retract(sample_density(grid, rho0, tc.n, seed=tc.seed)))
     basis, basis_v, projection = _reference_sets(config, att, grid, rho0)
-    return Model(config, grid, rho0, times, float(dt), att, noise, path, density, particles, x0,
-                 transformer, z0, basis, basis_v, projection,
-                 density0=rho0 if density0 is None else density0, weights=weights)
+    reps = _representations(
+        None if density is None else DensityRep(density, rho0 if density0 is None else density0),
+        None if particles is None or x0 is None else ParticleRep(particles, x0, weights),
+        None if transformer is None or z0 is None or tc is None else TransformerRep(transformer, z0, tc))
+    return Model(config, grid, rho0, times, float(dt), att, noise, path, reps, basis, basis_v, projection)
 
 
 def _amr(dc, grid: GaussGrid | CircleGrid, att: Attention, method: str, initial, rho0: np.ndarray):
@@ -354,5 +418,8 @@ def _build_gridless(config: RunConfig) -> Model:
         z0 = _token_state(tc, sample_initial(config.initial, d, tc.n, tc.seed))
     basis, basis_v, projection = _reference_sets(config, att, None, None)
     dt = _resolved(st.dt, "stepping.dt")  # required with grid.kind = "none"
-    return Model(config, None, None, times, float(dt), att, None, None, None, particles, x0,
-                 transformer, z0, basis, basis_v, projection, kernel=kernel)
+    reps = _representations(
+        None, None if particles is None or x0 is None else ParticleRep(particles, x0),
+        None if transformer is None or z0 is None or tc is None else TransformerRep(transformer, z0, tc))
+    return Model(config, None, None, times, float(dt), att, None, None, reps, basis, basis_v, projection,
+                 kernel=kernel)

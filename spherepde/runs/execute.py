@@ -118,9 +118,9 @@ def _execute_run(model: Model, outdir: Path, *, progress: bool, resume: RestartS
                 "(S1: both are the wavenumber k)"})
     names = series_names(model)
     remap_rows = None  # the point rows of a lagrangian-remap density's state
-    if reps.density is not None and reps.density.scheme == "lagrangian-remap":
-        assert model.density0 is not None  # build packs the points
-        remap_rows = model.density0.shape[0]
+    dr = model.density_rep
+    if dr is not None and reps.density is not None and reps.density.scheme == "lagrangian-remap":
+        remap_rows = dr.state0.shape[0]  # build packs the points
     file = RunFile(nc, model.grid, model.times, config=cfg, seeds=config.seeds(),
                    fields=reps.density is not None and config.outputs.fields, particles=n_part,
                    weights=weights, positions=config.outputs.positions, tokens=n_tok,
@@ -247,40 +247,38 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
             state, (t0, times[-1]), output_times=outs)
 
     lanes, dens = [], None
-    if model.density is not None:
+    if (dr := model.density_rep) is not None:
         keep = "w2_particles_density" in config.outputs.diagnostics
-        assert model.density0 is not None  # build sets it with the density
-        first, state = begin("density", model.density0)
+        first, state = begin("density", dr.state0)
         given = {} if resume is None or not keep else resume.snapshots
         dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
-        if first >= 2 and callable(getattr(model.density, "prime", None)):
-            model.density.prime()  # caches as the uninterrupted run's first steps left them
+        if first >= 2 and callable(getattr(dr.stepper, "prime", None)):
+            dr.stepper.prime()  # caches as the uninterrupted run's first steps left them
         if first > 0 and dens.points:
             assert resume is not None  # first > 0 only on a restart
-            model.density.resume(resume.rng_state["density"])  # the steps to the next remap
+            dr.stepper.resume(resume.rng_state["density"])  # the steps to the next remap
         scheme = getattr(config.representations.density, "scheme", None)
         rl = _RepLane("density", None, dens, {"scheme": scheme})
         if first <= last:
-            rl.lane = lane(model.density, dens, model.dt, state, times[max(first - 1, 0)],
+            rl.lane = lane(dr.stepper, dens, model.dt, state, times[max(first - 1, 0)],
                            times[first:])
 
-            def extra(state, dens=dens) -> dict:
+            def extra(state, dens=dens, st=dr.stepper) -> dict:
                 out = {"mass_error": float(dens.mass(state)) - 1.0,
                        "min_density": float(np.min(dens.field(state)))}
                 if dens.points:
-                    out.update(model.density.info(state))
-                elif getattr(model.density.transport, "polar", "split") == "cap":
-                    out["cap_fallbacks"] = model.density.transport.cap_fallbacks
+                    out.update(st.info(state))
+                elif getattr(st.transport, "polar", "split") == "cap":
+                    out["cap_fallbacks"] = st.transport.cap_fallbacks
                 return out
 
             rl.extra = extra
         lanes.append(rl)
-    if model.particles is not None:
-        n_part = model.particles.grid.shape[0]
+    if (pr := model.particle_rep) is not None:
+        n_part = pr.stepper.grid.shape[0]
         weights = particle_weights(model, n_part)
-        assert model.x0 is not None  # build sets it with the particles
-        first, state = begin("particles", model.x0)
-        sampler = getattr(model.particles.system, "sampler", None)
+        first, state = begin("particles", pr.x0)
+        sampler = getattr(pr.stepper.system, "sampler", None)
         prng = None if sampler is None else sampler.rng  # the exact point noise draws from it
         if first > 0 and prng is not None:
             assert resume is not None  # first > 0 only on a restart
@@ -290,15 +288,14 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
                                rng=prng)
         rl = _RepLane("particles", None, parts, {"n": n_part})
         if first <= last:
-            rl.lane = lane(model.particles, parts, model.dt, state, times[max(first - 1, 0)],
+            rl.lane = lane(pr.stepper, parts, model.dt, state, times[max(first - 1, 0)],
                            times[first:])
         lanes.append(rl)
-    if model.transformer is not None:
-        ts, tc = model.transformer, config.representations.transformer
-        assert tc is not None and model.z0 is not None  # build sets them with the transformer
+    if (trep := model.transformer_rep) is not None:
+        ts, tc = trep.stepper, trep.config
         tr = ts.transformer
         rngs = ts.rngs  # R generators (width m), restored from the file on a restart
-        first, state = begin("transformer", model.z0)
+        first, state = begin("transformer", trep.z0)
         if first > 0 and rngs is not None:
             assert resume is not None  # first > 0 only on a restart
             saved = resume.rng_state["transformer"]

@@ -61,7 +61,8 @@ def series_attrs(name: str, energy_beta: float = 1.0) -> dict:
 
 def particle_weights(model: Model, n: int) -> np.ndarray:
     """The weights of the model's n particles: its own (quadrature) or 1/n each."""
-    return model.weights if model.weights is not None else np.full(n, 1.0 / n)
+    rep = model.particle_rep
+    return rep.weights if rep is not None and rep.weights is not None else np.full(n, 1.0 / n)
 
 
 def _own_initial(model: Model, prefix: str) -> tuple[np.ndarray, np.ndarray]:
@@ -69,10 +70,12 @@ def _own_initial(model: Model, prefix: str) -> tuple[np.ndarray, np.ndarray]:
     (or quadrature) with their weights, the transformer's tokens (the first realisation's: all
     realisations start from the same tokens) with 1/n each."""
     if prefix == "particles_":
-        assert model.x0 is not None  # the particles' diagnostics exist only with the particles
-        return model.x0, particle_weights(model, model.x0.shape[0])
-    assert model.z0 is not None  # the transformer's likewise
-    z = model.z0[0] if model.z0.ndim == 3 else model.z0
+        pr = model.particle_rep
+        assert pr is not None  # the particles' diagnostics exist only with the particles
+        return pr.x0, particle_weights(model, pr.x0.shape[0])
+    tr = model.transformer_rep
+    assert tr is not None  # the transformer's likewise
+    z = tr.z0[0] if tr.z0.ndim == 3 else tr.z0
     return z, np.full(z.shape[0], 1.0 / z.shape[0])
 
 

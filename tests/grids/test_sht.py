@@ -9,6 +9,7 @@ import pytest
 from scipy.special import sph_harm_y
 
 import spherepde.grids.sht as sht_mod
+import spherepde.grids.sht_backends as sht_backends
 from spherepde.grids.gauss import GaussGrid
 from spherepde.grids.sht import SphericalHarmonics
 
@@ -113,7 +114,7 @@ def test_bad_constructor_arguments():
 
 
 def test_fallback_warns_once(monkeypatch):
-    monkeypatch.setattr(sht_mod, "_shtns_mod", False)  # pretend shtns is not importable
+    monkeypatch.setattr(sht_backends, "_shtns_mod", False)  # pretend shtns is not importable
     monkeypatch.setattr(sht_mod, "_warned_no_shtns", False)
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")

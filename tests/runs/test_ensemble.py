@@ -229,8 +229,9 @@ def test_particles_per_realisation_draw_new_tokens_for_every_path(grid):
     x0 = {}
     for per in (False, True):
         raw = _with(base, f"representations.particles.per_realisation={str(per).lower()}")
-        x0[per] = [build(RunConfig.from_dict(_with(raw, f"dynamics.noise.realisation={r}"))).x0
-                   for r in (0, 1, 1)]
+        reps = [build(RunConfig.from_dict(_with(raw, f"dynamics.noise.realisation={r}"))).particle_rep
+                for r in (0, 1, 1)]
+        x0[per] = [rep.x0 for rep in reps if rep is not None]
     assert np.array_equal(x0[False][0], x0[False][1])
     assert np.array_equal(x0[True][1], x0[True][2]) and not np.allclose(x0[True][0], x0[True][1])
     assert "per_realisation" not in RunConfig.from_dict(base).to_dict()["representations"]["particles"]
