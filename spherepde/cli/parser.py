@@ -244,7 +244,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "(energy, eigenspace distances, W2, …; not the mass and the "
                                      "cell extremes) at every output time, relative to "
                                      "max(|refined value|, 0.05); resolved when the largest change "
-                                     "is below 2 %%. Make REFINED.nc with `spherepde run CONFIG "
+                                     "is below 2 %. Make REFINED.nc with `spherepde run CONFIG "
                                      "--refine 1.5`.")
     rs.add_argument("run", metavar="RUN.nc", help="the run file")
     rs.add_argument("refined", metavar="REFINED.nc", help="the same model at a finer resolution")
