@@ -127,12 +127,22 @@ def chaos(c: dict) -> dict:
     runs = []
     for r in c["runs"]:
         last = r["particles"][-1]
+        w2 = r["rate_w2"]
+        moments = [row["moment_error"] for row in r["particles"]]
         runs.append({"path": r["path"],
-                     "other_path_over_same_path": r["control_other_path_moment_error"] / last["moment_error"]})
+                     "other_path_over_same_path": r["control_other_path_moment_error"] / last["moment_error"],
+                     # the W₂ rate against Prop 1.2's N^(−1/4), in standard errors of the fit
+                     # (negative: faster than N^(−1/4))
+                     "w2_rate_vs_quarter_se": (w2["exponent"] + 0.25) / w2["stderr"],
+                     "moment_error_falls_every_step": all(b < a for a, b in zip(moments, moments[1:]))})
     grid = [r["grid_error_moments_nlat_half"] for r in c["runs"]]
     ratio = [r["other_path_over_same_path"] for r in runs]
+    z = [r["w2_rate_vs_quarter_se"] for r in runs]
     return {"runs": runs, "grid_error_min": min(grid), "grid_error_max": max(grid),
-            "other_path_ratio_min": min(ratio), "other_path_ratio_max": max(ratio)}
+            "other_path_ratio_min": min(ratio), "other_path_ratio_max": max(ratio),
+            "w2_faster_than_quarter_se_min": -max(z), "w2_faster_than_quarter_se_max": -min(z),
+            "w2_faster_than_quarter": ("faster" if max(z) < -2 else "slower" if min(z) > 2
+                                       else "not resolvably faster or slower")}
 
 
 def depth_width(w: dict) -> dict:
