@@ -23,6 +23,7 @@ import re
 from pathlib import Path
 
 from spherepde import __version__
+from spherepde.io.summary import jsonable
 from spherepde.runs.compare import compare_runs
 
 USER = re.compile(r"^([0-9.]+) user ([0-9.]+) wall$")
@@ -65,7 +66,7 @@ def main(argv=None) -> int:
             "command": "python3 scripts/refine_pairs.py " + " ".join(f"{n}=A,B,LOG,K" for n in pairs)
                        + f" --out {Path(args.out).name}",
             "how": " ".join(" ".join(__doc__.split("\n\n")[1:3]).split()), "pairs": pairs}
-    Path(args.out).write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n")
+    Path(args.out).write_text(json.dumps(jsonable(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     print(args.out)
     return 0
 
