@@ -135,13 +135,18 @@ def main(argv: list[str] | None = None) -> int:
             raise
         err = storage_error(exc, Path(args.output))
         return _fail(f"cannot write in {err.filename}: {err.strerror}", as_json)
-    except Terminated:
-        print("spherepde: terminated (SIGTERM); output files hold everything computed so far",
-              file=sys.stderr)
-        return 143
-    except KeyboardInterrupt:
-        print("spherepde: interrupted; output files hold everything computed so far", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, SystemError) as exc:
+        # an interrupt raised while a compiled kernel returned arrives as the SystemError's cause
+        # (the run loop unwraps it: solvers.controller.interrupt_inside; this catches the rest)
+        stop = (exc.__cause__ or exc.__context__) if isinstance(exc, SystemError) else exc
+        if isinstance(stop, Terminated):
+            print("spherepde: terminated (SIGTERM); output files hold everything computed so far",
+                  file=sys.stderr)
+            return 143
+        if isinstance(stop, KeyboardInterrupt):
+            print("spherepde: interrupted; output files hold everything computed so far", file=sys.stderr)
+            return 130
+        raise
 
 
 

@@ -319,6 +319,15 @@ class Controller:
         return run_lanes([self.start(rho0, t_span, output_times=output_times)])[0]
 
 
+
+def interrupt_inside(err: SystemError) -> BaseException:
+    """The KeyboardInterrupt (Ctrl-C, or SIGTERM as :class:`~spherepde.cli.Terminated`) behind a
+    SystemError, else the SystemError itself.  A signal handler that raises while a compiled
+    (numba) kernel returns makes CPython report "returned a result with an exception set",
+    with the interrupt as its cause; the run must stop as interrupted, not fail."""
+    inner = err.__cause__ or err.__context__
+    return inner if isinstance(inner, KeyboardInterrupt) else err
+
 class Lane:
     """One controller's run, advanced target by target (made by :meth:`Controller.start`).
 
@@ -388,6 +397,8 @@ class Lane:
             if self._is_output[target]:
                 for tr in ctl.trackers:
                     tr.handle(rho, t)
+        except SystemError as err:
+            raise interrupt_inside(err) from None
         finally:
             self.wall_time += time.perf_counter() - wall0
 
@@ -462,5 +473,5 @@ def _finalize(trackers: list[Tracker], pending: BaseException | None) -> list[Ex
     return errors
 
 
-__all__ = ["Controller", "Lane", "RunResult", "run_lanes", "Stepper", "SPLIT_RTOL", "check_time_span", "even_steps",
-           "next_step"]
+__all__ = ["Controller", "Lane", "RunResult", "interrupt_inside", "run_lanes", "Stepper", "SPLIT_RTOL",
+           "check_time_span", "even_steps", "next_step"]

@@ -444,3 +444,28 @@ def test_sigint_in_subprocess_leaves_valid_file(tmp_path):
     for k in range(n):
         np.testing.assert_array_equal(ds["density"].values[k], np.roll(np.arange(8.0), k))
     assert read_config(path) == {"demo": True}
+
+
+def test_an_interrupt_inside_a_compiled_kernel_stops_the_run_as_interrupted(circle, rho_c):
+    """A signal handler that raises while a numba kernel returns gives CPython's SystemError
+    ("returned a result with an exception set") with the interrupt as its cause: the lane
+    re-raises the interrupt itself, so the run ends interrupted, not failed."""
+    from spherepde.solvers.controller import interrupt_inside
+
+    class Kernel(DecayStepper):
+        def __init__(self, grid, inner):
+            super().__init__(grid)
+            self.inner = inner
+
+        def step(self, rho, t, dt):
+            try:
+                raise self.inner
+            except BaseException as exc:
+                raise SystemError("CPUDispatcher returned a result with an exception set") from exc
+
+    with pytest.raises(KeyboardInterrupt):
+        Controller(Kernel(circle, KeyboardInterrupt()), dt=0.1).run(rho_c, (0.0, 1.0))
+    with pytest.raises(SystemError):  # any other cause stays a failure
+        Controller(Kernel(circle, ValueError("bad")), dt=0.1).run(rho_c, (0.0, 1.0))
+    plain = SystemError("no cause")
+    assert interrupt_inside(plain) is plain
