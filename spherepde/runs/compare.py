@@ -16,7 +16,7 @@ import os
 import numpy as np
 
 from spherepde.io.rundata import read_run
-from spherepde.runs.config import key_paths
+from spherepde.runs.folders import SHOWN, differing_keys
 from spherepde.validation.resolution import switch_change, trajectory_change
 
 #: diagnostics not compared: conserved to round-off, or sampled at the cell centres of each grid
@@ -25,11 +25,12 @@ SKIPPED = ("mass", "min_density", "max_density")
 MODEL_SECTIONS = ("initial", "dynamics")
 
 
-def _model_keys(config: dict) -> dict:
+def _model(config: dict) -> dict:
+    """The part of a stored configuration that must agree: the model sections, t_end, outputs."""
     model = {k: config.get(k) for k in MODEL_SECTIONS}
     step = config.get("stepping", {})
     model["stepping"] = {k: step.get(k) for k in ("t_end", "output_every")}
-    return key_paths(model)
+    return model
 
 
 def compare_runs(run: str | os.PathLike, refined: str | os.PathLike) -> dict:
@@ -41,11 +42,10 @@ def compare_runs(run: str | os.PathLike, refined: str | os.PathLike) -> dict:
     ``switch_time`` ([run, refined]) and ``switch_time_change``.  ValueError (naming the keys or
     files) when the two files do not hold the same model or the same output times."""
     a, b = read_run(run), read_run(refined)
-    ka, kb = _model_keys(a.config), _model_keys(b.config)
-    differ = sorted(k for k in set(ka) | set(kb) if ka.get(k) != kb.get(k))
+    differ = differing_keys(_model(a.config), _model(b.config))
     if differ:
         raise ValueError(f"{str(run)!r} and {str(refined)!r} hold different models (differing keys: "
-                         f"{', '.join(differ[:6])}{', …' if len(differ) > 6 else ''}); compare a run "
+                         f"{', '.join(differ[:SHOWN])}{', …' if len(differ) > SHOWN else ''}); compare a run "
                          f"with the same configuration at another resolution (run --refine F)")
     if a.times.shape != b.times.shape or not np.allclose(a.times, b.times, rtol=0, atol=1e-9):
         raise ValueError(f"{str(run)!r} and {str(refined)!r} have different output times")
