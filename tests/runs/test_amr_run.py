@@ -48,7 +48,7 @@ def test_cli_run_writes_the_density_on_the_regular_grid(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("key, value, word", [
-    ("representations.density.max_level", "11", "representations.density.max_level"),
+    ("representations.density.max_level", "17", "representations.density.max_level"),
     ("representations.density.base_nlat", "7", "representations.density.base_nlat"),
     ("representations.density.mass_per_cell", "0", "representations.density.mass_per_cell"),
     ("dynamics.noise", '{activation = "relu", sigma_u = 0.5, sigma_w = 0.5, n_max = 2}',
@@ -85,8 +85,9 @@ def test_cli_run_on_the_circle(tmp_path, capsys):
 
 def test_memory_it_cannot_honour_is_refused_naming_the_key():
     raw = read_raw(EXAMPLE)
-    for s in ("representations.density.scheme=amr", "representations.density.base_nlat=256",
-              "representations.density.max_level=7"):
+    for s in ("representations.density.scheme=amr", "representations.density.base_nlat=32",
+              "representations.density.max_level=7", "representations.density.max_cells=10000000"):
         raw = apply_set(raw, s)
-    with pytest.raises(ValueError, match="representations.density: .*base_nlat = 256, max_level = 7"):
+    with pytest.raises(ValueError, match="representations.density: .*base_nlat = 32, max_level = 7, "
+                                         "max_cells = 10000000 need about .* GiB"):
         build(RunConfig.from_dict(raw))

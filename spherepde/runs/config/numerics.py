@@ -164,7 +164,7 @@ class DensityConfig(_Section):
             if self.base_nlat % 2:
                 raise ValueError(f"{p}.base_nlat: must be an even integer in 4..{MAX_NLAT}, got "
                                  f"{self.base_nlat}")
-        check_int(f"{p}.max_level", self.max_level, 0, 10)
+        check_int(f"{p}.max_level", self.max_level, 0, 16)
         _set(self, "mass_per_cell", check_float(f"{p}.mass_per_cell", self.mass_per_cell,
                                                 lo=1e-6, hi=1e6))
         if self.max_cells is not None:

@@ -49,14 +49,16 @@ from spherepde.solvers.controller import StateSpace
 from spherepde.solvers.eulerian.amr_adapt import adapt
 from spherepde.solvers.eulerian.amr_circle import (CircleLeafMesh, arc_integrals, arcs_to_circle,
                                                    circle_base_leaves, circle_to_arcs)
-from spherepde.solvers.eulerian.amr_mesh import LIMITERS, FaceMesh, LeafMesh, base_leaves, raster_bytes
+from spherepde.solvers.eulerian.amr_mesh import LIMITERS, FaceMesh, LeafMesh, base_leaves
 from spherepde.solvers.eulerian.amr_remap import (gauss_to_leaves, leaf_integrals, leaves_to_gauss,
                                                   remap_bytes)
 
 #: state format number (header row, column 4)
 FORMAT = 1
-#: largest lmax accepted (the raster has 2·nlat0²·4^lmax cells)
-MAX_LMAX = 10
+#: largest lmax accepted
+MAX_LMAX = 16
+#: largest nlat0·2^lmax (finest cell π/2^24 ≈ 1.9e-7 rad; keeps the int64 leaf keys exact)
+MAX_ROWS = 2**24
 #: bytes per leaf of the working arrays (geometry ≈ 30, faces ≈ 2.5 per leaf × 16, RK stages)
 _BYTES_PER_LEAF = 8 * 120
 #: the second stage needs dt·outflow ≤ this × mass (SSP: positive for any factor ≤ 1)
@@ -68,19 +70,18 @@ _ATT_BLOCK = 2048
 def memory_estimate(nlat0: int, lmax: int, max_cells: int, nlat_out: int,
                     circle: bool = False) -> int:
     """Bytes the stepper may hold at once: the state, per-leaf work arrays at ``max_cells``
-    leaves, two rasters and their face masks, the remap onto the output grid (S¹: ``nlat_out``
-    is the circle's n), the attention's scratch (blocks of targets × sources without numba)."""
+    leaves (geometry, faces, RK stages), the transfer onto the output grid (S²: the leaf–cell
+    overlaps of :func:`~.amr_remap.remap_bytes`; S¹, where ``nlat_out`` is the circle's n: the
+    arc raster of 2·nlat0·2^lmax cells and its overlaps), the attention's scratch (blocks of
+    targets × sources without numba)."""
     state = 8 * 6 * (max_cells + 1) * 3
     leaves = _BYTES_PER_LEAF * max_cells
-    if circle:
-        nx = 2 * nlat0 * 2**lmax
-        raster = 8 * nx * (4 + 2 * (nlat_out + 1))
-        return state + leaves + raster + (8 * 64 * max_cells if compiled.available()
-                                          else 8 * 3 * _ATT_BLOCK * max_cells)
-    raster = 4 * raster_bytes(nlat0, lmax)
     # the compiled sums keep O(n) per thread; the numpy fallback blocks of targets × sources
     attention = 8 * 64 * max_cells if compiled.available() else 8 * 3 * _ATT_BLOCK * max_cells
-    return state + leaves + raster + remap_bytes(nlat0, lmax, nlat_out) + attention
+    if circle:
+        nx = 2 * nlat0 * 2**lmax
+        return state + leaves + 8 * nx * (4 + 2 * (nlat_out + 1)) + attention
+    return state + leaves + remap_bytes(max_cells, nlat_out) + attention
 
 
 def _int(name: str, value, lo: int, hi: int | None = None, what: str = "") -> int:
@@ -115,7 +116,7 @@ class AMRDensity:
         Where :meth:`field` puts the density (run files, viewers).
     nlat0 : int, even, ≥ 4 (S¹: ≥ 2)
         Base rows (nlon0 = 2·nlat0; on S¹ 2·nlat0 arcs); the base cell is π/nlat0 wide.
-    lmax : int in [0, 10]
+    lmax : int in [0, 16], with nlat0·2^lmax ≤ 2^24
         Refinement levels below the base; the finest cell is h = π/(nlat0·2^lmax).
     mass_per_cell : float > 0
         A leaf splits when it holds more than mass_per_cell·h^{d−1} (equidistribution of mass).
@@ -162,6 +163,9 @@ class AMRDensity:
             if self.nlat0 % 2:
                 raise ValueError(f"nlat0 must be an even integer ≥ 4, got {nlat0}")
         self.lmax = _int("lmax", lmax, 0, MAX_LMAX)
+        if self.nlat0 * 2**self.lmax > MAX_ROWS:
+            raise ValueError(f"nlat0·2^lmax must be ≤ 2^24 (finest cell ≥ 1.9e-7 rad), got nlat0 = "
+                             f"{self.nlat0}, lmax = {self.lmax}")
         self.mass_per_cell = _real("mass_per_cell", mass_per_cell, 0.0)
         self.courant = _real("courant", courant, 0.0, 1.0)
         self.regrid_every = _int("regrid_every", regrid_every, 1)
@@ -178,8 +182,9 @@ class AMRDensity:
         if self.memory_bytes > gb * 2**30:
             raise ValueError(
                 f"nlat0 = {self.nlat0}, lmax = {self.lmax}, max_cells = {self.max_cells} need about "
-                f"{self.memory_bytes / 2**30:.2f} GiB, more than max_memory_gb = {gb:g}: lower lmax "
-                f"(the raster grows by 4 per level) or max_cells, or raise max_memory_gb")
+                f"{self.memory_bytes / 2**30:.2f} GiB, more than max_memory_gb = {gb:g}: lower max_cells "
+                f"{'or lmax (the arc raster grows by 2 per level) ' if self.circle else ''}"
+                f"or raise max_memory_gb")
         self.method, self.tol = attention_method, tol
         self.h = math.pi / (self.nlat0 * 2**self.lmax)
         self.m_split = self.mass_per_cell * self.h ** (self.d - 1)

@@ -158,7 +158,6 @@ class LeafMesh(FaceMesh):
         self.leaves = np.ascontiguousarray(leaves, dtype=np.int64)
         self.x0, self.x1, self.y0, self.y1, self.level = self.leaves.T
         self._cells()
-        self._paint()
         self._faces()
 
     # ------------------------------------------------------------------------------------
@@ -169,45 +168,48 @@ class LeafMesh(FaceMesh):
         self.lonc, self.latc = 0.5 * (self.lon0 + self.lon1), 0.5 * (self.lat0 + self.lat1)
         self.xc = lonlat_to_xyz(self.lonc, self.latc)
 
-    def _paint(self) -> None:
-        R = np.full((self.NY, self.NX), -1, np.int64)
-        h, w = self.y1 - self.y0, self.x1 - self.x0
-        ids = np.arange(self.n, dtype=np.int64)
-        shapes = np.unique(np.stack([h, w], 1), axis=0)
-        for hh, ww in shapes:
-            sel = np.flatnonzero((h == hh) & (w == ww))
-            rows = self.y0[sel, None, None] + np.arange(hh)[None, :, None]
-            cols = self.x0[sel, None, None] + np.arange(ww)[None, None, :]
-            R[rows, cols] = ids[sel, None, None]
-        if R.min() < 0:
-            raise ValueError("the leaves do not tile the sphere")
-        self.raster = R
+    @staticmethod
+    def _edge_pairs(own_key: np.ndarray, lo_key: np.ndarray, hi_key: np.ndarray,
+                    other_key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Candidate pairs (i, j): for each leaf i every leaf j whose sort key lies in
+        [lo_key_i, hi_key_i), plus the one just below lo_key_i (it may reach over the start);
+        ``other_key`` (n,) are the leaves' keys.  The caller keeps the pairs that touch."""
+        order = np.argsort(other_key, kind="stable")
+        ks = other_key[order]
+        lo = np.maximum(np.searchsorted(ks, lo_key, side="right") - 1, 0)
+        hi = np.searchsorted(ks, hi_key, side="left")
+        cnt = np.maximum(hi - lo, 0)
+        i = np.repeat(np.arange(own_key.size), cnt)
+        first = np.repeat(lo - np.cumsum(cnt) + cnt, cnt)
+        return i, order[first + np.arange(i.size)]
 
     def _faces(self) -> None:
-        R, n = self.raster, self.n
+        """The faces by sorted edge keys (no raster): a leaf's east (north) neighbours are the
+        leaves whose west (south) edge lies on its east (north) edge line and overlaps it."""
+        x0, x1, y0, y1, n = self.x0, self.x1, self.y0, self.y1, self.n
+        NX, NY = self.NX, self.NY
         # east-west faces: a = west leaf, b = east leaf (periodic in λ)
-        Rb = np.roll(R, -1, axis=1)
-        jj, ii = np.nonzero(R != Rb)
-        uk, inv = np.unique(R[jj, ii] * n + Rb[jj, ii], return_inverse=True)
-        ln_ew = np.bincount(inv, minlength=uk.size) * self.dlat_f
-        lat_ew = np.bincount(inv, weights=(jj + 0.5) * self.dlat_f - 0.5 * math.pi,
-                             minlength=uk.size) * self.dlat_f / ln_ew
-        lon_ew = np.bincount(inv, weights=((ii + 1) % self.NX) * self.dlon_f,
-                             minlength=uk.size) * self.dlat_f / ln_ew
-        a_ew, b_ew = uk // n, uk % n
+        col = x1 % NX
+        a, b = self._edge_pairs(col, col * (NY + 1) + y0, col * (NY + 1) + y1, x0 * (NY + 1) + y0)
+        ylo, yhi = np.maximum(y0[a], y0[b]), np.minimum(y1[a], y1[b])
+        keep = (x0[b] == col[a]) & (yhi > ylo)
+        a, b, ylo, yhi = a[keep], b[keep], ylo[keep], yhi[keep]
+        o = np.argsort(a * n + b, kind="stable")
+        a_ew, b_ew, ylo, yhi = a[o], b[o], ylo[o], yhi[o]
+        ln_ew = (yhi - ylo) * self.dlat_f
+        lat_ew = 0.5 * (ylo + yhi) * self.dlat_f - 0.5 * math.pi
+        lon_ew = col[a_ew] * self.dlon_f
         # north-south faces: a = south leaf, b = north leaf
-        A, Bn = R[:-1], R[1:]
-        jj, ii = np.nonzero(A != Bn)
-        uk, inv = np.unique(A[jj, ii] * n + Bn[jj, ii], return_inverse=True)
-        latf = self.lat_faces_f[jj + 1]
-        seg = np.cos(latf) * self.dlon_f
-        ln_ns = np.bincount(inv, weights=seg, minlength=uk.size)
-        lat_ns = np.bincount(inv, weights=latf * seg, minlength=uk.size) / ln_ns
-        lonseg = (ii + 0.5) * self.dlon_f  # circular mean: a face spans less than π
-        cx = np.bincount(inv, weights=np.cos(lonseg) * seg, minlength=uk.size)
-        cy = np.bincount(inv, weights=np.sin(lonseg) * seg, minlength=uk.size)
-        lon_ns = np.mod(np.arctan2(cy, cx), 2 * math.pi)
-        a_ns, b_ns = uk // n, uk % n
+        a, b = self._edge_pairs(y1, y1 * (NX + 1) + x0, y1 * (NX + 1) + x1, y0 * (NX + 1) + x0)
+        xlo, xhi = np.maximum(x0[a], x0[b]), np.minimum(x1[a], x1[b])
+        keep = (y0[b] == y1[a]) & (xhi > xlo) & (y1[a] < NY)
+        a, b, xlo, xhi = a[keep], b[keep], xlo[keep], xhi[keep]
+        o = np.argsort(a * n + b, kind="stable")
+        a_ns, b_ns, xlo, xhi = a[o], b[o], xlo[o], xhi[o]
+        lat_ns = self.lat_faces_f[y1[a_ns]]
+        ln_ns = np.cos(lat_ns) * (xhi - xlo) * self.dlon_f
+        lon_ns = 0.5 * (xlo + xhi) * self.dlon_f
+        self._check_tiling(a_ew, b_ew, yhi - ylo, a_ns, b_ns, xhi - xlo)
         self.fa, self.fb = np.concatenate([a_ew, a_ns]), np.concatenate([b_ew, b_ns])
         self.flen = np.concatenate([ln_ew, ln_ns])
         lon, lat = np.concatenate([lon_ew, lon_ns]), np.concatenate([lat_ew, lat_ns])
@@ -220,6 +222,19 @@ class LeafMesh(FaceMesh):
         self.off_b = np.stack([_wrap(lon - self.lonc[fb]), lat - self.latc[fb]], 1)
         self.fdist = np.where(self.fkind == 0, _wrap(self.lonc[fb] - self.lonc[fa]),
                               self.latc[fb] - self.latc[fa])
+
+    def _check_tiling(self, a_ew, b_ew, rows, a_ns, b_ns, cols) -> None:
+        """ValueError unless the leaves tile the raster: their cells add up to NX·NY and every
+        edge of every leaf is covered by its neighbours' edges (the poles excepted)."""
+        n, h, w = self.n, self.y1 - self.y0, self.x1 - self.x0
+        east = np.bincount(a_ew, weights=rows, minlength=n)
+        west = np.bincount(b_ew, weights=rows, minlength=n)
+        north = np.bincount(a_ns, weights=cols, minlength=n)
+        south = np.bincount(b_ns, weights=cols, minlength=n)
+        if (int(np.sum(h * w)) != self.NX * self.NY or np.any(east != h) or np.any(west != h)
+                or np.any(north != np.where(self.y1 < self.NY, w, 0))
+                or np.any(south != np.where(self.y0 > 0, w, 0))):
+            raise ValueError("the leaves do not tile the sphere")
 
     def children(self, fi: np.ndarray, rho: np.ndarray, sl: np.ndarray):
         """The 2×2 children of the leaves ``fi`` (k,): (rows (4k, 5), leaf by leaf; masses (4, k)

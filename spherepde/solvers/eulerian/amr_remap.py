@@ -1,21 +1,22 @@
 """Conservative transfers between the AMR leaves (:mod:`.amr_mesh`) and a regular GaussGrid, and
 the leaves' cell integrals of a function.
 
-Both transfers go through the raster (NY, NX) of the leaf mesh, which refines every leaf and,
-in (λ, μ = sin φ), overlaps every GaussGrid cell in rectangles:
+In (λ, μ = sin φ) every leaf and every GaussGrid cell is a rectangle, and area on the unit sphere
+is dλ·dμ, so a leaf and a cell overlap in a rectangle of area Δλ_overlap·Δμ_overlap.
+:func:`overlaps` lists, for every leaf, the GaussGrid rows and columns its rectangle meets (a leaf
+smaller than a cell meets at most 2 × 2 cells):
 
 * :func:`leaves_to_gauss` — the leaf density is taken constant in (λ, μ) on each leaf (the
-  finite-volume density), so a raster cell (J, I) holds m_leaf·|cell_JI|/|leaf|; the raster
-  masses are then summed onto the GaussGrid cells by the overlap fractions in μ and in λ
-  (separable, dense matrices (nlat, NY) and (nlon, NX)).  Every fraction row sums to 1, so the
-  total mass is kept to round-off, and masses stay ≥ 0.
+  finite-volume density), so the cell receives m_leaf·|overlap|/|leaf|.  The overlaps of a leaf
+  add up to its area, so the total mass is kept to round-off, and masses stay ≥ 0.
 * :func:`gauss_to_leaves` — the reverse: the GaussGrid density is constant on its cells; each
   leaf receives the mass of its overlaps.
 
-Cost O(nlat·NY·NX + NX·NY·nlon/…) flops, memory a few rasters of float64 (see
-:func:`remap_bytes`).
+Cost and memory O(P) for P leaf–cell overlaps (see :func:`remap_bytes`).
 """
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -23,56 +24,69 @@ from spherepde.grids import GaussGrid
 from spherepde.grids.geometry import lonlat_to_xyz
 from spherepde.solvers.eulerian.amr_mesh import LeafMesh
 
-
-def remap_bytes(nlat0: int, lmax: int, nlat_out: int) -> int:
-    """Bytes a remap needs at most: three float64 rasters and the two overlap matrices."""
-    NY, NX = nlat0 * 2**lmax, 2 * nlat0 * 2**lmax
-    return 8 * (3 * NY * NX + nlat_out * NY + (2 * nlat_out + 1) * NX + nlat_out * NX)
+#: bytes per leaf–cell overlap while it is built (indices and widths, a few copies)
+_BYTES_PER_OVERLAP = 8 * 12
 
 
-def _overlap(a0: np.ndarray, a1: np.ndarray, b0: np.ndarray, b1: np.ndarray) -> np.ndarray:
-    """(len(b), len(a)) lengths of [b0, b1] ∩ [a0, a1]."""
-    return np.maximum(0.0, np.minimum(b1[:, None], a1[None, :]) - np.maximum(b0[:, None], a0[None, :]))
+def remap_bytes(max_cells: int, nlat_out: int) -> int:
+    """Bytes a remap needs at most: a leaf meets at most 2 × 2 cells unless it is wider or
+    taller than a cell, and the wide ones are few, so P ≤ 4·(max_cells + 2·nlat_out²) overlaps
+    is the bound used."""
+    return _BYTES_PER_OVERLAP * 4 * (max_cells + 2 * nlat_out * nlat_out)
 
 
-def _mu_overlap(mesh: LeafMesh, grid: GaussGrid) -> tuple[np.ndarray, np.ndarray]:
-    """(μ-overlaps (nlat, NY) of the GaussGrid rows with the raster rows, raster Δμ (NY,))."""
-    mu_f = np.sin(mesh.lat_faces_f)
-    mu_f[0], mu_f[-1] = -1.0, 1.0
-    mf = np.asarray(grid.mu_faces)  # descending from +1
-    return _overlap(mu_f[:-1], mu_f[1:], mf[1:], mf[:-1]), np.diff(mu_f)
+def _spans(lo: np.ndarray, hi: np.ndarray, edges: np.ndarray):
+    """For intervals [lo_i, hi_i] and ascending edges (k + 1,): (interval i, bin j, overlap
+    length) of every bin j = [edges_j, edges_{j+1}] the interval meets (length ≥ 0)."""
+    j0 = np.clip(np.searchsorted(edges, lo, side="right") - 1, 0, edges.size - 2)
+    j1 = np.clip(np.searchsorted(edges, hi, side="left") - 1, 0, edges.size - 2)
+    cnt = j1 - j0 + 1
+    i = np.repeat(np.arange(lo.size), cnt)
+    j = np.repeat(j0 - np.cumsum(cnt) + cnt, cnt) + np.arange(i.size)
+    ln = np.maximum(0.0, np.minimum(hi[i], edges[j + 1]) - np.maximum(lo[i], edges[j]))
+    return i, j, ln
 
 
-def _lon_overlap(mesh: LeafMesh, grid: GaussGrid) -> np.ndarray:
-    """λ-overlaps (nlon, NX) of the GaussGrid columns [(k − ½)Δ, (k + ½)Δ] with the raster columns
-    (periodic)."""
-    d = grid.dlon
+def overlaps(mesh: LeafMesh, grid: GaussGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(leaf (P,), flat GaussGrid cell index (P,), overlap area (P,)) of every leaf–cell pair
+    that meets; the areas of a leaf add up to its area to round-off."""
+    if not isinstance(grid, GaussGrid):
+        raise TypeError(f"the output grid must be a GaussGrid, got {type(grid).__name__}")
+    mu0, mu1 = np.sin(mesh.lat0), np.sin(mesh.lat1)
+    mu0[mesh.y0 == 0], mu1[mesh.y1 == mesh.NY] = -1.0, 1.0
+    mf = np.asarray(grid.mu_faces)[::-1]  # ascending from −1
+    li, row, dmu = _spans(mu0, mu1, mf)
+    row = grid.nlat - 1 - row  # GaussGrid rows run from the north
     # shift by Δ/2: the GaussGrid columns become [kΔ, (k + 1)Δ], k = 0..nlon (k = nlon is k = 0)
-    a0 = np.arange(mesh.NX) * mesh.dlon_f + 0.5 * d
-    ov = _overlap(a0, a0 + mesh.dlon_f, np.arange(grid.nlon + 1) * d, np.arange(1, grid.nlon + 2) * d)
-    ov[0] += ov[-1]
-    return ov[:-1]
+    d = grid.dlon
+    edges = np.arange(grid.nlon + 2) * d
+    lc, col, dlon = _spans(mesh.lon0 + 0.5 * d, mesh.lon1 + 0.5 * d, edges)
+    col = col % grid.nlon
+    # pair every row overlap of a leaf with every column overlap of the same leaf
+    nr = np.bincount(li, minlength=mesh.n)
+    nc = np.bincount(lc, minlength=mesh.n)
+    rstart = np.cumsum(nr) - nr
+    cstart = np.cumsum(nc) - nc
+    leaf = np.repeat(np.arange(mesh.n), nr * nc)
+    k = np.arange(leaf.size) - np.repeat(np.cumsum(nr * nc) - nr * nc, nr * nc)
+    r = rstart[leaf] + k // nc[leaf]
+    c = cstart[leaf] + k % nc[leaf]
+    return leaf, row[r] * grid.nlon + col[c], dmu[r] * dlon[c]
 
 
 def leaves_to_gauss(mesh: LeafMesh, m: np.ndarray, grid: GaussGrid) -> np.ndarray:
     """Masses (nlat, nlon) of the leaves' masses m (n,) on the GaussGrid cells (divide by
     ``grid.cell_area`` for the density)."""
-    if not isinstance(grid, GaussGrid):
-        raise TypeError(f"the output grid must be a GaussGrid, got {type(grid).__name__}")
-    omu, dmu = _mu_overlap(mesh, grid)
-    dens = (m / (mesh.area))[mesh.raster]  # leaf density per raster cell (NY, NX)
-    fine = dens * (dmu[:, None] * mesh.dlon_f)
-    wmu = omu / dmu[None, :]
-    wlon = _lon_overlap(mesh, grid) / mesh.dlon_f
-    return (wmu @ fine) @ wlon.T
+    leaf, cell, area = overlaps(mesh, grid)
+    out = np.bincount(cell, weights=(m / mesh.area)[leaf] * area, minlength=grid.nlat * grid.nlon)
+    return out.reshape(grid.shape)
 
 
 def gauss_to_leaves(grid: GaussGrid, rho: np.ndarray, mesh: LeafMesh) -> np.ndarray:
     """Leaf masses (n,) of the GaussGrid density ρ (nlat, nlon), constant on its cells."""
-    omu, _ = _mu_overlap(mesh, grid)
-    olon = _lon_overlap(mesh, grid)
-    fine = omu.T @ np.asarray(rho, float) @ olon  # (NY, NX) masses
-    return np.bincount(mesh.raster.reshape(-1), weights=fine.reshape(-1), minlength=mesh.n)
+    leaf, cell, area = overlaps(mesh, grid)
+    return np.bincount(leaf, weights=np.asarray(rho, float).reshape(-1)[cell] * area,
+                       minlength=mesh.n)
 
 
 def leaf_integrals(mesh: LeafMesh, func, npts: int = 4) -> np.ndarray:
