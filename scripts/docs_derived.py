@@ -221,11 +221,220 @@ def weaknesses() -> tuple[list[str], dict]:
         "brownian_new_over_old": br["ratio_new_over_old"]}
 
 
+def _range(values) -> dict:
+    values = [v for v in values if v is not None]
+    return {"min": min(values), "max": max(values)}
+
+
+#: the aims of bench_attention's table and the B that the ≥ 100× aim covers on diffuse densities
+ATTENTION_AIM_100 = ("identity", "diag-0.1", "diag-0.5")
+NON_IDENTITY = ("diag-0.1", "diag-0.5", "spd-random", "general-random")
+RANDOM_B = ("spd-random", "general-random")
+
+
+def _attention_path(r: dict) -> str:
+    """The path column of docs/attention.md's table for one bench_attention row."""
+    s = r["stats"]
+    if r["method"] == "direct":
+        return f"{s['chosen']} ({100 * r['pairs_fraction']:.1f} % pairs)"
+    text = f"{r['method']} L={s['degree']}"
+    if s.get("split"):
+        text += " + split"
+    if s.get("exact"):
+        text += f" + exact ({s['exact'] / s['targets']:.0%} of targets)"
+    return text
+
+
+def _attention_table(rows: list[dict], aims: dict) -> str:
+    """docs/attention.md's speed-up table: one line per (B, β), diffuse and concentrated side by
+    side; a speed-up below its aim in bold."""
+    by = {(r["B"], r["beta"], r["density"]): r for r in rows}
+    lines = ["| B | β | diffuse | concentrated | path (diffuse / concentrated) |", "|---|---|---|---|---|"]
+    for b in dict.fromkeys(r["B"] for r in rows):
+        for beta in sorted({r["beta"] for r in rows if r["B"] == b}):
+            d, c = by[(b, beta, "diffuse")], by[(b, beta, "concentrated")]
+
+            def cell(r, aim):
+                text = f"{r['speedup']:.0f}×"
+                return f"**{text}**" if r["speedup"] < aim else text
+            aim_d = max(aims["every_row"], aims["diffuse_identity_diag"] if b in ATTENTION_AIM_100 else 0)
+            lines.append(f"| {b} | {beta:g} | {cell(d, aim_d)} | {cell(c, aims['every_row'])} | "
+                         f"{_attention_path(d)} / {_attention_path(c)} |")
+    return "\n".join(lines)
+
+
+def _speedups(rows, *, beta=None, density=None, bs=None) -> dict:
+    return _range(r["speedup"] for r in rows if (beta is None or r["beta"] in beta)
+                  and (density is None or r["density"] == density) and (bs is None or r["B"] in bs))
+
+
+def attention() -> tuple[list[str], dict]:
+    files = ["benchmarks/results/attention_quick.json", "benchmarks/results/attention.json",
+             "benchmarks/results/attention_cache.json", "benchmarks/results/gpu_run1.json",
+             "benchmarks/results/gpu_run2.json", "benchmarks/results/gpu_run3.json",
+             "docs/prototypes/issue23/exp_error.json", "docs/prototypes/issue23/cull_mass.json",
+             "docs/prototypes/issue23/exp_coefficients.json", "benchmarks/results/attention_kernel_quick.json",
+             "benchmarks/results/particles_kernels.json"]
+    quick, full, cache, g1, g2, g3, exp, cull, coef, kq, pk = (_read(f) for f in files)
+    q, f = quick["rows"], full["rows"]
+    aims = quick["meta"]["aims"]
+
+    def ranges(rows):
+        return {
+            "beta1": _speedups(rows, beta=(1.0,)), "beta10": _speedups(rows, beta=(10.0,)),
+            "beta100_diffuse": _speedups(rows, beta=(100.0,), density="diffuse"),
+            "beta100_concentrated": _speedups(rows, beta=(100.0,), density="concentrated"),
+            "beta100_concentrated_non_identity": _speedups(rows, beta=(100.0,), density="concentrated",
+                                                           bs=NON_IDENTITY),
+            "beta1000": _speedups(rows, beta=(1000.0,)),
+            "rows": len(rows), "rows_meeting_every_row_aim": sum(r["speedup"] >= aims["every_row"] for r in rows),
+            # keyed B_β_density, B without dots (docs_numbers paths split at dots): diag-01_100_diffuse
+            "speedup": {f"{r['B'].replace('.', '')}_{r['beta']:g}_{r['density']}": r["speedup"] for r in rows}}
+    quick_out = {
+        **ranges(q), "seconds": quick["meta"]["elapsed_s"],
+        "worst_weighted_error": max(r["weighted_error"] for r in q),
+        "worst_max_error": max(r["max_error"] for r in q),
+        "table": _attention_table(q, aims),
+        "beta_le10_except_concentrated_beta10": _range(
+            r["speedup"] for r in q if r["beta"] == 1.0 or (r["beta"] == 10.0 and r["density"] == "diffuse")),
+        "beta10_concentrated": _speedups(q, beta=(10.0,), density="concentrated"),
+        "beta100_concentrated_identity_diag": _speedups(q, beta=(100.0,), density="concentrated",
+                                                        bs=ATTENTION_AIM_100),
+        "beta100_concentrated_random": _speedups(q, beta=(100.0,), density="concentrated", bs=RANDOM_B),
+        "identity_diffuse_beta_le100": _speedups(q, beta=(1.0, 10.0, 100.0), density="diffuse", bs=("identity",)),
+        "beta1000_diffuse_identity_diag": _speedups(q, beta=(1000.0,), density="diffuse", bs=ATTENTION_AIM_100),
+        "beta100_random_concentrated_exact_targets_percent": _range(
+            100 * r["stats"]["exact"] / r["stats"]["targets"] for r in q
+            if r["beta"] == 100.0 and r["density"] == "concentrated" and r["B"] in RANDOM_B),
+        "beta100_random_concentrated_pairs_percent": _range(
+            100 * r["pairs_fraction"] for r in q
+            if r["beta"] == 100.0 and r["density"] == "concentrated" and r["B"] in RANDOM_B),
+        "beta1000_pairs_percent": _range(100 * r["pairs_fraction"] for r in q if r["beta"] == 1000.0),
+        "beta100_degree": _range(r["stats"]["degree"] for r in q if r["beta"] == 100.0),
+        "kernel": quick["kernel"], "steps": quick["steps"]}
+    full_out = {**ranges(f), "seconds": full["meta"]["elapsed_s"], "kernel": full["kernel"],
+                "steps": {"exponent": full["steps"]["exponent"], "exponent_se": full["steps"]["exponent_se"]}}
+    spectral = [r for r in cache["rows"] if r["stats"]["method"] == "spectral"]
+    cache_out = {d: _range(r["step"]["ratio"] for r in spectral if r["density"] == d)
+                 for d in ("diffuse", "concentrated")}
+    vel = g1["velocity"]
+    low, high = [v for v in vel if v["beta"] <= 100], [v for v in vel if v["beta"] == 1000]
+    gpu_out = {
+        "auto_ms": _range(1e3 * v["auto@1e-08"]["seconds"] for v in vel),
+        "reference_s_beta_le100": _range(v["ref_s_scaled"] for v in low),
+        "reference_s_beta1000": _range(v["ref_s_scaled"] for v in high),
+        "speedup_beta_le100": _range(v["auto@1e-08"]["speedup"] for v in low),
+        "speedup_beta1000": _range(v["auto@1e-08"]["speedup"] for v in high),
+        "velocity_rel_error_max": max(v["auto@1e-08"]["rel_err_velocity"] for v in vel),
+        "float32_ms": _range(1e3 * v["auto@0.0001"]["seconds"] for v in vel),
+        "float32_rel_error_max": max(v["auto@0.0001"]["rel_err_velocity"] for v in vel),
+        "float64_weighted_error_worst": {
+            f"run{i}": max(a["weighted_rel"] for a in g["accuracy"] if a["precision"] == "float64" and a["fused"])
+            for i, g in ((1, g1), (2, g2), (3, g3))}}
+    one = {p: max(c["pairs_per_s"] for c in g1["tune"][p]["configs"]) for p in ("float32", "float64")}
+    two = {p: max(c["pairs_per_s"] for c in g3["tune"]["configs"] if c["precision"] == p)
+           for p in ("float32", "float64")}
+    gpu_out["tune_n"] = g3["tune"]["n"]
+    gpu_out["one_pass_pairs_per_s"], gpu_out["two_pass_pairs_per_s"] = one, two
+    gpu_out["two_pass_over_one_pass"] = _range(two[p] / one[p] for p in one)
+    ulp = 2.0 ** -53  # the unit round-off of float64
+    rows = cull["rows"]
+    return files, {
+        "quick": quick_out, "full": full_out, "cache_step_ratio": cache_out, "gpu": gpu_out,
+        "exp": {"polynomial_degree11_max_rel": coef["degrees"]["11"]["max_rel_error"],
+                "cody_waite_max_rel": exp["exp"]["cody-waite"]["max_rel"],
+                "cody_waite_max_rel_in_unit_roundoff": exp["exp"]["cody-waite"]["max_rel"] / ulp,
+                "np_exp_max_rel": exp["exp"]["cody-waite"]["np_exp_max_rel"],
+                "legacy_max_rel": exp["exp"]["legacy"]["max_rel"]},
+        "cull_by_mass_fewer_pairs_percent": _range(100 * (1 - r["pairs_ratio"]) for r in rows),
+        "cull_by_mass_time_ratio": _range(r["time_ratio"] for r in rows),
+        # the one-minute load average at the start and end of the two issue-23 side-by-side runs
+        "issue23_load": _range(m[k][0] for m in (kq["meta"], pk["meta"]) for k in ("loadavg_start", "loadavg_end"))}
+
+
+#: the aim of the SHT wrapper against raw shtns (docs/benchmarks.md)
+SHT_AIM = 1.2
+
+
+def benchmarks() -> tuple[list[str], dict]:
+    files = ["benchmarks/results/sht.json", "benchmarks/results/transport.json",
+             "benchmarks/results/density_vs_particles.json", "benchmarks/results/gpu_run1.json",
+             "benchmarks/results/gpu_run2.json", "benchmarks/results/gpu_run3.json",
+             "benchmarks/results/spde.json", "benchmarks/results/particles.json",
+             "benchmarks/results/attention_kernel_quick.json", "benchmarks/results/particles_kernels.json"]
+    sht, tr, dvp, g1, g2, g3, spde, part, kq, pk = (_read(f) for f in files)
+    sht_out = {}
+    for r in sht["results"]:
+        ops = r["ops"]
+        sht_out[str(r["lmax"])] = {
+            op: ops[op]["ratio_wrapper_raw"] for op in ("analyse", "synthesise")}
+        raw, wrapper = ops["synthesise"]["raw"]["median_ms"], ops["synthesise"]["wrapper"]["median_ms"]
+        sht_out[str(r["lmax"])]["synthesise_excess_us"] = 1e3 * (wrapper - raw)
+        sht_out[str(r["lmax"])]["synthesise_over_aim_us"] = 1e3 * (wrapper - SHT_AIM * raw)
+    transport_out = {str(r["nlat"]): {"numba": r["ratio_ffsl_numba_to_upwind"],
+                                      "numpy": r["ratio_ffsl_numpy_to_upwind"],
+                                      "numba_first_call_s": r["numba_first_call_s"]} for r in tr["results"]}
+    step_rows = [(st["nlat"], drift, r) for st in spde["steps"] for drift, d in st["drifts"].items() for r in d["rows"]]
+    runs32 = next(e for e in spde["ensembles"] if e["nlat"] == 32)["runs"]
+    first = {}
+    for run in runs32:  # the first run of each worker count (later passes repeat some)
+        first.setdefault(run["workers"], run["realisations_per_hour"])
+    torch_1e4 = [p["speedup_vs_numpy"] for g in (g1, g2) for p in g["particles"]
+                 if p["N"] == 10000 and p["method"].startswith("torch")]
+    n1e5 = {p["method"]: p for p in g3["particles"] if p["N"] == 100000}
+    n1e6 = {p["method"]: p["rk4_step_s"] for p in g2["particles"] if p["N"] == 1000000}
+    vel = [v for v in part["velocity"] if v["N"] == 10000]
+
+    def pv(b, betas, method=None):
+        return _range(v["ratio"] for v in vel if v["B"] == b and v["beta"] in betas
+                      and (method is None or v["stats"].get("method") == method))
+    rk4 = {(r["B"], r["beta"], r["cloud"]): r["ratio"] for r in part["rk4_step"] if r["N"] == 10000}
+    compiled = [r["ratio"] for r in pk["rows"] if r["beta"] == 100.0]  # where auto takes the compiled sums
+    # the rows that summarise docs/paper1.md's and docs/attention.md's numbers: the same derivations
+    p1_files, p1 = paper1()
+    att_files, att = attention()
+    files = list(dict.fromkeys(files + p1_files + att_files))
+    q = att["quick"]
+    return files, {
+        "gpu_particles": {k: p1["gpu"][k] for k in ("slower_than_density_min", "slower_than_density_max")}
+        | {"rms_error_3e5": p1["gpu"]["rms_error"]["300000"]},
+        "attention_quick": {k: q[k] for k in (
+            "beta_le10_except_concentrated_beta10", "beta10_concentrated", "beta100_diffuse",
+            "beta100_concentrated_identity_diag", "beta100_concentrated_random", "beta1000",
+            "rows", "rows_meeting_every_row_aim", "beta1000_diffuse_identity_diag")}
+        | {"kernel": q["kernel"], "step_exponent": q["steps"]["exponent"],
+           "step_exponent_se": q["steps"]["exponent_se"]},
+        "gpu_velocity": {k: att["gpu"][k] for k in ("speedup_beta_le100", "speedup_beta1000")},
+        "issue23_load": att["issue23_load"],
+        "sht": sht_out, "transport": transport_out, "transport_aim": tr["aim_ratio"],
+        "density_vs_particles": {"speedup_at_target": dvp["speedup_at_target"], "target_error": dvp["target_error"]},
+        "spde": {
+            "default_noise_ratio": _range(r["ratio_spde_to_mf"] for _, _, r in step_rows if r["noise"] == "auto"),
+            "nmax32_spectral_drift_ratio": _range(r["ratio_spde_to_mf"] for _, d, r in step_rows
+                                                  if r["nmax"] == 32 and d == "B=I"),
+            "aim": spde["aim_ratio"],
+            "ensemble_nlat32_realisations_per_hour": {str(k): v for k, v in first.items()}},
+        "gpu": {"rk4_1e4_speedup": _range(torch_1e4),
+                "rk4_1e5_speedup": n1e5["torch"]["speedup_vs_numpy"], "rk4_1e5_seconds": n1e5["torch"]["rk4_step_s"],
+                "rk4_1e5_reference_seconds": n1e5["reference"]["rk4_step_s"],
+                "rk4_1e6_seconds_float32": n1e6["torch-float32"], "rk4_1e6_seconds_float64": n1e6["torch"]},
+        "particles": {"identity_beta1": pv("I", (1.0,)), "identity_beta10": pv("I", (10.0,)),
+                      "identity_beta100_spectral": pv("I", (100.0,), "spectral"),
+                      "identity_beta1000_culled": pv("I", (1000.0,), "culled"),
+                      "non_orthogonal": pv("diag", (1.0, 10.0, 100.0, 1000.0)),
+                      "rk4_beta10": rk4[("I", 10.0, "diffuse")], "rk4_beta100": rk4[("I", 100.0, "diffuse")]},
+        "kernels": {"cody_waite_over_legacy": _range([kq["kernel"]["cody_waite_over_legacy"],
+                                                      kq["kernel"]["cody_waite_over_legacy_best_one_thread"]]),
+                    "rk4_1e4_compiled": _range(compiled)}}
+
+
 DERIVED = {"docs/data/derived_paper1.json": paper1,
            "docs/data/derived_paper1_quick.json": paper1_quick,
            "docs/data/derived_transport_validation.json": transport_validation,
            "docs/data/derived_transport.json": transport,
-           "docs/data/derived_weaknesses.json": weaknesses}
+           "docs/data/derived_weaknesses.json": weaknesses,
+           "docs/data/derived_attention.json": attention,
+           "docs/data/derived_benchmarks.json": benchmarks}
 
 
 def compute(name: str) -> dict:
