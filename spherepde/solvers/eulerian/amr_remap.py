@@ -16,7 +16,6 @@ Cost and memory O(P) for P leaf–cell overlaps (see :func:`remap_bytes`).
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
