@@ -143,6 +143,45 @@ def test_leaf_mesh_faces_are_consistent():
     assert abs(rebuilt.flen.sum() - mesh.flen.sum()) <= 1e-12 * mesh.flen.sum()
 
 
+def _brute_force_faces(mesh):
+    """{(a, b): length} of every pair of leaves sharing an edge, by testing every pair (O(n²)):
+    an independent construction of the faces."""
+    out = {}
+    x0, x1, y0, y1 = mesh.x0, mesh.x1, mesh.y0, mesh.y1
+    for a in range(mesh.n):
+        # east: b's west edge on a's east edge line (periodic), rows overlapping
+        rows = np.minimum(y1[a], y1) - np.maximum(y0[a], y0)
+        for b in np.flatnonzero((x0 == x1[a] % mesh.NX) & (rows > 0)):
+            out[(a, int(b))] = rows[b] * mesh.dlat_f
+        cols = np.minimum(x1[a], x1) - np.maximum(x0[a], x0)
+        if y1[a] < mesh.NY:
+            lat = -0.5 * math.pi + y1[a] * mesh.dlat_f
+            for b in np.flatnonzero((y0 == y1[a]) & (cols > 0)):
+                out[(a, int(b))] = math.cos(lat) * cols[b] * mesh.dlon_f
+    return out
+
+
+@pytest.mark.parametrize("lmax, mass_per_cell", [(2, 0.5), (7, 16.0)])
+def test_faces_match_a_brute_force_search(lmax, mass_per_cell):
+    """The sorted-key face search against a test of every pair of leaves, also at a depth whose
+    raster (2·nlat0²·4^lmax cells) would never be painted."""
+    st = small(beta=100.0, lmax=lmax, mass_per_cell=mass_per_cell)
+    mesh, _, _ = st.unpack(st.initial_state(lambda x: np.exp(2000.0 * (x @ A_HAT - 1.0))))
+    assert mesh.level.max() == lmax
+    ref = _brute_force_faces(mesh)
+    got = {(int(a), int(b)): ln for a, b, ln in zip(mesh.fa, mesh.fb, mesh.flen)}
+    assert got.keys() == ref.keys()
+    np.testing.assert_allclose([got[k] for k in ref], list(ref.values()), rtol=1e-12, atol=0)
+
+
+def test_leaves_that_do_not_tile_are_refused():
+    mesh, _ = _adapted()
+    with pytest.raises(ValueError, match="do not tile"):
+        LeafMesh(mesh.nlat0, mesh.lmax, mesh.leaves[1:])  # a hole
+    with pytest.raises(ValueError, match="do not tile"):
+        LeafMesh(mesh.nlat0, mesh.lmax, np.concatenate([mesh.leaves, mesh.leaves[:1]]))  # overlap
+
+
 # ---- convergence against an exact solution ----------------------------------------------------
 AXIS = np.array([0.0, -math.sqrt(0.5), math.sqrt(0.5)])  # tilted: the path crosses latitude ±45°
 KAPPA = 20.0

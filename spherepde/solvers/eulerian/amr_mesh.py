@@ -12,16 +12,19 @@ raster (rows counted northwards from the south pole).  A level-l leaf is a base 
 times into 2×2 children.  The leaves tile the sphere; neighbours differ by at most one level
 (2:1 balance, kept by :func:`~spherepde.solvers.eulerian.amr_adapt.adapt`).
 
-Faces.  The leaf ids are painted into the raster (NY, NX) int64; every pair of raster cells on
-either side of a raster edge that belong to different leaves is a face segment, and the segments
-of one leaf pair form one face with its exact length.  A coarse–fine interface is therefore a
-set of fine faces, so the coarse leaf receives exactly the sum of the fine fluxes (Berger–Colella
-refluxing, with one time step for all levels).  Arrays of the F faces: ``fa``/``fb`` (F,) the
+Faces.  Found by sorted edge keys, without painting the raster: a leaf's east neighbours are
+the leaves whose west edge lies on its east edge line (periodic in λ) and overlaps it in rows,
+its north neighbours those whose south edge lies on its north edge line and overlaps it in
+columns (binary searches in the leaves sorted by (x0, y0) and by (y0, x0)).  Each overlap is one
+face with its exact length, so a coarse–fine interface is a set of fine faces and the coarse
+leaf receives exactly the sum of the fine fluxes (Berger–Colella refluxing, with one time step
+for all levels).  Arrays of the F faces: ``fa``/``fb`` (F,) the
 leaves west/south and east/north of the face, ``flen`` (F,) its length on the unit sphere,
 ``fnormal`` (F, 3) the unit normal pointing from a to b at its midpoint, ``off_a``/``off_b``
 (F, 2) the (λ, φ) offset of the midpoint from each leaf centre, ``fdist`` (F,) the distance of
 the centres in the face's normal coordinate (λ for east–west faces, φ for north–south faces).
-Cost: the raster is NY·NX = 2·nlat0²·4^lmax integers (see :func:`raster_bytes`).
+Cost O(n log n) time and O(n) memory for n leaves, whatever ``lmax``; that the leaves tile the
+sphere is checked (cell count and every edge covered).
 """
 from __future__ import annotations
 
@@ -30,11 +33,6 @@ import math
 import numpy as np
 
 from spherepde.grids.geometry import lonlat_to_xyz
-
-
-def raster_bytes(nlat0: int, lmax: int) -> int:
-    """Bytes of one raster (NY, NX) int64 of the layout (nlat0, lmax)."""
-    return 8 * 2 * nlat0 * nlat0 * 4**lmax
 
 
 def merge_factors(nlat0: int) -> np.ndarray:
@@ -68,7 +66,7 @@ class FaceMesh:
     :class:`~spherepde.solvers.eulerian.amr_circle.CircleLeafMesh`): leaves (n, 5) int64 rows
     (x0, x1, y0, y1, level) with ``level``, ``area`` (n,), ``xc`` (n, d); faces ``fa``, ``fb``,
     ``flen``, ``fnormal`` (F, d), ``off_a``, ``off_b`` (F, 2), ``fdist``, ``fkind`` (F,); the raster
-    sizes ``S``, ``NX``, ``NY``; :meth:`children` of split leaves."""
+    (finest-level) sizes ``S``, ``NX``, ``NY``; :meth:`children` of split leaves."""
 
     nchildren = 4
     leaves: np.ndarray
@@ -146,7 +144,7 @@ class LeafMesh(FaceMesh):
 
     Attributes: ``n``; per leaf (n,): ``area`` (on the unit sphere), ``lon0, lon1, lat0, lat1``
     (bounds), ``lonc, latc`` (centre in λ, φ), ``xc`` (n, 3) Cartesian centres; the face arrays
-    of the module docstring; ``raster`` (NY, NX) leaf ids.
+    of the module docstring.
     """
 
     def __init__(self, nlat0: int, lmax: int, leaves: np.ndarray) -> None:
