@@ -67,21 +67,18 @@ _STAGE2 = 0.9
 _ATT_BLOCK = 2048
 
 
-def memory_estimate(nlat0: int, lmax: int, max_cells: int, nlat_out: int,
-                    circle: bool = False) -> int:
+def memory_estimate(max_cells: int, nlat_out: int, circle: bool = False) -> int:
     """Bytes the stepper may hold at once: the state, per-leaf work arrays at ``max_cells``
     leaves (geometry, faces, RK stages), the transfer onto the output grid (S²: the leaf–cell
     overlaps of :func:`~.amr_remap.remap_bytes`; S¹, where ``nlat_out`` is the circle's n: the
-    arc raster of 2·nlat0·2^lmax cells and its overlaps), the attention's scratch (blocks of
-    targets × sources without numba)."""
+    arc–cell overlaps), the attention's scratch (blocks of targets × sources without numba)."""
     state = 8 * 6 * (max_cells + 1) * 3
     leaves = _BYTES_PER_LEAF * max_cells
     # the compiled sums keep O(n) per thread; the numpy fallback blocks of targets × sources
     attention = 8 * 64 * max_cells if compiled.available() else 8 * 3 * _ATT_BLOCK * max_cells
-    if circle:
-        nx = 2 * nlat0 * 2**lmax
-        return state + leaves + 8 * nx * (4 + 2 * (nlat_out + 1)) + attention
-    return state + leaves + remap_bytes(max_cells, nlat_out) + attention
+    # on S¹ an arc meets at most 2 cells unless it is longer than one: P ≤ 2·(max_cells + n)
+    remap = 8 * 6 * 2 * (max_cells + nlat_out) if circle else remap_bytes(max_cells, nlat_out)
+    return state + leaves + remap + attention
 
 
 def _int(name: str, value, lo: int, hi: int | None = None, what: str = "") -> int:
@@ -178,12 +175,11 @@ class AMRDensity:
         self.max_cells = _int("max_cells", cap, base)
         gb = _real("max_memory_gb", max_memory_gb, 0.0)
         n_out = output_grid.n if isinstance(output_grid, CircleGrid) else output_grid.nlat
-        self.memory_bytes = memory_estimate(self.nlat0, self.lmax, self.max_cells, n_out, self.circle)
+        self.memory_bytes = memory_estimate(self.max_cells, n_out, self.circle)
         if self.memory_bytes > gb * 2**30:
             raise ValueError(
                 f"nlat0 = {self.nlat0}, lmax = {self.lmax}, max_cells = {self.max_cells} need about "
                 f"{self.memory_bytes / 2**30:.2f} GiB, more than max_memory_gb = {gb:g}: lower max_cells "
-                f"{'or lmax (the arc raster grows by 2 per level) ' if self.circle else ''}"
                 f"or raise max_memory_gb")
         self.method, self.tol = attention_method, tol
         self.h = math.pi / (self.nlat0 * 2**self.lmax)

@@ -8,7 +8,8 @@ Faces are the points between consecutive leaves (periodic): ``fa`` the leaf befo
 ``off_a``/``off_b`` (F, 2) = (θ_face − θ_leaf, 0), ``fdist`` the centres' distance in θ.
 
 Transfers to a :class:`~spherepde.grids.CircleGrid` (cells [(j − ½)Δ, (j + ½)Δ]) go through the
-raster, with the leaf density constant on each leaf: exact in mass to round-off, positive.
+arc–cell overlaps, with the leaf density constant on each leaf: exact in mass to round-off,
+positive.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ import math
 import numpy as np
 
 from spherepde.grids import CircleGrid
-from spherepde.solvers.eulerian.amr_mesh import FaceMesh, _wrap
+from spherepde.solvers.eulerian.amr_mesh import FaceMesh, _wrap, interval_overlaps
 
 
 def circle_base_leaves(nlat0: int, lmax: int) -> np.ndarray:
@@ -55,8 +56,6 @@ class CircleLeafMesh(FaceMesh):
         self.off_a = np.stack([_wrap(th - self.lonc[self.fa]), zero], 1)
         self.off_b = np.stack([_wrap(th - self.lonc[self.fb]), zero], 1)
         self.fdist = _wrap(self.lonc[self.fb] - self.lonc[self.fa])
-        # the leaf id of every raster cell
-        self.raster = np.repeat(order, (xs1 - xs0))
 
     def children(self, fi: np.ndarray, rho: np.ndarray, sl: np.ndarray):
         """The two halves of the arcs ``fi`` (k,): (rows (2k, 5), leaf by leaf; masses (2, k) of
@@ -73,27 +72,25 @@ class CircleLeafMesh(FaceMesh):
         return np.stack(kids, 1).reshape(-1, 5), np.array(cm)
 
 
-def _overlap_to(mesh: CircleLeafMesh, grid: CircleGrid) -> np.ndarray:
-    """Lengths (n, NX) of the grid cells ∩ the raster cells (periodic)."""
+def _overlaps(mesh: CircleLeafMesh, grid: CircleGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(arc (P,), CircleGrid cell (P,), overlap length (P,)) of every arc–cell pair that meets."""
     d = grid.dtheta
-    a0 = np.arange(mesh.NX) * mesh.dlon_f + 0.5 * d  # shifted: grid cells become [jΔ, (j + 1)Δ]
-    b0 = np.arange(grid.n + 1) * d
-    ov = np.maximum(0.0, np.minimum(b0[:, None] + d, a0[None, :] + mesh.dlon_f)
-                    - np.maximum(b0[:, None], a0[None, :]))
-    ov[0] += ov[-1]
-    return ov[:-1]
+    # shifted by Δ/2: the grid cells become [jΔ, (j + 1)Δ], j = 0..n (j = n is j = 0)
+    arc, cell, ln = interval_overlaps(mesh.x0 * mesh.dlon_f + 0.5 * d, mesh.x1 * mesh.dlon_f + 0.5 * d,
+                                      np.arange(grid.n + 2) * d)
+    return arc, cell % grid.n, ln
 
 
 def arcs_to_circle(mesh: CircleLeafMesh, m: np.ndarray, grid: CircleGrid) -> np.ndarray:
     """Masses (n,) of the arcs' masses m on the CircleGrid cells."""
-    fine = (m / mesh.area)[mesh.raster] * mesh.dlon_f
-    return (_overlap_to(mesh, grid) / mesh.dlon_f) @ fine
+    arc, cell, ln = _overlaps(mesh, grid)
+    return np.bincount(cell, weights=(m / mesh.area)[arc] * ln, minlength=grid.n)
 
 
 def circle_to_arcs(grid: CircleGrid, rho: np.ndarray, mesh: CircleLeafMesh) -> np.ndarray:
     """Arc masses (n_leaves,) of the CircleGrid density ρ (n,), constant on its cells."""
-    fine = np.asarray(rho, float) @ _overlap_to(mesh, grid)
-    return np.bincount(mesh.raster, weights=fine, minlength=mesh.n)
+    arc, cell, ln = _overlaps(mesh, grid)
+    return np.bincount(arc, weights=np.asarray(rho, float)[cell] * ln, minlength=mesh.n)
 
 
 def arc_integrals(mesh: CircleLeafMesh, func, npts: int = 4) -> np.ndarray:

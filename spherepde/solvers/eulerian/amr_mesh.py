@@ -57,6 +57,18 @@ def base_leaves(nlat0: int, lmax: int) -> np.ndarray:
     return np.concatenate(rows)
 
 
+def interval_overlaps(lo: np.ndarray, hi: np.ndarray, edges: np.ndarray):
+    """For intervals [lo_i, hi_i] and ascending edges (k + 1,): (interval i, bin j, overlap
+    length) of every bin j = [edges_j, edges_{j+1}] the interval meets (length ≥ 0)."""
+    j0 = np.clip(np.searchsorted(edges, lo, side="right") - 1, 0, edges.size - 2)
+    j1 = np.clip(np.searchsorted(edges, hi, side="left") - 1, 0, edges.size - 2)
+    cnt = j1 - j0 + 1
+    i = np.repeat(np.arange(lo.size), cnt)
+    j = np.repeat(j0 - np.cumsum(cnt) + cnt, cnt) + np.arange(i.size)
+    ln = np.maximum(0.0, np.minimum(hi[i], edges[j + 1]) - np.maximum(lo[i], edges[j]))
+    return i, j, ln
+
+
 def _wrap(d: np.ndarray) -> np.ndarray:
     return np.mod(d + math.pi, 2 * math.pi) - math.pi
 

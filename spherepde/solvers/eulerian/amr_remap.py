@@ -21,7 +21,7 @@ import numpy as np
 
 from spherepde.grids import GaussGrid
 from spherepde.grids.geometry import lonlat_to_xyz
-from spherepde.solvers.eulerian.amr_mesh import LeafMesh
+from spherepde.solvers.eulerian.amr_mesh import LeafMesh, interval_overlaps
 
 #: bytes per leaf–cell overlap while it is built (indices and widths, a few copies)
 _BYTES_PER_OVERLAP = 8 * 12
@@ -34,18 +34,6 @@ def remap_bytes(max_cells: int, nlat_out: int) -> int:
     return _BYTES_PER_OVERLAP * 4 * (max_cells + 2 * nlat_out * nlat_out)
 
 
-def _spans(lo: np.ndarray, hi: np.ndarray, edges: np.ndarray):
-    """For intervals [lo_i, hi_i] and ascending edges (k + 1,): (interval i, bin j, overlap
-    length) of every bin j = [edges_j, edges_{j+1}] the interval meets (length ≥ 0)."""
-    j0 = np.clip(np.searchsorted(edges, lo, side="right") - 1, 0, edges.size - 2)
-    j1 = np.clip(np.searchsorted(edges, hi, side="left") - 1, 0, edges.size - 2)
-    cnt = j1 - j0 + 1
-    i = np.repeat(np.arange(lo.size), cnt)
-    j = np.repeat(j0 - np.cumsum(cnt) + cnt, cnt) + np.arange(i.size)
-    ln = np.maximum(0.0, np.minimum(hi[i], edges[j + 1]) - np.maximum(lo[i], edges[j]))
-    return i, j, ln
-
-
 def overlaps(mesh: LeafMesh, grid: GaussGrid) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(leaf (P,), flat GaussGrid cell index (P,), overlap area (P,)) of every leaf–cell pair
     that meets; the areas of a leaf add up to its area to round-off."""
@@ -54,12 +42,12 @@ def overlaps(mesh: LeafMesh, grid: GaussGrid) -> tuple[np.ndarray, np.ndarray, n
     mu0, mu1 = np.sin(mesh.lat0), np.sin(mesh.lat1)
     mu0[mesh.y0 == 0], mu1[mesh.y1 == mesh.NY] = -1.0, 1.0
     mf = np.asarray(grid.mu_faces)[::-1]  # ascending from −1
-    li, row, dmu = _spans(mu0, mu1, mf)
+    li, row, dmu = interval_overlaps(mu0, mu1, mf)
     row = grid.nlat - 1 - row  # GaussGrid rows run from the north
     # shift by Δ/2: the GaussGrid columns become [kΔ, (k + 1)Δ], k = 0..nlon (k = nlon is k = 0)
     d = grid.dlon
     edges = np.arange(grid.nlon + 2) * d
-    lc, col, dlon = _spans(mesh.lon0 + 0.5 * d, mesh.lon1 + 0.5 * d, edges)
+    lc, col, dlon = interval_overlaps(mesh.lon0 + 0.5 * d, mesh.lon1 + 0.5 * d, edges)
     col = col % grid.nlon
     # pair every row overlap of a leaf with every column overlap of the same leaf
     nr = np.bincount(li, minlength=mesh.n)
