@@ -10,7 +10,9 @@ Each pair is two run folders made by
 
 with /usr/bin/time's output collected in a log file, one line per run in the order of the
 runs (the CPU seconds; the machine is shared, so the wall times say little).  The pairs are
-given as NAME=A,B,LOG,K (K: the index of A's line in LOG; B's is K + 1):
+given as NAME=A,B,LOG,K (K: the index of A's line in LOG; B's is K + 1).  K = ``watch``: LOG
+holds lines ``FOLDER USER user SYS sys …`` written by a watcher that read the run's
+/proc/PID/stat once a second until it exited, one line per run folder (its name).
 
     python3 scripts/refine_pairs.py demo-ffsl=DIR/ffsl-1,DIR/ffsl-15,DIR/run.log,0 … \\
         --out docs/data/refine_pairs.json
@@ -27,6 +29,7 @@ from spherepde.io.summary import jsonable
 from spherepde.runs.compare import compare_runs
 
 USER = re.compile(r"^([0-9.]+) user ([0-9.]+) wall$")
+WATCH = re.compile(r"^(\S+) ([0-9.]+) user ([0-9.]+) sys")
 
 
 def _run_info(folder: Path) -> dict:
@@ -45,11 +48,14 @@ def _run_info(folder: Path) -> dict:
 def pair(spec: str) -> tuple[str, dict]:
     name, rest = spec.split("=", 1)
     a, b, log, k = rest.split(",")
-    times = [USER.match(line.strip()) for line in Path(log).read_text().splitlines()]
-    times = [m for m in times if m]
-    k = int(k)
-    out = {"run": _run_info(Path(a)), "refined": _run_info(Path(b)),
-           "cpu_s": [float(times[k][1]), float(times[k + 1][1])],
+    lines = Path(log).read_text().splitlines()
+    if k == "watch":
+        user = {m[1]: float(m[2]) for m in map(WATCH.match, lines) if m}
+        cpu = [user[Path(a).name], user[Path(b).name]]
+    else:
+        times = [m for m in (USER.match(line.strip()) for line in lines) if m]
+        cpu = [float(times[int(k)][1]), float(times[int(k) + 1][1])]
+    out = {"run": _run_info(Path(a)), "refined": _run_info(Path(b)), "cpu_s": cpu,
            "check": compare_runs(Path(a) / "run.nc", Path(b) / "run.nc")}
     out["check"].pop("times")
     out["check"]["run"], out["check"]["refined"] = Path(a).name, Path(b).name

@@ -38,12 +38,21 @@ from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_w
 from spherepde.validation.resolution import switch_change, trajectory_change
 
 
+#: the density schemes of the S² experiments
+DENSITY_SCHEMES = ("amr", "ffsl-ppm")
+
+
 @dataclass(frozen=True)
 class MetastabilityConfig:
     """Parameters of ``spherepde experiment metastability`` (β = math.inf allowed)."""
 
-    nlat: int = 48
+    nlat: int = 32
     betas: tuple = (10.0, 30.0, 100.0, 300.0, math.inf)
+    #: the density's scheme: "amr" (adaptive, base nlat rows, its levels set by the largest
+    #: finite β: :func:`density_section`) or "ffsl-ppm" (the fixed grid of nlat rows)
+    density_scheme: str = "amr"
+    #: amr's (max_level, mass_per_cell); None: from the largest finite β (:func:`density_section`)
+    amr_levels: tuple | None = None
     t_end: float = 24.0
     n_outputs: int = 96
     courant: float = 0.8
@@ -65,6 +74,9 @@ class MetastabilityConfig:
             raise ValueError(f"betas must be a non-empty list of distinct values, got {b!r}")
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or self.workers < 0:
             raise ValueError(f"workers must be an integer >= 0, got {self.workers!r}")
+        if self.density_scheme not in DENSITY_SCHEMES:
+            raise ValueError(f"density_scheme must be one of {list(DENSITY_SCHEMES)}, got "
+                             f"{self.density_scheme!r}")
         c = self.check_nlat
         if c is not None and c != 0 and (isinstance(c, bool) or not isinstance(c, int) or c < 4
                                          or c % 2 or c >= self.nlat):
@@ -73,7 +85,10 @@ class MetastabilityConfig:
 
     @classmethod
     def quick(cls) -> "MetastabilityConfig":
-        return cls(nlat=16, betas=(5.0, 10.0, 20.0, math.inf), t_end=20.0, n_outputs=40)
+        # amr two levels deep at a split threshold of 2.4e-3 (the default would put 4 levels for
+        # β = 20 and 1e-3): the same code path, a few hundred leaves
+        return cls(nlat=16, betas=(5.0, 10.0, 20.0, math.inf), t_end=20.0, n_outputs=40,
+                   amr_levels=(2, 1.0))
 
     @property
     def resolution_nlat(self) -> int:
@@ -168,6 +183,33 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
         yield info, row, select(ds, "density", at)
 
 
+def density_section(config) -> dict | bool:
+    """``representations.density`` of the experiment's runs: True (``ffsl-ppm`` on the grid)
+    or, for ``amr``, the levels and split threshold that
+    :func:`~spherepde.solvers.eulerian.amr.levels_for_beta` gives the largest finite β on a
+    base of ``config.nlat`` rows (β = ∞ alone: the scheme's defaults), used for every β."""
+    if config.density_scheme == "ffsl-ppm":
+        return True
+    levels = amr_levels(config)
+    if levels is None:
+        return {"scheme": "amr"}
+    return {"scheme": "amr", "max_level": levels[0], "mass_per_cell": levels[1]}
+
+
+def amr_levels(config) -> tuple[int, float] | None:
+    """(max_level, mass_per_cell) of the amr runs: ``config.amr_levels``, or
+    :func:`~spherepde.solvers.eulerian.amr.levels_for_beta` of the largest finite β on a base
+    of ``config.nlat`` rows; None for ffsl-ppm, or when every β is ∞ (the scheme's defaults)."""
+    if config.density_scheme != "amr":
+        return None
+    if config.amr_levels is not None:
+        return int(config.amr_levels[0]), float(config.amr_levels[1])
+    from spherepde.solvers.eulerian.amr import levels_for_beta
+
+    finite = [float(b) for b in config.betas if math.isfinite(b)]
+    return levels_for_beta(max(finite), config.nlat) if finite else None
+
+
 def setup_run_config(config, beta: float, *, diagnostics=("mass", "min_density")) -> dict:
     """The ``spherepde run`` configuration (a raw dict for :class:`RunConfig`) of the
     metastability set-up of ``config`` at ``beta``: the density on ``GaussGrid(config.nlat)``
@@ -181,7 +223,7 @@ def setup_run_config(config, beta: float, *, diagnostics=("mass", "min_density")
                         "amplitude": 0.5},
             "dynamics": {"attention": {"Q": rows(config.Q), "K": rows(config.K), "V": rows(config.V),
                                        "beta": float(beta)}},
-            "representations": {"density": True},
+            "representations": {"density": density_section(config)},
             "stepping": {"t_end": float(config.t_end), "courant": float(config.courant),
                          "output_every": config.t_end / config.n_outputs},
             "outputs": {"fields": True, "positions": True, "diagnostics": list(diagnostics)}}
@@ -222,7 +264,10 @@ def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, prog
     coarse_nlat = config.resolution_nlat
     if not coarse_nlat:
         return None
-    coarse_cfg = dataclasses.replace(config, nlat=coarse_nlat, betas=(fine["beta"],), check_nlat=0)
+    # amr: the same levels and mass_per_cell on the coarser base, so that every length (and the
+    # split threshold mass_per_cell·h²) scales by coarse_nlat/nlat, as ``--refine`` does
+    coarse_cfg = dataclasses.replace(config, nlat=coarse_nlat, betas=(fine["beta"],), check_nlat=0,
+                                     amr_levels=amr_levels(config))
     info, row, _ = next(sphere_runs(coarse_cfg, outdir, prefix, progress))
     times = info["times"]
     coarse = w2_minimum(row, times, config.band)

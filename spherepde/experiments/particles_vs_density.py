@@ -54,6 +54,8 @@ class ParticlesVsDensityConfig(MetastabilityConfig):
     mean spacing sqrt(4π/N) is below its width β^{−1/2}; the ratio is reported for every (N, β).
     """
 
+    nlat: int = 48
+    density_scheme: str = "ffsl-ppm"
     betas: tuple = (10.0, 100.0)
     t_end: float = 4.0
     n_outputs: int = 4

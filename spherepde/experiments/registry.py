@@ -119,6 +119,14 @@ def _density_scheme(v: str) -> str:
     return v
 
 
+def _s2_scheme(v: str) -> str:
+    from spherepde.experiments.metastability import DENSITY_SCHEMES
+
+    if v not in DENSITY_SCHEMES:
+        raise ValueError(f"--density-scheme must be one of {list(DENSITY_SCHEMES)}, got {v!r}")
+    return v
+
+
 # ---- the options ---------------------------------------------------------------------------
 NLAT = Option("--nlat", "override the grid size", type=int, fields=("nlat",), check=_even_nlat)
 T_END = Option("--t-end", "override the final time", type=float, fields=("t_end",), check=_positive_time)
@@ -137,6 +145,11 @@ DENSITY_SCHEME = Option("--density-scheme", "scheme of the S² density paths: la
                                             "(default: weighted points that follow the cluster) or "
                                             "ffsl-ppm (finite volumes on the fixed grid)", type=str,
                         fields=("density_scheme",), check=_density_scheme)
+#: Paper 1's metastability runs: adaptive (levels from the largest finite β) or the fixed grid
+PAPER1_SCHEME = DENSITY_SCHEME.with_(help="scheme of the density: amr (default: adaptive finite volumes "
+                                          "on a base of --nlat rows, levels set by the largest finite "
+                                          "β) or ffsl-ppm (the fixed grid of --nlat rows)",
+                                     check=_s2_scheme)
 #: the order in which the options' values are checked and set (by flag)
 OPTION_ORDER = ("--nlat", "--t-end", "--workers", "--betas", "--check-nlat", "--particle-counts",
                 "--density-scheme")
@@ -217,10 +230,10 @@ def _entry(name, help_, module, config, runner, options, quick_help) -> tuple[st
 EXPERIMENTS: dict[str, Experiment] = dict([
     _entry("metastability", "Paper 1: W2 to the projected initial measure vs t for several β (S²)",
            "metastability", "MetastabilityConfig", "run_metastability",
-           (NLAT, T_END, BETAS, CHECK_NLAT, RUN_WORKERS), PAPER1_QUICK),
+           (NLAT, T_END, BETAS, CHECK_NLAT, PAPER1_SCHEME, RUN_WORKERS), PAPER1_QUICK),
     _entry("terminal-phase", "Paper 1: mass leaving the VBᵀ eigenspace for V's (S²), switch time vs β",
            "terminal_phase", "TerminalPhaseConfig", "run_terminal_phase",
-           (NLAT, T_END, BETAS, CHECK_NLAT, RUN_WORKERS), PAPER1_QUICK),
+           (NLAT, T_END, BETAS, CHECK_NLAT, PAPER1_SCHEME, RUN_WORKERS), PAPER1_QUICK),
     _entry("particles-vs-density", "Paper 1: N-particle runs against the density run, errors vs N",
            "particles_vs_density", "ParticlesVsDensityConfig", "run_particles_vs_density",
            (NLAT, T_END, BETAS, PARTICLE_COUNTS, RUN_WORKERS), PAPER1_QUICK),

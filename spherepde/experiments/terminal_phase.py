@@ -35,7 +35,7 @@ class TerminalPhaseConfig(MetastabilityConfig):
     @classmethod
     def quick(cls) -> "TerminalPhaseConfig":
         return cls(nlat=16, betas=(5.0, 10.0, 20.0), t_end=24.0, n_outputs=24,
-                   map_times=(0.0, 4.0, 12.0, 24.0))
+                   map_times=(0.0, 4.0, 12.0, 24.0), amr_levels=(2, 1.0))
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "experiment": "terminal-phase"}

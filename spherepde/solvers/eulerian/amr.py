@@ -81,6 +81,27 @@ def memory_estimate(max_cells: int, nlat_out: int, circle: bool = False) -> int:
     return state + leaves + remap + attention
 
 
+#: what :func:`levels_for_beta` aims at: the finest cell h has β·h² ≤ BETA_H2 (the kernel width
+#: β^(−1/2) spans ≥ 10 finest cells), and a leaf splits above SPLIT_MASS of the mass
+BETA_H2, SPLIT_MASS = 0.01, 1e-3
+
+
+def levels_for_beta(beta: float, nlat0: int) -> tuple[int, float]:
+    """(lmax, mass_per_cell) for attention at inverse temperature β on a base of nlat0 rows: the
+    fewest levels whose finest cell h = π/(nlat0·2^lmax) has β·h² ≤ :data:`BETA_H2`, and the
+    mass_per_cell that puts the split threshold mass_per_cell·h² at :data:`SPLIT_MASS`, so that
+    the leaves number about 1/SPLIT_MASS per unit of spread-out mass at any depth, and a
+    collapsed cluster a few rings per level.  ValueError for β that is not finite and > 0."""
+    if isinstance(beta, bool) or not isinstance(beta, (int, float)) or not 0 < beta < math.inf:
+        raise ValueError(f"beta must be a finite number > 0 for the adaptive levels, got {beta!r}")
+    nlat0 = _int("nlat0", nlat0, 2)
+    lmax = 0
+    while beta * (math.pi / (nlat0 * 2**lmax)) ** 2 > BETA_H2 and lmax < MAX_LMAX:
+        lmax += 1
+    h = math.pi / (nlat0 * 2**lmax)
+    return lmax, SPLIT_MASS / h**2
+
+
 def _int(name: str, value, lo: int, hi: int | None = None, what: str = "") -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
         raise ValueError(f"{name} must be an integer{what}, got {value!r}")
