@@ -399,8 +399,8 @@ def _particle_system(att, n, d: int, weights=None, **noise_source):
     its seed); ValueError naming dynamics.noise.calculus if the scheme integrates another form."""
     if n is None:
         return ParticleODE(att, weights=weights)
-    method = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
-    system = ParticleSDE(att, method=method, d=d, weights=weights, **noise_source)
+    integrator = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
+    system = ParticleSDE(att, method=integrator, d=d, weights=weights, **noise_source)
     if PARTICLE_CALCULUS[system.method] != n.calculus:
         raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the particle scheme "
                          f"{system.method} integrates the {PARTICLE_CALCULUS[system.method]} form")
