@@ -9,7 +9,11 @@ and written as JSON; the exit status is 1 if any variable differs or is missing 
 Attributes (provenance: version, dates, commit) are not compared.  With ``--every-nc`` every
 ``*.nc`` under OLD_DIR/NAME (sweep.nc, members' run.nc, an experiment's files) is compared with
 the same path under NEW_DIR/NAME, each reported as ``NAME/relative/path``; a file missing on the
-new side is reported with ``differ = ["<missing>"]``.
+new side is reported with ``differ = ["<missing>"]``.  With ``--summaries`` every
+``summary.json`` under OLD_DIR/NAME is compared too, key by key (every leaf, by its key path;
+the values exactly, after the folder names OLD_DIR and NEW_DIR in strings are made equal): the
+leaves compared, those that differ or exist on one side only, and the run times left out
+(:data:`TIMING` keys: seconds of a run, which no two runs share).  Key order is not compared.
 """
 from __future__ import annotations
 
@@ -20,6 +24,9 @@ from pathlib import Path
 
 import netCDF4
 import numpy as np
+
+#: summary.json keys holding measured run times (left out of the comparison, listed)
+TIMING = ("seconds", "step_seconds")
 
 
 def _variables(path: Path) -> dict[str, np.ndarray]:
@@ -46,6 +53,26 @@ def compare(old: Path, new: Path) -> dict:
     return {"variables": len(set(a) | set(b)), "differ": differ}
 
 
+def _leaves(obj, path: str = "") -> dict:
+    """{key path: value} of every leaf of a JSON value (lists by index)."""
+    if isinstance(obj, dict):
+        return {k: v for key, val in obj.items() for k, v in _leaves(val, f"{path}.{key}" if path else key).items()}
+    if isinstance(obj, list):
+        return {k: v for i, val in enumerate(obj) for k, v in _leaves(val, f"{path}[{i}]").items()}
+    return {path: obj}
+
+
+def compare_summary(old: Path, new: Path, old_root: Path, new_root: Path) -> dict:
+    def load(path: Path, root: Path) -> dict:
+        text = path.read_text().replace(str(root.resolve()), "<DIR>").replace(str(root), "<DIR>")
+        return _leaves(json.loads(text))
+
+    a, b = load(old, old_root), load(new, new_root)
+    timing = sorted(k for k in set(a) | set(b) if k.rsplit(".", 1)[-1] in TIMING)
+    differ = sorted(k for k in set(a) | set(b) if k not in timing and (k not in a or k not in b or a[k] != b[k]))
+    return {"leaves": len(set(a) | set(b)), "differ": differ, "timing_left_out": timing}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("old", type=Path)
@@ -53,6 +80,7 @@ def main(argv=None) -> int:
     ap.add_argument("names", nargs="+")
     ap.add_argument("--json", type=Path, default=None)
     ap.add_argument("--every-nc", action="store_true", help="compare every *.nc under each NAME")
+    ap.add_argument("--summaries", action="store_true", help="compare every summary.json under each NAME too")
     args = ap.parse_args(argv)
     if args.every_nc:
         result = {}
@@ -65,6 +93,13 @@ def main(argv=None) -> int:
     else:
         result = {name: compare(args.old / name / "run.nc", args.new / name / "run.nc")
                   for name in args.names}
+    if args.summaries:
+        for name in args.names:
+            for f in sorted((args.old / name).rglob("summary.json")):
+                rel = f.relative_to(args.old)
+                g = args.new / rel
+                result[str(rel)] = (compare_summary(f, g, args.old, args.new) if g.exists()
+                                    else {"leaves": 0, "differ": ["<missing>"]})
     text = json.dumps(result, indent=1)
     print(text)
     if args.json is not None:

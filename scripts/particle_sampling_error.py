@@ -63,14 +63,13 @@ def measure(raw: dict, seeds: int) -> dict:
         x0 = model.particle_rep.x0
         n = x0.shape[0]
         w = particle_weights(model, n)
-        names = config.outputs.diagnostics
-        values = evaluate(measure_diagnostics(model, names, "particles_"), x0, w)
+        values = evaluate(measure_diagnostics(model, model.particle_rep), x0, w)
         if model.grid is not None and model.rho0 is not None:
             xd, wd = as_measure(model.grid, np.clip(model.rho0, 0.0, None))
             values["w2_particles_density"] = float(w2_with_bound(x0, w, xd, wd).value)
             if not density and config.representations.density:
                 density = {k: float(v) for k, v in
-                           evaluate(measure_diagnostics(model, names, ""), xd, wd).items()
+                           evaluate(measure_diagnostics(model), xd, wd).items()
                            if np.ndim(v) == 0}
         for k, v in values.items():
             if np.ndim(v) == 0:

@@ -13,16 +13,14 @@ largest N, first seed, on path 10000 + p); the errors are computed from those fi
 """
 from __future__ import annotations
 
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
+from spherepde.experiments.study import study
 from spherepde.grids import GaussGrid
 from spherepde.io.plots import _plt
-from spherepde.io.summary import finish_summary, summary_on_interrupt
 from spherepde.validation.fits import fit_order
 
 
@@ -157,13 +155,9 @@ def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False
     # (the noise's check of dt; the control's: particles only, so cheap)
     sweeps = {name: expand(raw) for name, raw in raws.items()}
     model = build(sweeps["control"].members[0].config)  # (its noise field and attention below)
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
     noise, att = model.noise_field, model.attention
-    rows: list[dict] = []
-    partial = {"experiment": "chaos", "config": config.to_dict(), "version": __version__, "runs": rows}
-    with summary_on_interrupt(outdir, partial):
+    with study("chaos", config, outdir) as job:
+        outdir, rows = job.outdir, job.runs
         files = {}
         for name, raw in raws.items():
             res = run_sweep(raw, outdir / "runs" / name, workers=config.workers, progress=progress)
@@ -206,11 +200,11 @@ def run_chaos(config: ChaosConfig, outdir: str | Path, *, progress: bool = False
                          "rate_moment_error": {"exponent": rm, "stderr": sm, "clt": -0.5},
                          "rate_w2": {"exponent": rw, "stderr": sw,
                                      "prop_1_2_bound": "W2² ≤ c N^(-1/2) for d = 3, i.e. W2 ≤ c N^(-1/4)"}})
-        summary = {"experiment": "chaos", "config": config.to_dict(), "version": __version__,
+        summary = {**job.header,
                    "kappa_truncated": noise.variance, "nmax": noise.nmax,
                    "sweep_files": {name: str(outdir / "runs" / name / "sweep.nc") for name in raws},
                    "runs": rows}
-        return finish_summary(summary, plot_chaos, outdir / "chaos.png", t0)
+        return job.finish(summary, lambda summ: plot_chaos(summ, outdir / "chaos.png"))
 
 
 def plot_chaos(summary: dict, path: Path) -> Path:

@@ -13,14 +13,12 @@ from __future__ import annotations
 
 import json
 import math
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
-from spherepde.io.summary import summary_on_interrupt, write_summary
+from spherepde.experiments.study import study
 from spherepde.validation.clusters import find_clusters
 from spherepde.validation.fits import fit_order
 
@@ -91,18 +89,15 @@ def run_configs(config: CircleClustersConfig) -> dict:
 
 
 def run_circle_clusters(config: CircleClustersConfig, outdir: str | Path, *, progress: bool = False) -> dict:
-    from spherepde.runs.execute import prepare_output, run
+    from spherepde.runs.execute import run
     from spherepde.runs.sweep import finished_run
     from spherepde.grids import CircleGrid
     from spherepde.io.netcdf import open_dataset
 
     configs = run_configs(config)
-    outdir = prepare_output(outdir)
-    runs: list[dict] = []
     times = None
-    t_start = time.perf_counter()
-    partial = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__, "runs": runs}
-    with summary_on_interrupt(outdir, partial):
+    with study("circle-clusters", config, outdir) as job:
+        outdir, runs = job.outdir, job.runs
         for beta, cfg in configs.items():
             folder = outdir / "runs" / f"beta{beta:g}"
             if finished_run(cfg, folder):
@@ -124,17 +119,13 @@ def run_circle_clusters(config: CircleClustersConfig, outdir: str | Path, *, pro
         final = np.array([r["n_clusters"][-1] for r in runs], float)
         b = np.array([r["beta"] for r in runs])
         assert times is not None  # read with the first run
-        summary = {"experiment": "circle-clusters", "config": config.to_dict(), "version": __version__,
-                   "times": times.tolist(), "runs": runs, "seconds": round(time.perf_counter() - t_start, 1)}
+        summary = {**job.header, "times": times.tolist(), "runs": runs}
         ok = final > 0
         if ok.sum() >= 3:
             slope, se = fit_order(b[ok], final[ok])
             summary["fit_clusters_vs_beta"] = {"exponent": slope, "stderr": se,
                                                "note": "final number of clusters ∝ β^exponent"}
-        summary["plot"] = str(plot_circle_clusters(summary, outdir))
-        summary["interrupted"] = False
-        write_summary(outdir, summary)
-    return summary
+        return job.finish(summary, lambda summ: plot_circle_clusters(summ, outdir))
 
 
 def plot_circle_clusters(summary: dict, outdir: Path) -> Path:

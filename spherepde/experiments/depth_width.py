@@ -96,9 +96,8 @@ from typing import Any
 
 import numpy as np
 
-from spherepde import __version__
 from spherepde.checks import check_int, check_real
-from spherepde.io.summary import summary_on_interrupt, write_summary
+from spherepde.experiments.study import Study, study
 from spherepde.noise import NoiseField, NoiseKernel, get_activation
 from spherepde.experiments.depth_width_output import (OBSERVABLES, plot_depth, plot_width,
                                                    write_depth_width_netcdf)
@@ -404,20 +403,16 @@ def run_depth_width(config: DepthWidthConfig, outdir: str | Path, *, progress: b
     processes), write ``depth_width.nc``, two PNGs and ``summary.json``; return the summary."""
     if not isinstance(config, DepthWidthConfig):
         raise TypeError(f"config must be a DepthWidthConfig, got {type(config).__name__}")
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
-    partial = {"experiment": "depth-width", "config": config.to_dict(), "version": __version__, "runs": []}
     scheduler, close = _client(config)
     try:
-        with summary_on_interrupt(outdir, partial):
-            return _run(config, outdir, partial, t_start, scheduler, progress)
+        with study("depth-width", config, outdir) as job:
+            return _run(config, job, scheduler, progress)
     finally:
         close()
 
 
-def _run(config: DepthWidthConfig, outdir: Path, partial: dict, t_start: float, scheduler,
-         progress: bool) -> dict:
+def _run(config: DepthWidthConfig, job: Study, scheduler, progress: bool) -> dict:
+    outdir = job.outdir
 
     field = config.field()
     kernel = field.kernel
@@ -447,7 +442,7 @@ def _run(config: DepthWidthConfig, outdir: Path, partial: dict, t_start: float, 
                        "scheme has strong order 1/2 (slope -1 vs L); the sup over t adds the "
                        "oscillation of Xbar inside a layer, ~ dt log L (Levy modulus)")
     depth["seconds"] = round(dep["seconds"], 1)
-    partial["depth"] = depth
+    job.partial["depth"] = depth
     runs = [{"study": "depth", "depth": L, "dt": config.t_end / L,
              "error": depth["layer_times"]["error"][k], "stderr": depth["layer_times"]["stderr"][k],
              "error_sup_t": depth["sup_t"]["error"][k], "stderr_sup_t": depth["sup_t"]["stderr"][k]}
@@ -459,7 +454,7 @@ def _run(config: DepthWidthConfig, outdir: Path, partial: dict, t_start: float, 
         runs += [{"study": "width", "observable": name, **r} for r in entry["rows"]]
 
     summary: dict[str, Any] = {  # JSON
-        "experiment": "depth-width", "config": config.to_dict(), "version": __version__,
+        **job.header,
         "kernel": {"kappa1": kernel.kappa1, "kappa_prime1": kernel.kappa_prime1,
                    "nmax": field.nmax, "captured_variance": field.captured_variance,
                    "kappa1_truncated": field.variance},
@@ -480,12 +475,8 @@ def _run(config: DepthWidthConfig, outdir: Path, partial: dict, t_start: float, 
     nc = outdir / "depth_width.nc"
     write_depth_width_netcdf(nc, config, dep, wid, diffs)
     summary["file"] = str(nc)
-    summary["plot"] = [str(plot_depth(summary, outdir / "depth_width_depth.png")),
-                       str(plot_width(summary, outdir / "depth_width_width.png"))]
-    summary["seconds"] = round(time.perf_counter() - t_start, 1)
-    summary["interrupted"] = False
-    write_summary(outdir, summary)
-    return summary
+    return job.finish(summary, lambda summ: [plot_depth(summ, outdir / "depth_width_depth.png"),
+                                           plot_width(summ, outdir / "depth_width_width.png")])
 
 
 __all__ = ["DEPTH", "DepthWidthConfig", "GRID_NLAT", "OBSERVABLES", "PATH", "depth_errors", "depth_fits",

@@ -11,15 +11,13 @@ the increment) and a single path blows up.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
+from spherepde.experiments.study import study
 from spherepde.io.plots import _plt
-from spherepde.io.summary import finish_summary, summary_on_interrupt
 
 
 def _degree_ratios(ds, grid: str, degrees: int, antithetic: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -186,16 +184,11 @@ def _ito_check(config: HeatKernelConfig) -> dict:
 
 
 def run_heat_kernel(config: HeatKernelConfig, outdir: str | Path, *, progress: bool = False) -> dict:
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    runs: list[dict] = []
-    partial = {"experiment": "heat-kernel", "config": config.to_dict(), "version": __version__, "runs": runs}
-    with summary_on_interrupt(outdir, partial):
+    with study("heat-kernel", config, outdir) as job:
         for g in ("circle", "sphere"):
-            runs.append(_heat_grid(config, g, outdir, progress))
-        summary = {**partial, "ito_check": _ito_check(config)}
-        return finish_summary(summary, plot_heat_kernel, outdir / "heat_kernel.png", t0)
+            job.runs.append(_heat_grid(config, g, job.outdir, progress))
+        summary = {**job.header, "runs": job.runs, "ito_check": _ito_check(config)}
+        return job.finish(summary, lambda summ: plot_heat_kernel(summ, job.outdir / "heat_kernel.png"))
 
 
 def plot_heat_kernel(summary: dict, path: Path) -> Path:

@@ -23,16 +23,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import time
 import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
+from spherepde.experiments.study import study
 from spherepde.grids import GaussGrid
-from spherepde.io.summary import summary_on_interrupt, write_summary
 from spherepde.validation.fits import exit_time, fit_order, fit_vs_log_beta
 from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight
 from spherepde.validation.resolution import switch_change, trajectory_change
@@ -289,12 +287,8 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     ``resolution_check`` (:func:`resolution_check`) compares the whole trajectory of the
     largest β with the same run at the coarser ``config.resolution_nlat``.
     """
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
-    t_start = time.perf_counter()
-    partial = {"experiment": "metastability", "config": config.to_dict(), "version": __version__, "runs": rows}
-    with summary_on_interrupt(outdir, partial):
+    with study("metastability", config, outdir) as job:
+        outdir, rows = job.outdir, job.runs
         for info, row, _ in sphere_runs(config, outdir, "metastability", progress):
             row.update(w2_minimum(row, info["times"], config.band))
             rows.append(row)
@@ -302,13 +296,12 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
         largest = max(rows, key=lambda r: r["beta"])
         check = resolution_check(config, largest, outdir, progress)
         finite = [r for r in rows if math.isfinite(r["beta"])]
-        summary = {"experiment": "metastability", "config": config.to_dict(), "version": __version__,
+        summary = {**job.header,
                    "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],
                    "e": None if info["e"] is None else info["e"].tolist(),
                    "spectral_gap": None if info["EA"] is None else info["EA"].gap,
                    "times": times.tolist(), "runs": rows,
-                   "min_w2": {beta_key(r["beta"]): r["w2_min"] for r in rows}, "resolution_check": check,
-                   "seconds": round(time.perf_counter() - t_start, 1)}
+                   "min_w2": {beta_key(r["beta"]): r["w2_min"] for r in rows}, "resolution_check": check}
         if len(finite) >= 3 and all(math.isfinite(r["w2_min"]) for r in finite):
             b = np.array([r["beta"] for r in finite])
             slope, se = fit_order(np.sqrt(np.log(b) / b), [r["w2_min"] for r in finite])
@@ -317,10 +310,7 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
             fit = fit_vs_log_beta(b, [r["exit_time"] for r in finite])
             if fit is not None:
                 summary["fit_exit_time_vs_log_beta"] = fit
-        summary["plot"] = str(plot_metastability(summary, outdir / "metastability.png"))
-        summary["interrupted"] = False
-        write_summary(outdir, summary)
-    return summary
+        return job.finish(summary, lambda summ: plot_metastability(summ, outdir / "metastability.png"))
 
 
 def resolution_note(check: dict | None) -> str | None:

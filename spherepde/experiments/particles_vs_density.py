@@ -15,15 +15,13 @@ from __future__ import annotations
 
 import copy
 import math
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
 from spherepde.experiments.metastability import MetastabilityConfig, setup_run_config
-from spherepde.io.summary import summary_on_interrupt, write_summary
+from spherepde.experiments.study import study
 from spherepde.validation.fits import fit_order
 from spherepde.validation.metrics import as_measure
 
@@ -132,12 +130,8 @@ def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Pat
     raws = sweep_configs(config)
     for raw in raws.values():
         expand(raw)  # every member of both sweeps validated before anything is created
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    t_start = time.perf_counter()
-    rows: list[dict] = []
-    partial = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__, "runs": rows}
-    with summary_on_interrupt(outdir, partial):
+    with study("particles-vs-density", config, outdir) as job:
+        outdir, rows = job.outdir, job.runs
         res = {part: run_sweep(raw, outdir / "runs" / part, workers=config.workers, progress=progress)
                for part, raw in raws.items()}
         ds = open_dataset(res["density"]["file"])
@@ -177,15 +171,12 @@ def run_particles_vs_density(config: ParticlesVsDensityConfig, outdir: str | Pat
                          "rate_w2": {"exponent": rate_w, "stderr": se_w,
                                      "note": "W2 of N samples of a smooth density on S² decays like "
                                              "N^(-1/2)·log-factors"}})
-        summary = {"experiment": "particles-vs-density", "config": config.to_dict(), "version": __version__,
+        summary = {**job.header,
                    "grid_spacing_rad": float(grid.dlon),
                    "density_sweep_file": res["density"]["file"],
                    "particle_sweep_file": res["particles"]["file"], "dt": config.dt,
-                   "runs": rows, "seconds": round(time.perf_counter() - t_start, 1)}
-        summary["plot"] = str(plot_particles_vs_density(summary, outdir / "particles_vs_density.png"))
-        summary["interrupted"] = False
-        write_summary(outdir, summary)
-    return summary
+                   "runs": rows}
+        return job.finish(summary, lambda summ: plot_particles_vs_density(summ, outdir / "particles_vs_density.png"))
 
 
 def plot_particles_vs_density(summary: dict, path: Path) -> Path:

@@ -17,16 +17,14 @@ on the same dask cluster.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
+from spherepde.experiments.study import study
 from spherepde.runs.sweep import local_client
 from spherepde.io.plots import _plt
-from spherepde.io.summary import finish_summary, summary_on_interrupt
 from spherepde.validation.fits import log_rate
 from spherepde.runs.config import SCHEMES
 
@@ -164,12 +162,8 @@ class _SerialClient:
 def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, progress: bool = False) -> dict:
     from spherepde.noise import NoiseKernel
 
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    rows: list[dict] = []
-    partial = {"experiment": "synchronization", "config": config.to_dict(), "version": __version__, "runs": rows}
-    with summary_on_interrupt(outdir, partial):
+    with study("synchronization", config, outdir) as job:
+        outdir, rows = job.outdir, job.runs
         serial = config.workers == 0
         client, cluster = (_SerialClient(), _SerialClient()) if serial else local_client(config.workers)
         try:
@@ -213,9 +207,8 @@ def run_synchronization(config: SynchronizationConfig, outdir: str | Path, *, pr
             client.close()
             cluster.close()
         density = _sync_density(config, outdir, progress)
-        summary = {"experiment": "synchronization", "config": config.to_dict(), "version": __version__,
-                   "runs": rows, "density": density}
-        return finish_summary(summary, plot_synchronization, outdir / "synchronization.png", t0)
+        summary = {**job.header, "runs": rows, "density": density}
+        return job.finish(summary, lambda summ: plot_synchronization(summ, outdir / "synchronization.png"))
 
 
 #: the density's E_β rate is fitted while its rms width is at most this (concentrated: E ∝ width²)

@@ -4,16 +4,14 @@ against β, fitted against log β, and maps of the density.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde import __version__
 from spherepde.experiments.metastability import (MetastabilityConfig, beta_key, plot_metastability,
                                                  resolution_check, sphere_runs, w2_minimum)
-from spherepde.io.summary import summary_on_interrupt, write_summary
+from spherepde.experiments.study import study
 from spherepde.validation.fits import fit_vs_log_beta, switch_time
 
 
@@ -44,12 +42,8 @@ class TerminalPhaseConfig(MetastabilityConfig):
 def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progress: bool = False) -> dict:
     from spherepde.io.plots import plot_snapshots
 
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    rows: list[dict] = []
-    t_start = time.perf_counter()
-    partial = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__, "runs": rows}
-    with summary_on_interrupt(outdir, partial):
+    with study("terminal-phase", config, outdir) as job:
+        outdir, rows = job.outdir, job.runs
         for info, row, snaps in sphere_runs(config, outdir, "terminal", progress):
             times = info["times"]
             row["switch_time"] = switch_time(times, row["dist_E_VBt"], row["dist_E_V"])
@@ -62,18 +56,14 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
             rows.append(row)
         check = resolution_check(config, max(rows, key=lambda r: r["beta"]), outdir, progress,
                                  prefix="terminal_check")
-        summary = {"experiment": "terminal-phase", "config": config.to_dict(), "version": __version__,
+        summary = {**job.header,
                    "e_VBt": None if info["EA"] is None else info["EA"].basis[:, 0].tolist(),
                    "e_V": None if info["EV"] is None else info["EV"].basis[:, 0].tolist(),
-                   "times": times.tolist(), "runs": rows, "resolution_check": check,
-                   "seconds": round(time.perf_counter() - t_start, 1)}
+                   "times": times.tolist(), "runs": rows, "resolution_check": check}
         fit = fit_vs_log_beta([r["beta"] for r in rows], [r["switch_time"] for r in rows])
         if fit is not None:
             summary["fit_switch_time_vs_log_beta"] = fit
-        summary["plot"] = str(plot_metastability(summary, outdir / "terminal_phase.png"))
-        summary["interrupted"] = False
-        write_summary(outdir, summary)
-    return summary
+        return job.finish(summary, lambda summ: plot_metastability(summ, outdir / "terminal_phase.png"))
 
 
 

@@ -1,7 +1,8 @@
 """``summary.json`` of an experiment: written at the end, and also when the run is stopped.
 
 An experiment builds its summary dict as it goes (the finished runs in ``summary["runs"]``) and
-runs inside :func:`summary_on_interrupt`: Ctrl-C, SIGTERM (raised as KeyboardInterrupt by the
+runs inside :func:`summary_on_interrupt` (through the study harness,
+:func:`spherepde.experiments.study.study`): Ctrl-C, SIGTERM (raised as KeyboardInterrupt by the
 command line) or an error then still leave ``summary.json`` with ``"interrupted": true`` and
 everything computed so far (an error also adds ``"error"``), before the exception goes on.
 """
@@ -11,7 +12,6 @@ import contextlib
 import json
 import math
 import os
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -52,16 +52,6 @@ def write_summary(outdir: str | os.PathLike, summary: dict) -> Path:
     return path
 
 
-def finish_summary(summary: dict, plot, png: Path, t0: float) -> dict:
-    """Plot to ``png`` (``plot(summary, png)``), add the plot path and the run time since
-    ``t0`` (``time.perf_counter``), write ``summary.json`` beside it; return the summary."""
-    summary["plot"] = str(plot(summary, png))
-    summary["seconds"] = round(time.perf_counter() - t0, 1)
-    summary["interrupted"] = False
-    write_summary(png.parent, summary)
-    return summary
-
-
 @contextlib.contextmanager
 def summary_on_interrupt(outdir: str | os.PathLike, summary: dict) -> Iterator[dict]:
     """Run the block; if it raises (KeyboardInterrupt included) write ``summary`` with
@@ -81,4 +71,4 @@ def summary_on_interrupt(outdir: str | os.PathLike, summary: dict) -> Iterator[d
     summary["interrupted"] = False
 
 
-__all__ = ["DIGITS", "finish_summary", "jsonable", "summary_on_interrupt", "write_summary"]
+__all__ = ["DIGITS", "jsonable", "summary_on_interrupt", "write_summary"]

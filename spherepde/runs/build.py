@@ -17,7 +17,7 @@ stepper of ``DiscreteTransformer.run``) for the transformer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar, TypedDict, TypeVar
 
 import numpy as np
 
@@ -33,7 +33,7 @@ from spherepde.solvers.eulerian.spde import SPDEFFSL
 from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, ParticleSDE, retract
 from spherepde.solvers.lagrangian.particles import ParticleStepper
 from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, points_from_density
-from spherepde.solvers.lagrangian.transformer import TransformerStepper
+from spherepde.solvers.lagrangian.transformer_stepper import TransformerStepper
 from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight
 
 #: the stochastic calculus each stepper integrates (checked against dynamics.noise.calculus)
@@ -53,6 +53,7 @@ class DensityRep:
 
     stepper: Any
     state0: np.ndarray
+    grid: GaussGrid | CircleGrid
     name: ClassVar[str] = "density"
 
 
@@ -82,6 +83,47 @@ class TransformerRep:
 Representation = DensityRep | ParticleRep | TransformerRep
 
 
+# ---- what the measure diagnostics need ------------------------------------------------------
+@dataclass(frozen=True)
+class Moments:
+    """``moments``: the harmonic moments up to degree ``lmax``."""
+
+    lmax: int
+    name: ClassVar[str] = "moments"
+
+
+@dataclass(frozen=True)
+class Energy:
+    """``energy``: e^{−β} E_β at ``beta`` (outputs.energy_beta, else the attention's)."""
+
+    beta: float
+    name: ClassVar[str] = "energy"
+
+
+@dataclass(frozen=True)
+class SubspaceDistance:
+    """``dist_eigenspace`` (top eigenspace of VBᵀ) or ``dist_eigenspace_V`` (of V): the
+    distance to the span of ``basis`` (d, k)."""
+
+    name: str
+    basis: np.ndarray
+
+
+@dataclass(frozen=True)
+class ProjectionDistance:
+    """``w2_projection``: W₂ to Π_#ρ_0 = a δ_e + (1 − a) δ_{−e}, e the top eigenvector of VBᵀ."""
+
+    e: np.ndarray
+    a: float
+    name: ClassVar[str] = "w2_projection"
+
+
+#: one measure diagnostic of ``outputs.diagnostics`` with what it needs (never None)
+MeasureDiagnostic = Moments | Energy | SubspaceDistance | ProjectionDistance
+#: the order of the measure diagnostics in run.nc
+MEASURE_ORDER = ("moments", "energy", "dist_eigenspace", "dist_eigenspace_V", "w2_projection")
+
+
 @dataclass
 class Model:
     """Everything :func:`run` needs, built and checked by :func:`build`.
@@ -93,8 +135,8 @@ class Model:
     transformer), each a record with what it needs (:class:`DensityRep`, :class:`ParticleRep`,
     :class:`TransformerRep`); ``density_rep``, ``particle_rep``, ``transformer_rep`` return one
     or None, and ``density``, ``particles``, ``transformer`` its stepper;
-    eigenspace : (d, k) basis of the top eigenspace of VBᵀ or None; eigenspace_V : the same
-    for V (largest |eigenvalue|); projection : (e, a) of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} or None;
+    measures : the measure diagnostics of ``outputs.diagnostics``, in the order of run.nc, each
+    with what it needs (:data:`MeasureDiagnostic`: the eigenspaces of VBᵀ and V, Π_#ρ_0);
     kernel : the NoiseKernel of the exact point noise (grid.kind = "none"), else None.
     """
 
@@ -107,9 +149,7 @@ class Model:
     noise: NoiseField | None
     path: BrownianPath | None
     representations: tuple[Representation, ...]
-    eigenspace: np.ndarray | None
-    eigenspace_V: np.ndarray | None = None
-    projection: tuple | None = None
+    measures: tuple[MeasureDiagnostic, ...] = ()
     kernel: NoiseKernel | None = None
 
     @property
@@ -166,8 +206,12 @@ def _mlp_options(n: NoiseConfig | None) -> _MLPOptions:
     return {} if n is None else {"activation": n.activation, "sigma_u": n.sigma_u, "sigma_w": n.sigma_w}
 
 
-def _resolved(value: float | None, key: str) -> float:
-    """A stepping value that SteppingConfig resolves (output_every, courant; dt where required)."""
+_Resolved = TypeVar("_Resolved", int, float)
+
+
+def _resolved(value: _Resolved | None, key: str) -> _Resolved:
+    """A value that the configuration resolves (SteppingConfig: output_every, courant, dt where
+    required; OutputsConfig: moments_lmax with 'moments')."""
     assert value is not None, f"{key} is resolved by the configuration"
     return value
 
@@ -276,12 +320,12 @@ def build(config: RunConfig) -> Model:
                                  attention=att, **_mlp_options(n))
         transformer = _transformer_stepper(tr, tc, n, own_noise(), path)
         z0 = _token_state(tc, retract(sample_density(grid, rho0, tc.n, seed=tc.seed)))
-    basis, basis_v, projection = _reference_sets(config, att, grid, rho0)
+    measures = _measures(config, att, grid, rho0)
     reps = _representations(
-        None if density is None else DensityRep(density, rho0 if density0 is None else density0),
+        None if density is None else DensityRep(density, rho0 if density0 is None else density0, grid),
         None if particles is None or x0 is None else ParticleRep(particles, x0, weights),
         None if transformer is None or z0 is None or tc is None else TransformerRep(transformer, z0, tc))
-    return Model(config, grid, rho0, times, float(dt), att, noise, path, reps, basis, basis_v, projection)
+    return Model(config, grid, rho0, times, float(dt), att, noise, path, reps, measures)
 
 
 def _amr(dc, grid: GaussGrid | CircleGrid, att: Attention, method: str, initial, rho0: np.ndarray):
@@ -355,8 +399,8 @@ def _particle_system(att, n, d: int, weights=None, **noise_source):
     its seed); ValueError naming dynamics.noise.calculus if the scheme integrates another form."""
     if n is None:
         return ParticleODE(att, weights=weights)
-    method = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
-    system = ParticleSDE(att, method=method, d=d, weights=weights, **noise_source)
+    integrator = "heun" if n.calculus == "stratonovich" else "euler-maruyama"
+    system = ParticleSDE(att, method=integrator, d=d, weights=weights, **noise_source)
     if PARTICLE_CALCULUS[system.method] != n.calculus:
         raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the particle scheme "
                          f"{system.method} integrates the {PARTICLE_CALCULUS[system.method]} form")
@@ -373,20 +417,29 @@ def _attention(config: RunConfig) -> Attention | None:
         raise _named("dynamics.attention", err) from None
 
 
-def _reference_sets(config: RunConfig, att, grid, rho0) -> tuple:
-    """(eigenspace of VBᵀ, eigenspace of V, (e, a) of Π_#ρ_0) where the diagnostics need them."""
-    names = config.outputs.diagnostics
-    basis = top_eigenspace(att.A).basis if {"dist_eigenspace", "w2_projection"} & set(names) else None
-    basis_v = top_eigenspace(att.V, by_magnitude=True).basis if "dist_eigenspace_V" in names else None
-    projection = None
-    if "w2_projection" in names:
-        assert basis is not None  # computed above for w2_projection
-        if basis.shape[1] != 1:
-            raise ValueError(f"outputs.diagnostics: 'w2_projection' needs a one-dimensional top "
-                             f"eigenspace of A = V Bᵀ, this one has dimension {basis.shape[1]}")
-        e = basis[:, 0]
-        projection = (e, two_point_weight(*as_measure(grid, rho0), e))
-    return basis, basis_v, projection
+def _measures(config: RunConfig, att, grid, rho0) -> tuple[MeasureDiagnostic, ...]:
+    """The measure diagnostics of ``outputs.diagnostics`` with what they need (the eigenspaces of
+    VBᵀ and V, (e, a) of Π_#ρ_0), in the order of run.nc."""
+    names, out = config.outputs.diagnostics, config.outputs
+    found: dict[str, MeasureDiagnostic] = {}
+    if "moments" in names:
+        found["moments"] = Moments(_resolved(out.moments_lmax, "outputs.moments_lmax"))
+    if "energy" in names:
+        found["energy"] = Energy(config.energy_beta())
+    if {"dist_eigenspace", "w2_projection"} & set(names):
+        basis = top_eigenspace(att.A).basis
+        if "dist_eigenspace" in names:
+            found["dist_eigenspace"] = SubspaceDistance("dist_eigenspace", basis)
+        if "w2_projection" in names:
+            if basis.shape[1] != 1:
+                raise ValueError(f"outputs.diagnostics: 'w2_projection' needs a one-dimensional top "
+                                 f"eigenspace of A = V Bᵀ, this one has dimension {basis.shape[1]}")
+            e = basis[:, 0]
+            found["w2_projection"] = ProjectionDistance(e, two_point_weight(*as_measure(grid, rho0), e))
+    if "dist_eigenspace_V" in names:
+        found["dist_eigenspace_V"] = SubspaceDistance("dist_eigenspace_V",
+                                                      top_eigenspace(att.V, by_magnitude=True).basis)
+    return tuple(found[k] for k in MEASURE_ORDER if k in found)
 
 
 def _build_gridless(config: RunConfig) -> Model:
@@ -416,10 +469,9 @@ def _build_gridless(config: RunConfig) -> Model:
                                  attention=att, **_mlp_options(n))
         transformer = _transformer_stepper(tr, tc, n)
         z0 = _token_state(tc, sample_initial(config.initial, d, tc.n, tc.seed))
-    basis, basis_v, projection = _reference_sets(config, att, None, None)
+    measures = _measures(config, att, None, None)
     dt = _resolved(st.dt, "stepping.dt")  # required with grid.kind = "none"
     reps = _representations(
         None, None if particles is None or x0 is None else ParticleRep(particles, x0),
         None if transformer is None or z0 is None or tc is None else TransformerRep(transformer, z0, tc))
-    return Model(config, None, None, times, float(dt), att, None, None, reps, basis, basis_v, projection,
-                 kernel=kernel)
+    return Model(config, None, None, times, float(dt), att, None, None, reps, measures, kernel=kernel)

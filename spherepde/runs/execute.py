@@ -251,7 +251,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
         keep = "w2_particles_density" in config.outputs.diagnostics
         first, state = begin("density", dr.state0)
         given = {} if resume is None or not keep else resume.snapshots
-        dens = DensityOutput(file, model, keep=keep, start=first, snapshots=given)
+        dens = DensityOutput(file, model, dr, keep=keep, start=first, snapshots=given)
         if first >= 2 and callable(getattr(dr.stepper, "prime", None)):
             dr.stepper.prime()  # caches as the uninterrupted run's first steps left them
         if first > 0 and dens.points:
@@ -283,7 +283,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
         if first > 0 and prng is not None:
             assert resume is not None  # first > 0 only on a restart
             prng.bit_generator.state = resume.rng_state["particles"]
-        parts = ParticleOutput(file, model, weights,
+        parts = ParticleOutput(file, model, pr, weights,
                                dens if dens is not None and dens.keep else None, start=first,
                                rng=prng)
         rl = _RepLane("particles", None, parts, {"n": n_part})
@@ -305,9 +305,7 @@ def _lanes(model: Model, file: RunFile, resume: RestartState | None, bar: RunPro
         # at the distinct anchors from output first on, and writes each one's outputs
         anchor = transformer_anchors(last, tr.depth)
         stops = np.unique(anchor[first:])
-        toks = ParticleOutput(file, model, np.full(tc.n, 1.0 / tc.n),
-                              prefix="transformer_", variable="transformer_position",
-                              rep="transformer", start=first,
+        toks = ParticleOutput(file, model, trep, np.full(tc.n, 1.0 / tc.n), start=first,
                               rng=None if rngs is None else (rngs[0] if tc.realisations is None else rngs),
                               blocks=[[i for i in range(first, last + 1) if anchor[i] == a]
                                       for a in stops])

@@ -8,7 +8,17 @@ from collections.abc import Callable
 import numpy as np
 
 from spherepde.io.runfile import RunFile
-from spherepde.runs.build import Model
+from spherepde.runs.build import (
+    DensityRep,
+    Energy,
+    MeasureDiagnostic,
+    Model,
+    Moments,
+    ParticleRep,
+    ProjectionDistance,
+    SubspaceDistance,
+    TransformerRep,
+)
 from spherepde.solvers.trackers import Tracker
 from spherepde.validation.metrics import (
     as_measure,
@@ -41,6 +51,11 @@ SERIES_LONG_NAMES = {  # {what}: "the density", "the particles", "the transforme
 #: the (time, moment) variables of the diagnostic "moments" (the others are (time,))
 MOMENT_SERIES = ("moment_re", "moment_im")
 _WHAT = {"particles_": "the particles", "transformer_": "the transformer's tokens"}
+#: a point representation's prefix of its diagnostics and the variable of its positions in run.nc
+PREFIX = {"particles": "particles_", "transformer": "transformer_"}
+POSITIONS = {"particles": "position", "transformer": "transformer_position"}
+Points = ParticleRep | TransformerRep
+Measure = Callable[[np.ndarray, np.ndarray], float | np.ndarray]
 
 
 def series_attrs(name: str, energy_beta: float = 1.0) -> dict:
@@ -65,55 +80,47 @@ def particle_weights(model: Model, n: int) -> np.ndarray:
     return rep.weights if rep is not None and rep.weights is not None else np.full(n, 1.0 / n)
 
 
-def _own_initial(model: Model, prefix: str) -> tuple[np.ndarray, np.ndarray]:
-    """The initial measure (x, w) of the representation behind ``prefix``: the particles' draw
-    (or quadrature) with their weights, the transformer's tokens (the first realisation's: all
-    realisations start from the same tokens) with 1/n each."""
-    if prefix == "particles_":
-        pr = model.particle_rep
-        assert pr is not None  # the particles' diagnostics exist only with the particles
-        return pr.x0, particle_weights(model, pr.x0.shape[0])
-    tr = model.transformer_rep
-    assert tr is not None  # the transformer's likewise
-    z = tr.z0[0] if tr.z0.ndim == 3 else tr.z0
+def _own_initial(model: Model, rep: Points) -> tuple[np.ndarray, np.ndarray]:
+    """The initial measure (x, w) of ``rep``: the particles' draw (or quadrature) with their
+    weights, the transformer's tokens (the first realisation's: all realisations start from
+    the same tokens) with 1/n each."""
+    if isinstance(rep, ParticleRep):
+        return rep.x0, particle_weights(model, rep.x0.shape[0])
+    z = rep.z0[0] if rep.z0.ndim == 3 else rep.z0
     return z, np.full(z.shape[0], 1.0 / z.shape[0])
 
 
-def measure_diagnostics(model: Model, names, prefix: str) -> dict:
-    """name -> f(x, w) for the measure diagnostics in ``names`` (energy, dist_eigenspace, …);
-    ``moments`` (key ``PREFIXmoments``) returns the complex moments (moment,), which
-    :func:`evaluate` writes as the two variables :data:`MOMENT_SERIES`.
+def _measure(m: MeasureDiagnostic) -> Measure:
+    """f(x, w) of the measure diagnostic ``m`` (``w2_projection``: to the density's Π_#ρ_0)."""
+    if isinstance(m, Moments):
+        return lambda x, w: moments(x, w, m.lmax)
+    if isinstance(m, Energy):
+        return lambda x, w: interaction_energy(x, w, m.beta)
+    if isinstance(m, SubspaceDistance):
+        return lambda x, w: dist_to_subspace(x, w, m.basis)
+    return lambda x, w: w2_two_point(x, w, m.e, m.a)
+
+
+def measure_diagnostics(model: Model, rep: Points | None = None) -> dict[str, Measure]:
+    """name -> f(x, w) for the measure diagnostics of the model (``model.measures``: energy,
+    dist_eigenspace, …) of the density (``rep`` None) or of the point representation ``rep``
+    (names prefixed by :data:`PREFIX`); ``moments`` (key ``PREFIXmoments``) returns the complex
+    moments (moment,), which :func:`evaluate` writes as the two variables :data:`MOMENT_SERIES`.
 
     ``w2_projection`` compares like with like: each representation's distance to the projection
     Π_#μ_0 of its own initial measure μ_0 (the density's ρ_0 on the grid, the particles' draw,
     the transformer's tokens), so that it tends to 0 in the metastable state whatever the
     sampling; particles and tokens also get ``w2_projection_rho0``, the distance to the
     density's Π_#ρ_0 (whose weight a differs from theirs by the sampling error of a)."""
-    beta = model.config.energy_beta()
-    out: dict[str, Callable[[np.ndarray, np.ndarray], float | np.ndarray]] = {}
-    if "moments" in names:
-        lmax = model.config.outputs.moments_lmax
-        assert lmax is not None  # resolved by OutputsConfig
-        out[prefix + "moments"] = lambda x, w: moments(x, w, lmax)
-    if "energy" in names:
-        out[prefix + "energy"] = lambda x, w: interaction_energy(x, w, beta)
-    if "dist_eigenspace" in names:
-        basis = model.eigenspace
-        assert basis is not None  # build computes it for this diagnostic
-        out[prefix + "dist_eigenspace"] = lambda x, w: dist_to_subspace(x, w, basis)
-    if "dist_eigenspace_V" in names:
-        basis_v = model.eigenspace_V
-        assert basis_v is not None  # build computes it for this diagnostic
-        out[prefix + "dist_eigenspace_V"] = lambda x, w: dist_to_subspace(x, w, basis_v)
-    if "w2_projection" in names:
-        assert model.projection is not None  # build computes it for this diagnostic
-        e, a = model.projection
-        if prefix:
-            a_own = two_point_weight(*_own_initial(model, prefix), e)
-            out[prefix + "w2_projection"] = lambda x, w: w2_two_point(x, w, e, a_own)
-            out[prefix + "w2_projection_rho0"] = lambda x, w: w2_two_point(x, w, e, a)
+    prefix = "" if rep is None else PREFIX[rep.name]
+    out: dict[str, Measure] = {}
+    for m in model.measures:
+        if isinstance(m, ProjectionDistance) and rep is not None:
+            own = ProjectionDistance(m.e, two_point_weight(*_own_initial(model, rep), m.e))
+            out[prefix + m.name] = _measure(own)
+            out[prefix + "w2_projection_rho0"] = _measure(m)
         else:
-            out["w2_projection"] = lambda x, w: w2_two_point(x, w, e, a)
+            out[prefix + m.name] = _measure(m)
     return out
 
 
@@ -128,18 +135,18 @@ def series_names(model: Model) -> list[str]:
     """The diagnostic variables of run.nc for this model, in order ((time,), moments (time, moment))."""
     names, cfg = model.config.outputs.diagnostics, model.config
 
-    def measures(prefix):
-        return [v for k in measure_diagnostics(model, names, prefix) for v in _variables(k)]
+    def measures(rep: Points | None) -> list[str]:
+        return [v for k in measure_diagnostics(model, rep) for v in _variables(k)]
 
     out = [k for k in ("mass", "min_density", "max_density") if k in names]
     if cfg.representations.density:
-        out += measures("")
-    if model.particles is not None:
-        out += measures("particles_")
+        out += measures(None)
+    if (pr := model.particle_rep) is not None:
+        out += measures(pr)
         if "w2_particles_density" in names:
             out.append("w2_particles_density")
-    if model.transformer is not None:
-        out += measures("transformer_")
+    if (tr := model.transformer_rep) is not None:
+        out += measures(tr)
     return out
 
 
@@ -161,12 +168,12 @@ class DensityOutput(Tracker):
 
     name = "density-output"
 
-    def __init__(self, file: RunFile, model: Model, *, keep: bool = False, start: int = 0,
-                 snapshots: dict | None = None) -> None:
+    def __init__(self, file: RunFile, model: Model, rep: DensityRep, *, keep: bool = False,
+                 start: int = 0, snapshots: dict | None = None) -> None:
         super().__init__()
         self.file, self.model, self.keep, self.start = file, model, keep, start
-        grid, names, st = model.grid, model.config.outputs.diagnostics, model.density
-        assert grid is not None  # a density has a grid
+        grid, names, st = rep.grid, model.config.outputs.diagnostics, rep.stepper
+        self.stepper = st
         # a field on the grid, or a native state (lagrangian-remap's weighted points, amr's
         # leaves) with its field on the grid, its measure and its own variable in run.nc
         self.points = hasattr(st, "native_variable")
@@ -178,7 +185,7 @@ class DensityOutput(Tracker):
                                           ("min_density", lambda r: np.min(self.field(r))),
                                           ("max_density", lambda r: np.max(self.field(r))))
                         if k in names}
-        self.measures = measure_diagnostics(model, names, "")
+        self.measures = measure_diagnostics(model)
         self.fields = model.config.outputs.fields
         self._given = dict(snapshots or {})  # output index -> ρ, from the file being restarted
         self.snapshots: dict[int, np.ndarray] = dict(self._given)
@@ -195,19 +202,20 @@ class DensityOutput(Tracker):
         if self.fields:
             values["density"] = self.field(state)
             if self.points:
-                values[str(self.model.density.native_variable)] = state  # the state behind the field
+                values[str(self.stepper.native_variable)] = state  # the state behind the field
         self.file.write(self.i, **values)
         if self.keep:
             self.snapshots[self.i] = np.array(state, copy=True)
         self.file.save_state("density", self.i, state,
-                             self.model.density.restart_info() if self.points else None)
+                             self.stepper.restart_info() if self.points else None)
         self.last = {k: v for k, v in values.items() if isinstance(v, float)}
         self.i += 1
 
 
 class ParticleOutput(Tracker):
-    """Write the positions (variable ``variable``) and diagnostics (names starting ``prefix``) of
-    a weighted point set at every output time; W₂ against the kept density snapshots of a
+    """Write the positions (variable :data:`POSITIONS` of ``rep``) and diagnostics (names
+    starting :data:`PREFIX` of ``rep``) of a weighted point set, the particles or the
+    transformer's tokens, at every output time; W₂ against the kept density snapshots of a
     :class:`DensityOutput` when given.  A state (R, N, d) (the transformer's realisations) gets
     its diagnostics per realisation, (R,).  ``blocks``: the output indices each call writes
     (default: one, counting from ``start``); ``rng``: a generator or a list of them whose states
@@ -215,16 +223,15 @@ class ParticleOutput(Tracker):
 
     name = "particle-output"
 
-    def __init__(self, file: RunFile, model: Model, weights: np.ndarray,
-                 density: DensityOutput | None = None, *, prefix: str = "particles_",
-                 variable: str = "position", rep: str = "particles", start: int = 0,
+    def __init__(self, file: RunFile, model: Model, rep: Points, weights: np.ndarray,
+                 density: DensityOutput | None = None, *, start: int = 0,
                  rng: np.random.Generator | list | None = None, blocks: list | None = None) -> None:
         super().__init__()
         self.file, self.model, self.w, self.density = file, model, weights, density
-        self.rep, self.start, self.rng, self.blocks = rep, start, rng, blocks
-        self.measures = measure_diagnostics(model, model.config.outputs.diagnostics, prefix)
+        self.rep, self.start, self.rng, self.blocks = rep.name, start, rng, blocks
+        self.measures = measure_diagnostics(model, rep)
         self.positions = model.config.outputs.positions
-        self.variable = variable
+        self.variable = POSITIONS[rep.name]
         self.last: dict = {}
 
     def initialize(self, state, t, info) -> None:

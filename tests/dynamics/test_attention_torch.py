@@ -185,10 +185,11 @@ def test_bad_input(monkeypatch):
         torch_sums.sums(x, x, np.zeros(4), 1.0, precision="float16")
     for args, word in (((x[:, :1], x[:, :1], np.zeros(4), 1.0), "z must have shape"),
                        ((x, x[:, :2], np.zeros(4), 1.0), "y must have shape"),
-                       ((x, x, np.zeros(3), 1.0), "logw must have shape"),
-                       ((x, x, np.zeros(4), -1.0), "beta must be")):
+                       ((x, x, np.zeros(3), 1.0), "logw must have shape")):
         with pytest.raises(ValueError, match=word):
             torch_sums.sums(*args)
+    with pytest.raises(ValueError, match="beta must be"):  # β is checked once, by Attention
+        Attention(np.eye(3), np.eye(3), np.eye(3), -1.0)
     with pytest.raises(ValueError, match="kind must be"):
         torch_sums.mean_direct(x, x, np.zeros(4), 1.0, "softmx")
     monkeypatch.setenv(torch_sums.DEVICE_ENV, "no-such-device")

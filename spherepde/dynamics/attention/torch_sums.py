@@ -143,7 +143,9 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, *,
 
     ``precision`` is "float64" or "float32"; ``fused`` None picks the fused kernel where it
     runs (CUDA device and Triton importable), False forces the blocked path, True requires the
-    fused kernel (ValueError where it cannot run).
+    fused kernel (ValueError where it cannot run).  ``beta`` is finite and > 0: it comes from an
+    :class:`~spherepde.dynamics.attention.Attention`, which checked it (β = ∞ never reaches the
+    sums), and is not checked again here.
     """
     require()
     import torch  # noqa: PLC0415
@@ -161,8 +163,6 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, *,
         raise ValueError(f"logw must have shape ({m},), one per source, got {logw.shape}")
     if n == 0 or m == 0:
         raise ValueError(f"need at least one target and one source, got n = {n}, m = {m}")
-    if not (isinstance(beta, (int, float, np.floating)) and math.isfinite(beta) and beta > 0):
-        raise ValueError(f"beta must be a finite number > 0, got {beta!r}")
     dt = torch.float64 if precision == "float64" else torch.float32
     dev = device()
     if fused is None:

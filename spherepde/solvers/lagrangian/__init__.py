@@ -6,9 +6,9 @@ The NetCDF writer for particle runs is :func:`spherepde.io.particles.write_parti
 """
 from __future__ import annotations
 
-from spherepde.solvers.lagrangian.particles import METHODS, ParticleODE, ParticleResult, retract
-from spherepde.solvers.lagrangian.sde import SDE_METHODS, ParticleSDE, PointGaussianNoise
+from spherepde.solvers.lagrangian.particles import ODE_INTEGRATORS, ParticleODE, ParticleResult, retract
+from spherepde.solvers.lagrangian.sde import SDE_INTEGRATORS, ParticleSDE, PointGaussianNoise
 from spherepde.solvers.lagrangian.transformer import DiscreteTransformer, MLPLayer, TransformerResult
 
-__all__ = ["METHODS", "SDE_METHODS", "DiscreteTransformer", "MLPLayer", "ParticleODE",
+__all__ = ["ODE_INTEGRATORS", "SDE_INTEGRATORS", "DiscreteTransformer", "MLPLayer", "ParticleODE",
            "ParticleResult", "ParticleSDE", "PointGaussianNoise", "TransformerResult", "retract"]

@@ -64,7 +64,8 @@ from spherepde.solvers.controller import Controller, StateSpace, _check_time, ch
 from spherepde.solvers.trackers import MemoryTracker, ProgressTracker
 
 #: integrator name -> number of velocity evaluations per step
-METHODS = {"rk4": 4, "rk2": 2}
+#: the ODE integrators of :class:`ParticleODE` (its ``method``) and their orders
+ODE_INTEGRATORS = {"rk4": 4, "rk2": 2}
 
 #: points whose norm differs from 1 by more than this are refused as initial data
 SPHERE_TOL = 1e-8
@@ -163,8 +164,8 @@ class ParticleODE:
 
         if not isinstance(attention, Attention):
             raise TypeError(f"attention must be an Attention, got {type(attention).__name__}")
-        if method not in METHODS:
-            raise ValueError(f"method must be one of {sorted(METHODS)}, got {method!r}")
+        if method not in ODE_INTEGRATORS:
+            raise ValueError(f"method must be one of {sorted(ODE_INTEGRATORS)}, got {method!r}")
         self.attention: Attention | None = attention  # None only in a ParticleSDE
         self.method = method
         self.weights = None if weights is None else self._check_weights(weights)
@@ -209,7 +210,7 @@ class ParticleODE:
 
     @property
     def n_evals_per_step(self) -> int:
-        return METHODS[self.method]
+        return ODE_INTEGRATORS[self.method]
 
     def _weights_for(self, n: int) -> np.ndarray:
         if self.weights is None:
@@ -376,4 +377,4 @@ class ParticleStepper:
         return self.system.step(x, t, dt)
 
 
-__all__ = ["METHODS", "ParticleODE", "ParticleResult", "ParticleStepper", "retract"]
+__all__ = ["ODE_INTEGRATORS", "ParticleODE", "ParticleResult", "ParticleStepper", "retract"]

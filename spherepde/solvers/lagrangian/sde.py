@@ -39,7 +39,8 @@ from spherepde.dynamics.attention import Attention
 from spherepde.grids.geometry import project_tangent
 from spherepde.solvers.lagrangian.particles import ParticleODE, retract
 
-SDE_METHODS = ("heun", "euler-maruyama")
+#: the SDE integrators of :class:`ParticleSDE` (its ``method``): Stratonovich, Itô
+SDE_INTEGRATORS = ("heun", "euler-maruyama")
 
 
 def _sqrt_psd(k: np.ndarray) -> np.ndarray:
@@ -124,8 +125,8 @@ class ParticleSDE(ParticleODE):
                  tol: float = 1e-8) -> None:
         if attention is not None and not isinstance(attention, Attention):
             raise TypeError(f"attention must be an Attention or None, got {type(attention).__name__}")
-        if method not in SDE_METHODS:
-            raise ValueError(f"method must be one of {SDE_METHODS}, got {method!r}")
+        if method not in SDE_INTEGRATORS:
+            raise ValueError(f"method must be one of {SDE_INTEGRATORS}, got {method!r}")
         if (noise is None) != (path is None):
             raise ValueError("noise and path go together: give both or neither")
         if noise is not None and kernel is not None:
@@ -213,4 +214,4 @@ class ParticleSDE(ParticleODE):
         return f"ParticleSDE(d={self.d}, method={self.method!r}, noise={src})"
 
 
-__all__ = ["SDE_METHODS", "ParticleSDE", "PointGaussianNoise"]
+__all__ = ["SDE_INTEGRATORS", "ParticleSDE", "PointGaussianNoise"]
