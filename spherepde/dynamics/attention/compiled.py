@@ -51,7 +51,7 @@ import os
 
 import numpy as np
 
-from spherepde.grids.geometry import lat_lon_tiles
+from spherepde.grids.geometry import kd_tiles, lat_lon_tiles
 
 #: smallest tolerance the compiled sums serve (their own error is ≤ 3e-14, see the docstring)
 MIN_TOL = 1e-12
@@ -68,11 +68,18 @@ TILE = 64
 #: it skipped only 1–8 % more pairs, and no time gain showed above the load's scatter
 #: (docs/prototypes/issue23/cull_mass.json)
 CULL_BY_TILE_MASS = False
+#: how the culling groups sources into tiles and targets into blocks: "kd" (geometry.kd_tiles:
+#: at most TILE / TARGET_BLOCK points each, small where the points crowd) or "lat-lon"
+#: (geometry.lat_lon_tiles: equal-area cells, the layout before issue 23's second session)
+CULL_TILES = "kd"
+#: sum a target's kept tiles that follow each other in the source order as one range (k-d order
+#: keeps neighbouring tiles together, so a target's kept cap is a few ranges, not many tiles)
+CULL_RUNS = True
 #: targets per block of the culling's first level (targets of similar direction Bᵀx)
 TARGET_BLOCK = 64
 #: a target whose kept tiles hold more than this fraction of the sources sums them all (the
 #: tile loops cost 2.5–4× the plain loops per pair, measured at nlat 64)
-CULL_MAX_FRACTION = 0.35
+CULL_MAX_FRACTION = 0.7
 #: sources count as unit vectors when ||y| − 1| ≤ this
 UNIT_RTOL = 1e-12
 #: below this many (target, source) pairs the all-pairs kernels run on one numba thread: starting
@@ -159,10 +166,15 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) ->
     return out
 
 
+def _tiles(p: np.ndarray, size: int):
+    """(order, starts) of the culling's tiles of unit points p (:data:`CULL_TILES`)."""
+    return (kd_tiles if CULL_TILES == "kd" else lat_lon_tiles)(p, size)
+
+
 def _source_tiles(y: np.ndarray, logw: np.ndarray, size: int):
-    """Sources sorted into tiles (geometry.lat_lon_tiles) and what the culling bound needs per
+    """Sources sorted into tiles (:func:`_tiles`) and what the culling bound needs per
     tile: (order, starts, centre, angular radius, max log w, representative, its log w)."""
-    order, starts = lat_lon_tiles(y, size)
+    order, starts = _tiles(y, size)
     ys, lws = y[order], logw[order]
     cen = np.add.reduceat(ys, starts[:-1], axis=0)
     cen /= np.maximum(np.linalg.norm(cen, axis=1, keepdims=True), 1e-300)
@@ -232,10 +244,11 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     ys, lws = y[order], lw[order]
     y0, y1, y2 = (np.ascontiguousarray(ys[:, k], dtype=float) for k in range(3))
     zn = np.maximum(np.linalg.norm(zc, axis=1, keepdims=True), 1e-300)
-    torder, tstarts = lat_lon_tiles(zc / zn, TARGET_BLOCK)
+    torder, tstarts = _tiles(zc / zn, TARGET_BLOCK)
     kept = np.empty(n, np.int64)
-    sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, bmax, yrep, lrep,
-                 cut, torder, tstarts, CULL_MAX_FRACTION, cw, num, den, mx, kept)
+    sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, np.cos(rad),
+                 np.sin(rad), bmax, yrep, lrep, cut, torder, tstarts, CULL_MAX_FRACTION, cw,
+                 CULL_RUNS, num, den, mx, kept)
     return num, den, mx, int(kept.sum())
 
 
