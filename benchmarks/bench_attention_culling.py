@@ -10,7 +10,17 @@ Cases (targets = sources, as the adaptive density and particle solvers call it, 
   (benchmarks/data/amr_beta1000_points.npz, made by make_amr_attention_case.py): B =
   diag(0.1, 1, 1), sources the leaf centres weighted by their masses;
 * ``vmf-beta100-<B>`` / ``vmf-beta1000-diag-0.1``: the cells of GaussGrid(64) weighted by a von
-  Mises–Fisher density (κ = 50, floor 1e-12, bench_attention's "concentrated"), every class of B.
+  Mises–Fisher density (κ = 50, floor 1e-12, bench_attention's "concentrated"), every class of B;
+* ``particles-<B>-<cloud>``: one RK4 step of ParticleODE, N = 10⁴, β = 100 (bench_particle_kernels'
+  set-up: B = diag(0.5, 1, 1) or its general random matrix, the diffuse and the concentrated
+  cloud), the velocity by "auto" (which takes the compiled sums there);
+* ``density128-<B>``: DensityAttention.mean of bench_attention's concentrated row at β = 100
+  (GaussGrid(128), 65 792 face-point targets, certified spectral sums where they certify, the
+  compiled culled sums for the rest).
+
+The last two call the package's solvers; their ``baseline`` is the same call with
+``compiled.sums`` replaced by the baseline's (the function every compiled path goes through), and
+they report no ``all-pairs`` contender.
 
 Contenders, timed in turn within each repetition (the order rotates): ``baseline`` (the commit's
 compiled.py and compiled_numba.py, loaded as separate modules from ``git show``), ``new`` (this
@@ -36,8 +46,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from spherepde import GaussGrid  # noqa: E402
-from spherepde.dynamics.attention import compiled  # noqa: E402
+from spherepde.dynamics.attention import Attention, DensityAttention, compiled  # noqa: E402
+from spherepde.solvers.lagrangian import ParticleODE  # noqa: E402
 
+from bench_particles import cloud  # noqa: E402  (this folder)
 from yardstick import machine_limits  # noqa: E402  (this folder)
 
 DATA = ROOT / "benchmarks" / "data" / "amr_beta1000_points.npz"
@@ -74,6 +86,39 @@ def cases() -> list[dict]:
     return out
 
 
+def step_cases() -> list[dict]:
+    """The particle steps and the density means (module docstring): name and a call."""
+    out = []
+    rng = np.random.default_rng(2026)
+    q1 = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    q2 = np.linalg.qr(rng.normal(size=(3, 3)))[0]
+    for bname, K in (("diag-0.5", np.diag([0.5, 1.0, 1.0])),
+                     ("general-random", q1 @ np.diag([1.2, 0.7, 0.4]) @ q2)):
+        for cname in ("diffuse", "concentrated"):
+            x = cloud(cname, 10000, np.random.default_rng(2026))
+            ode = ParticleODE(Attention(np.eye(3), K, np.diag([1.0, 0.8, 0.2]), 100.0))
+            out.append({"name": f"particles-{bname}-{cname}", "beta": 100.0, "n": 10000,
+                        "m": 10000, "call": (lambda ode=ode, x=x: ode.step(x, 0.0, 0.05)),
+                        "source": "ParticleODE RK4 step, N = 1e4, dt = 0.05"})
+    g = GaussGrid(128)
+    pts = FFSL_POINTS(g)
+    c = KAPPA / (2 * np.pi * (1 - np.exp(-2 * KAPPA)))
+    rho = c * np.exp(KAPPA * (g.xyz @ A_DIR - 1.0)) + FLOOR
+    for bname, B in matrices().items():
+        da = DensityAttention(Attention(np.eye(3), B, np.eye(3), 100.0), g, tol=TOL)
+        out.append({"name": f"density128-{bname}", "beta": 100.0, "n": pts.shape[0],
+                    "m": g.xyz[..., 0].size, "call": (lambda da=da: da.mean(pts, rho)),
+                    "source": "DensityAttention.mean, GaussGrid(128) vMF kappa 50, FFSL face points"})
+    return out
+
+
+def FFSL_POINTS(grid):
+    """bench_attention's targets: the face points of the FFSL transport."""
+    from spherepde.solvers.eulerian.transport import FFSLSphere
+
+    return FFSLSphere(grid, lambda t, x: np.zeros_like(x)).points
+
+
 def baseline_module(commit: str):
     """The commit's compiled.py, importing the commit's compiled_numba.py (both from git show,
     in a folder of the temp dir that keeps numba's cache between runs)."""
@@ -97,6 +142,16 @@ def baseline_module(commit: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod, sha
+
+
+def _with_sums(sums, call):
+    """call() with compiled.sums replaced by ``sums`` (then restored)."""
+    own = compiled.sums
+    compiled.sums = sums
+    try:
+        return call()
+    finally:
+        compiled.sums = own
 
 
 def main(argv=None) -> int:
@@ -159,6 +214,35 @@ def main(argv=None) -> int:
                   f"[{row['baseline_over_new']['min']:.2f}, {row['baseline_over_new']['max']:.2f}], "
                   f"pairs {row['pairs_fraction']['baseline']:.3f} -> {row['pairs_fraction']['new']:.3f},"
                   f" dev {dev['new']:.1e}", flush=True)
+    for case in step_cases():
+        if args.only and case["name"] not in args.only.split(","):
+            continue
+        fns = {"baseline": lambda: _with_sums(base.sums, case["call"]), "new": case["call"]}
+        res = {k: f() for k, f in fns.items()}
+        dev = float(np.max(np.abs(np.asarray(res["baseline"]) - np.asarray(res["new"]))))
+        for nt in threads:
+            if nt > numba.config.NUMBA_NUM_THREADS:
+                continue
+            numba.set_num_threads(nt)
+            times = {k: [] for k in fns}
+            for r in range(args.reps):
+                for k in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
+                    t0 = time.perf_counter()
+                    fns[k]()
+                    times[k].append(time.perf_counter() - t0)
+            ratio = [a / b for a, b in zip(times["baseline"], times["new"])]
+            row = {"case": case["name"], "source": case["source"], "beta": case["beta"],
+                   "n": case["n"], "m": case["m"], "threads": nt, "tol": TOL,
+                   "t_median": {k: float(np.median(v)) for k, v in times.items()},
+                   "times": times,
+                   "baseline_over_new": {"median": float(np.median(ratio)),
+                                         "min": float(np.min(ratio)), "max": float(np.max(ratio))},
+                   "max_deviation_baseline_new": dev}
+            rows.append(row)
+            print(f"{case['name']:26s} threads {nt}: baseline {row['t_median']['baseline']:.3f} s, "
+                  f"new {row['t_median']['new']:.3f} s; baseline/new "
+                  f"{row['baseline_over_new']['median']:.2f} [{row['baseline_over_new']['min']:.2f}, "
+                  f"{row['baseline_over_new']['max']:.2f}], |baseline - new| {dev:.1e}", flush=True)
     numba.set_num_threads(nthreads0)
     out = {"benchmark": "attention_culling", "baseline_commit": sha,
            "attention_exp": compiled.path_info(),

@@ -77,9 +77,12 @@ CULL_TILES = "kd"
 CULL_RUNS = True
 #: targets per block of the culling's first level (targets of similar direction Bᵀx)
 TARGET_BLOCK = 64
-#: a target whose kept tiles hold more than this fraction of the sources sums them all (the
-#: tile loops cost 2.5–4× the plain loops per pair, measured at nlat 64)
-CULL_MAX_FRACTION = 0.7
+#: a target whose kept tiles hold more than this fraction of the sources sums them all.  Was
+#: 0.35 when the kept tiles were summed one by one on lat–lon tiles (2.5–4× the plain loops per
+#: pair); on k-d tiles summed as ranges a kept pair costs about what it costs in the plain loops,
+#: and 0.7 sent the 70 % blob of bench_particle_kernels' concentrated cloud to full rows
+#: (58 % of the pairs are needed there); benchmarks/bench_attention_culling.py
+CULL_MAX_FRACTION = 0.9
 #: sources count as unit vectors when ||y| − 1| ≤ this
 UNIT_RTOL = 1e-12
 #: below this many (target, source) pairs the all-pairs kernels run on one numba thread: starting
