@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -244,13 +245,16 @@ def main(argv=None) -> int:
                   f"{row['baseline_over_new']['median']:.2f} [{row['baseline_over_new']['min']:.2f}, "
                   f"{row['baseline_over_new']['max']:.2f}], |baseline - new| {dev:.1e}", flush=True)
     numba.set_num_threads(nthreads0)
-    out = {"benchmark": "attention_culling", "baseline_commit": sha,
+    head = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
+                          capture_output=True, text=True).stdout.strip()
+    out = {"benchmark": "attention_culling", "baseline_commit": sha, "commit": head,
            "attention_exp": compiled.path_info(),
            "layout": {"new": {"tiles": compiled.CULL_TILES, "runs": compiled.CULL_RUNS,
                               "tile": compiled.TILE, "target_block": compiled.TARGET_BLOCK,
                               "max_fraction": compiled.CULL_MAX_FRACTION}},
            "rows": rows,
            "meta": {"yardstick": limits, "reps": args.reps, "elapsed_s": time.time() - t_start,
+                    "loadavg_end": list(os.getloadavg()),
                     "numba_threads_max": int(numba.config.NUMBA_NUM_THREADS)}}
     Path(args.out).write_text(json.dumps(out, indent=1))
     print(f"wrote {args.out}")

@@ -121,9 +121,11 @@ def kd_tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     p = np.asarray(p, float)
     n = p.shape[0]
     order = np.arange(n)
+    if n == 0:
+        return order, np.zeros(1, np.int64)
     bounds = np.array([0, n], np.int64)
     size = max(1, int(size))
-    while n and int(np.max(np.diff(bounds))) > size:
+    while int(np.max(np.diff(bounds))) > size:
         lens = np.diff(bounds)
         seg = np.repeat(np.arange(lens.size), lens)
         q = p[order]

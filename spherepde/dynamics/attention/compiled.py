@@ -31,8 +31,10 @@ instead of something smaller), which adds at most m·1.6e-28 to den_i ≥ 1.  He
 choice accepts for tolerances ≥ :data:`MIN_TOL`.
 
 Culling (``tol`` given, d = 3, unit sources, m ≥ :data:`CULL_MIN_SOURCES`): the sources are
-grouped into lat–lon tiles of ~:data:`TILE` points (centre c_t, angular radius r_t, largest
-log-weight b_t, a representative point).  For target i with |z_i| = ζ_i and direction u_i, the
+grouped into tiles of at most :data:`TILE` points (centre c_t, angular radius r_t, largest
+log-weight b_t, a representative point): k-d tiles (:data:`CULL_TILES`, geometry.kd_tiles),
+small where the sources crowd, in an order that keeps neighbouring tiles together.  For target
+i with |z_i| = ζ_i and direction u_i, the
 largest logit of tile t is at most ζ_i cos(max(∠(u_i, c_t) − r_t, 0)) + b_t, and the largest
 representative logit lb_i is at most M_i.  Tiles whose bound lies below lb_i − ln(m/tol) are
 skipped: each of their terms weighs < (tol/m)·e^{M_i}, so what is skipped is < tol·den_i and
@@ -41,7 +43,13 @@ tile's total weight and T the number of tiles: each skipped tile then weighs < (
 the same total bound)
 |m_i − m_ref,i| ≤ 2·tol·max|y| on top of the error above.  The bound is per target, so the kept
 work follows each target's own neighbourhood (the tile culling of ``direct._culled_blocks``
-bounds whole blocks of targets at once).
+bounds whole blocks of targets at once).  cos(max(∠(u_i, c_t) − r_t, 0)) is taken by the
+addition formula from cos r_t, sin r_t (no arccos per target and tile), plus
+``compiled_numba.COS_MARGIN`` (1e-7: above that formula's rounding, which is below 2e-8 where
+the angle is near 0 or π), which only keeps more.  Kept tiles that follow each other in the
+source order are summed as one range (:data:`CULL_RUNS`), each range in the blocks of the
+path's plain loops, so the order of a row's sum is fixed by the tiles and the targets'
+layout alone, whatever the thread count.
 """
 from __future__ import annotations
 
