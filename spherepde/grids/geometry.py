@@ -131,9 +131,10 @@ def kd_tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
         q = p[order]
         ext = (np.maximum.reduceat(q, bounds[:-1], axis=0)
                - np.minimum.reduceat(q, bounds[:-1], axis=0))
-        key = q[np.arange(n), np.argmax(ext, axis=1)[seg]]
-        order = order[np.lexsort((key, seg))]
         split = lens > size
+        # (tiles already small enough keep their order: key 0 under a stable sort)
+        key = np.where(split[seg], q[np.arange(n), np.argmax(ext, axis=1)[seg]], 0.0)
+        order = order[np.lexsort((key, seg))]
         bounds = np.sort(np.r_[bounds, bounds[:-1][split] + lens[split] // 2])
     return order, bounds.astype(np.int64)
 

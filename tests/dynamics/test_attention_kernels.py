@@ -211,6 +211,15 @@ def test_kd_tiles_partition_the_points():
     near = cen @ MU > 0.99
     assert np.median(rad[near]) < 0.5 * np.median(rad[~near])
     assert kd_tiles(np.empty((0, 3)), 8)[1].tolist() == [0]
+    # the compiled version the culling uses gives the same order and tiles (GaussGrid points:
+    # many equal coordinates, so the sorts' ties matter)
+    from spherepde import GaussGrid
+    from spherepde.dynamics.attention import compiled_numba as K
+
+    for pts in (p, GaussGrid(16).xyz.reshape(-1, 3)):
+        for size in (1, 7, 64):
+            a, b = kd_tiles(pts, size), K.kd_order(np.ascontiguousarray(pts), size)
+            assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
 
 
 LAYOUTS = [("kd", True), ("lat-lon", False)]

@@ -59,7 +59,7 @@ import os
 
 import numpy as np
 
-from spherepde.grids.geometry import kd_tiles, lat_lon_tiles
+from spherepde.grids.geometry import lat_lon_tiles
 
 #: smallest tolerance the compiled sums serve (their own error is ≤ 3e-14, see the docstring)
 MIN_TOL = 1e-12
@@ -178,8 +178,13 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) ->
 
 
 def _tiles(p: np.ndarray, size: int):
-    """(order, starts) of the culling's tiles of unit points p (:data:`CULL_TILES`)."""
-    return (kd_tiles if CULL_TILES == "kd" else lat_lon_tiles)(p, size)
+    """(order, starts) of the culling's tiles of unit points p (:data:`CULL_TILES`; the k-d
+    tiles by compiled_numba.kd_order, the same as geometry.kd_tiles)."""
+    if CULL_TILES == "kd":
+        from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
+
+        return K.kd_order(np.ascontiguousarray(p, dtype=float), int(size))
+    return lat_lon_tiles(p, size)
 
 
 def _source_tiles(y: np.ndarray, logw: np.ndarray, size: int):

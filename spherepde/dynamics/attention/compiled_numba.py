@@ -111,6 +111,52 @@ except Exception:  # noqa: BLE001 - never called then (cw is False): stand-ins o
         return None
 
 
+@njit(cache=True, nogil=True)
+def kd_order(p, size):
+    """geometry.kd_tiles compiled (the same order and tiles): (order, starts)."""
+    n, k = p.shape
+    order = np.arange(n)
+    if n == 0:
+        return order, np.zeros(1, np.int64)
+    size = max(1, size)
+    cuts = np.empty(n + 1, np.int64)  # tile starts, in any order
+    ncut = 0
+    stack = np.empty((2 * (n // size + 2) + 64, 2), np.int64)
+    stack[0, 0], stack[0, 1] = 0, n
+    top = 1
+    while top > 0:
+        top -= 1
+        lo, hi = stack[top, 0], stack[top, 1]
+        if hi - lo <= size:
+            cuts[ncut] = lo
+            ncut += 1
+            continue
+        best, ax = -1.0, 0
+        for c in range(k):
+            mn, mxv = np.inf, -np.inf
+            for j in range(lo, hi):
+                v = p[order[j], c]
+                mn = min(mn, v)
+                mxv = max(mxv, v)
+            if mxv - mn > best:
+                best, ax = mxv - mn, c
+        seg = order[lo:hi].copy()
+        key = np.empty(hi - lo)
+        for j in range(hi - lo):
+            key[j] = p[seg[j], ax]
+        idx = np.argsort(key, kind="mergesort")
+        for j in range(hi - lo):
+            order[lo + j] = seg[idx[j]]
+        mid = lo + (hi - lo) // 2
+        stack[top, 0], stack[top, 1] = mid, hi
+        stack[top + 1, 0], stack[top + 1, 1] = lo, mid
+        top += 2
+    starts = np.empty(ncut + 1, np.int64)
+    starts[:ncut] = np.sort(cuts[:ncut])
+    starts[ncut] = n
+    return order, starts
+
+
 #: absolute margin on the cosine of a tile bound (compiled.py: ``cos(max(α − r, 0))`` by the
 #: addition formula, whose rounding near α = 0 or π stays below 2e-8)
 COS_MARGIN = 1e-7
