@@ -66,6 +66,13 @@ def cpu_info() -> dict:
 
         info.update(numba=numba.__version__, numba_svml=bool(numba.config.USING_SVML),
                     numba_threads=int(numba.get_num_threads()))
+        # why SVML is off where it is: numba needs both Intel's libsvml (e.g. the
+        # intel-cmplr-lib-rt wheel) and an llvmlite whose LLVM carries the SVML patch (conda's;
+        # PyPI's llvmlite wheels do not)
+        import llvmlite.binding as llb
+
+        has = getattr(llb.targets, "has_svml", None)
+        info["llvmlite_svml_patched"] = bool(has()) if has is not None else None
     except ImportError:
         info.update(numba=None, numba_svml=None, numba_threads=None)
     try:

@@ -268,14 +268,41 @@ def _speedups(rows, *, beta=None, density=None, bs=None) -> dict:
                   and (density is None or r["density"] == density) and (bs is None or r["B"] in bs))
 
 
+def _culling(kd: dict) -> dict:
+    """bench_attention_culling.json by case (dots dropped from the names) and thread count
+    (t1, t2): baseline/new medians and spreads, pair fractions; ranges over the case groups."""
+    by: dict = {}
+    for r in kd["rows"]:
+        one = {"ratio": r["baseline_over_new"]["median"], "ratio_min": r["baseline_over_new"]["min"],
+               "ratio_max": r["baseline_over_new"]["max"], "t_new": r["t_median"]["new"],
+               "t_baseline": r["t_median"]["baseline"]}
+        if "pairs_fraction" in r:
+            one.update(pairs_baseline_percent=100 * r["pairs_fraction"]["baseline"],
+                       pairs_new_percent=100 * r["pairs_fraction"]["new"],
+                       all_pairs_over_new=r["all_pairs_over_new"]["median"],
+                       max_deviation=r["max_deviation_from_all_pairs"]["new"])
+        by.setdefault(r["case"].replace(".", ""), {})[f"t{r['threads']}"] = one
+
+    def group(prefix, threads):
+        return _range(v[threads]["ratio"] for k, v in by.items() if k.startswith(prefix) and threads in v)
+
+    y = kd["meta"]["yardstick"]
+    return {"by_case": by, "baseline": kd["baseline_commit"], "reps": kd["meta"]["reps"],
+            "vmf_beta100_t1": group("vmf-beta100", "t1"), "vmf_beta100_t2": group("vmf-beta100", "t2"),
+            "particles_t1": group("particles", "t1"), "particles_t2": group("particles", "t2"),
+            "density128_t1": group("density128", "t1"), "density128_t2": group("density128", "t2"),
+            "cpu": y["cpu"]["model"], "load_start": y["cpu"]["loadavg"][0],
+            "np_exp_per_s_per_core": y["np_exp_per_s_per_core"]}
+
+
 def attention() -> tuple[list[str], dict]:
     files = ["benchmarks/results/attention_quick.json", "benchmarks/results/attention.json",
              "benchmarks/results/attention_cache.json", "benchmarks/results/gpu_run1.json",
              "benchmarks/results/gpu_run2.json", "benchmarks/results/gpu_run3.json",
              "docs/prototypes/issue23/exp_error.json", "docs/prototypes/issue23/cull_mass.json",
              "docs/prototypes/issue23/exp_coefficients.json", "benchmarks/results/attention_kernel_quick.json",
-             "benchmarks/results/particles_kernels.json"]
-    quick, full, cache, g1, g2, g3, exp, cull, coef, kq, pk = (_read(f) for f in files)
+             "benchmarks/results/particles_kernels.json", "benchmarks/results/attention_culling.json"]
+    quick, full, cache, g1, g2, g3, exp, cull, coef, kq, pk, kd = (_read(f) for f in files)
     q, f = quick["rows"], full["rows"]
     aims = quick["meta"]["aims"]
 
@@ -348,6 +375,7 @@ def attention() -> tuple[list[str], dict]:
                 "legacy_max_rel": exp["exp"]["legacy"]["max_rel"]},
         "cull_by_mass_fewer_pairs_percent": _range(100 * (1 - r["pairs_ratio"]) for r in rows),
         "cull_by_mass_time_ratio": _range(r["time_ratio"] for r in rows),
+        "culling": _culling(kd),
         # the one-minute load average at the start and end of the two issue-23 side-by-side runs
         "issue23_load": _range(m[k][0] for m in (kq["meta"], pk["meta"]) for k in ("loadavg_start", "loadavg_end"))}
 

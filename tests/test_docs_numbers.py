@@ -99,7 +99,7 @@ ALLOWED = {
         "1e-8",           # the default tol
         "1e-12",          # the tolerance below which the compiled sums give way to culled; the test floor
         "1.5e-14",        # the legacy polynomial's design error per term
-        "35 %",           # compiled.CULL_MAX_FRACTION
+        "90 %",           # compiled.CULL_MAX_FRACTION
         "5e-16",          # the round-off model's constant
         "1e-6",           # the float32 error model's constant
         "0.1",            # diag(0.1, 1, 1), a test case

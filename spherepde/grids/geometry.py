@@ -111,6 +111,34 @@ def cosine_minus_one(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return g
 
 
+def kd_tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """Group points p (n, k) into tiles of at most ``size`` points by recursive halving: each
+    tile with more than ``size`` points is split at its median along the coordinate of largest
+    extent (a k-d tree's leaves, in tree order).  Unlike :func:`lat_lon_tiles` the tiles follow
+    the points: where they crowd, the tiles are small, so a concentrated set gets compact tiles
+    and neighbouring tiles sit next to each other in the order.  Deterministic (stable sorts);
+    returns (order, tile start offsets into order with n appended, int64)."""
+    p = np.asarray(p, float)
+    n = p.shape[0]
+    order = np.arange(n)
+    if n == 0:
+        return order, np.zeros(1, np.int64)
+    bounds = np.array([0, n], np.int64)
+    size = max(1, int(size))
+    while int(np.max(np.diff(bounds))) > size:
+        lens = np.diff(bounds)
+        seg = np.repeat(np.arange(lens.size), lens)
+        q = p[order]
+        ext = (np.maximum.reduceat(q, bounds[:-1], axis=0)
+               - np.minimum.reduceat(q, bounds[:-1], axis=0))
+        split = lens > size
+        # (tiles already small enough keep their order: key 0 under a stable sort)
+        key = np.where(split[seg], q[np.arange(n), np.argmax(ext, axis=1)[seg]], 0.0)
+        order = order[np.lexsort((key, seg))]
+        bounds = np.sort(np.r_[bounds, bounds[:-1][split] + lens[split] // 2])
+    return order, bounds.astype(np.int64)
+
+
 def lat_lon_tiles(p: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
     """Group unit points p (n, 3) into about n/size lat–lon tiles: (order, tile start offsets
     into order with n appended, int64)."""

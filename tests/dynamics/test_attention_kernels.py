@@ -5,7 +5,11 @@
   [−708, 0], and exactly 0 below;
 * the attention mean of both paths against a long-double evaluation of the same sums, for every
   class of B, within the error model written out in :func:`model_bound`;
-* the same bits on one and on two numba threads, for the all-pairs, culled and any-d kernels;
+* the same bits on one and on two numba threads, for the all-pairs, culled (both tile layouts)
+  and any-d kernels;
+* the culled sums (k-d tiles summed as ranges, and the lat–lon tiles before them) within the
+  error model plus 2·tol of long double, and the plain-loop rows of the culled kernel equal to
+  the all-pairs kernel bit for bit; geometry.kd_tiles a partition;
 * the fallback: the legacy path when asked for, and when the cody-waite kernels do not compile.
 """
 from __future__ import annotations
@@ -111,9 +115,14 @@ def _threads_available():
 
 @pytest.mark.skipif(not _threads_available(), reason="numba started with one thread")
 @pytest.mark.parametrize("path", C.PATHS)
-@pytest.mark.parametrize("case", ["all-pairs", "culled", "any-d"])
+@pytest.mark.parametrize("case", ["all-pairs", "culled", "culled-latlon", "any-d"])
 def test_same_bits_on_one_and_two_threads(case, path, monkeypatch):
     import numba
+
+    if case == "culled-latlon":  # the layout before k-d tiles and ranges
+        monkeypatch.setattr(C, "CULL_TILES", "lat-lon")
+        monkeypatch.setattr(C, "CULL_RUNS", False)
+        case = "culled"
 
     rng = np.random.default_rng(11)
     d = 5 if case == "any-d" else 3
@@ -179,3 +188,83 @@ def test_culling_by_tile_mass_keeps_the_tolerance(monkeypatch):
         assert np.max(np.linalg.norm(m - ref, axis=1)) <= 1e-13 + 2e-8
         pairs[flag] = dict(st)["pairs"]
     assert max(pairs.values()) < 300 * 4000
+
+
+def test_kd_tiles_partition_the_points():
+    """geometry.kd_tiles: every point in exactly one tile of at most `size` points, the same
+    order on every call, and tiles that follow the points (a tight cluster gets small tiles)."""
+    from spherepde.grids.geometry import kd_tiles
+
+    rng = np.random.default_rng(4)
+    p = concentrated(3001, rng)
+    order, starts = kd_tiles(p, 64)
+    assert np.array_equal(np.sort(order), np.arange(3001))
+    assert starts[0] == 0 and starts[-1] == 3001 and np.all(np.diff(starts) >= 1)
+    assert np.max(np.diff(starts)) <= 64
+    o2, s2 = kd_tiles(p, 64)
+    assert np.array_equal(order, o2) and np.array_equal(starts, s2)
+    # the tiles of the tight blob (width 0.05) are much narrower than those of the wide one
+    q = p[order]
+    cen = unit(np.add.reduceat(q, starts[:-1], axis=0))
+    tile = np.repeat(np.arange(starts.size - 1), np.diff(starts))
+    rad = np.maximum.reduceat(np.arccos(np.clip(np.sum(q * cen[tile], 1), -1, 1)), starts[:-1])
+    near = cen @ MU > 0.99
+    assert np.median(rad[near]) < 0.5 * np.median(rad[~near])
+    assert kd_tiles(np.empty((0, 3)), 8)[1].tolist() == [0]
+    # the compiled version the culling uses gives the same order and tiles (GaussGrid points:
+    # many equal coordinates, so the sorts' ties matter)
+    from spherepde import GaussGrid
+    from spherepde.dynamics.attention import compiled_numba as K
+
+    for pts in (p, GaussGrid(16).xyz.reshape(-1, 3)):
+        for size in (1, 7, 64):
+            a, b = kd_tiles(pts, size), K.kd_order(np.ascontiguousarray(pts), size)
+            assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+
+
+LAYOUTS = [("kd", True), ("lat-lon", False)]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS, ids=["kd-runs", "latlon-tiles"])
+@pytest.mark.parametrize("path", C.PATHS)
+@pytest.mark.parametrize("bname", ["identity", "diagonal", "spd-random", "general-random"])
+def test_culled_error_model_against_long_double(bname, path, layout, monkeypatch):
+    """The culled sums (tol = 1e-8) on a concentrated measure with uneven weights: within the
+    error model of the kept terms plus 2·tol (what is skipped weighs < tol·den) of the long-double
+    sums over all sources, for both tile layouts, and skipping pairs."""
+    monkeypatch.setattr(C, "CULL_TILES", layout[0])
+    monkeypatch.setattr(C, "CULL_RUNS", layout[1])
+    rng = np.random.default_rng(len(bname) + 7)
+    y = concentrated(2400, rng)
+    logw = np.log(rng.uniform(0.2, 5.0, y.shape[0]) / y.shape[0])
+    x = np.vstack([y[::12], unit(rng.normal(size=(100, 3)))])
+    B = matrix(bname, rng)
+    tol = 1e-8
+    for beta in (100.0, 1000.0):
+        z = x @ B
+        m, pairs = C.mean(z, y, logw, beta, "softmax", tol=tol, path=path)
+        ref, M = reference_ld(z, y, logw, beta)
+        err = np.linalg.norm((m - ref).astype(float), axis=1)
+        bound = model_bound(z, y, logw, beta, M.astype(float), path) + 2.0 * tol
+        assert np.all(err <= bound), (beta, float(np.max(err / bound)))
+        assert pairs < x.shape[0] * y.shape[0]
+
+
+@pytest.mark.parametrize("path", C.PATHS)
+def test_culled_rows_sent_to_the_plain_loops_give_the_all_pairs_bits(path, monkeypatch):
+    """CULL_MAX_FRACTION = 0 sends every row of the culled kernel to the plain loops: the bits
+    of the all-pairs kernel over the sources in the layout's tile order, whatever the layout."""
+    rng = np.random.default_rng(12)
+    y = concentrated(2500, rng)
+    logw = np.log(rng.uniform(0.5, 2.0, 2500) / 2500)
+    z = unit(rng.normal(size=(120, 3))) @ matrix("general-random", rng)
+    monkeypatch.setattr(C, "CULL_MAX_FRACTION", 0.0)
+    for layout in LAYOUTS:
+        monkeypatch.setattr(C, "CULL_TILES", layout[0])
+        monkeypatch.setattr(C, "CULL_RUNS", layout[1])
+        order = C._tiles(y, C.TILE)[0]
+        full = C.sums(z, y[order], logw[order], 300.0, None, path=path)
+        got = C.sums(z, y, logw, 300.0, 1e-8, path=path)
+        assert got[3] == 120 * 2500
+        for a, b in zip(got[:3], full[:3]):
+            np.testing.assert_array_equal(a, b)

@@ -31,8 +31,10 @@ instead of something smaller), which adds at most m·1.6e-28 to den_i ≥ 1.  He
 choice accepts for tolerances ≥ :data:`MIN_TOL`.
 
 Culling (``tol`` given, d = 3, unit sources, m ≥ :data:`CULL_MIN_SOURCES`): the sources are
-grouped into lat–lon tiles of ~:data:`TILE` points (centre c_t, angular radius r_t, largest
-log-weight b_t, a representative point).  For target i with |z_i| = ζ_i and direction u_i, the
+grouped into tiles of at most :data:`TILE` points (centre c_t, angular radius r_t, largest
+log-weight b_t, a representative point): k-d tiles (:data:`CULL_TILES`, geometry.kd_tiles),
+small where the sources crowd, in an order that keeps neighbouring tiles together.  For target
+i with |z_i| = ζ_i and direction u_i, the
 largest logit of tile t is at most ζ_i cos(max(∠(u_i, c_t) − r_t, 0)) + b_t, and the largest
 representative logit lb_i is at most M_i.  Tiles whose bound lies below lb_i − ln(m/tol) are
 skipped: each of their terms weighs < (tol/m)·e^{M_i}, so what is skipped is < tol·den_i and
@@ -41,7 +43,13 @@ tile's total weight and T the number of tiles: each skipped tile then weighs < (
 the same total bound)
 |m_i − m_ref,i| ≤ 2·tol·max|y| on top of the error above.  The bound is per target, so the kept
 work follows each target's own neighbourhood (the tile culling of ``direct._culled_blocks``
-bounds whole blocks of targets at once).
+bounds whole blocks of targets at once).  cos(max(∠(u_i, c_t) − r_t, 0)) is taken by the
+addition formula from cos r_t, sin r_t (no arccos per target and tile), plus
+``compiled_numba.COS_MARGIN`` (1e-7: above that formula's rounding, which is below 2e-8 where
+the angle is near 0 or π), which only keeps more.  Kept tiles that follow each other in the
+source order are summed as one range (:data:`CULL_RUNS`), each range in the blocks of the
+path's plain loops, so the order of a row's sum is fixed by the tiles and the targets'
+layout alone, whatever the thread count.
 """
 from __future__ import annotations
 
@@ -68,11 +76,21 @@ TILE = 64
 #: it skipped only 1–8 % more pairs, and no time gain showed above the load's scatter
 #: (docs/prototypes/issue23/cull_mass.json)
 CULL_BY_TILE_MASS = False
+#: how the culling groups sources into tiles and targets into blocks: "kd" (geometry.kd_tiles:
+#: at most TILE / TARGET_BLOCK points each, small where the points crowd) or "lat-lon"
+#: (geometry.lat_lon_tiles: equal-area cells, the layout before issue 23's second session)
+CULL_TILES = "kd"
+#: sum a target's kept tiles that follow each other in the source order as one range (k-d order
+#: keeps neighbouring tiles together, so a target's kept cap is a few ranges, not many tiles)
+CULL_RUNS = True
 #: targets per block of the culling's first level (targets of similar direction Bᵀx)
 TARGET_BLOCK = 64
-#: a target whose kept tiles hold more than this fraction of the sources sums them all (the
-#: tile loops cost 2.5–4× the plain loops per pair, measured at nlat 64)
-CULL_MAX_FRACTION = 0.35
+#: a target whose kept tiles hold more than this fraction of the sources sums them all.  Was
+#: 0.35 when the kept tiles were summed one by one on lat–lon tiles (2.5–4× the plain loops per
+#: pair); on k-d tiles summed as ranges a kept pair costs about what it costs in the plain loops,
+#: and 0.7 sent the 70 % blob of bench_particle_kernels' concentrated cloud to full rows
+#: (58 % of the pairs are needed there); benchmarks/bench_attention_culling.py
+CULL_MAX_FRACTION = 0.9
 #: sources count as unit vectors when ||y| − 1| ≤ this
 UNIT_RTOL = 1e-12
 #: below this many (target, source) pairs the all-pairs kernels run on one numba thread: starting
@@ -159,10 +177,20 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) ->
     return out
 
 
+def _tiles(p: np.ndarray, size: int):
+    """(order, starts) of the culling's tiles of unit points p (:data:`CULL_TILES`; the k-d
+    tiles by compiled_numba.kd_order, the same as geometry.kd_tiles)."""
+    if CULL_TILES == "kd":
+        from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
+
+        return K.kd_order(np.ascontiguousarray(p, dtype=float), int(size))
+    return lat_lon_tiles(p, size)
+
+
 def _source_tiles(y: np.ndarray, logw: np.ndarray, size: int):
-    """Sources sorted into tiles (geometry.lat_lon_tiles) and what the culling bound needs per
+    """Sources sorted into tiles (:func:`_tiles`) and what the culling bound needs per
     tile: (order, starts, centre, angular radius, max log w, representative, its log w)."""
-    order, starts = lat_lon_tiles(y, size)
+    order, starts = _tiles(y, size)
     ys, lws = y[order], logw[order]
     cen = np.add.reduceat(ys, starts[:-1], axis=0)
     cen /= np.maximum(np.linalg.norm(cen, axis=1, keepdims=True), 1e-300)
@@ -232,10 +260,11 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     ys, lws = y[order], lw[order]
     y0, y1, y2 = (np.ascontiguousarray(ys[:, k], dtype=float) for k in range(3))
     zn = np.maximum(np.linalg.norm(zc, axis=1, keepdims=True), 1e-300)
-    torder, tstarts = lat_lon_tiles(zc / zn, TARGET_BLOCK)
+    torder, tstarts = _tiles(zc / zn, TARGET_BLOCK)
     kept = np.empty(n, np.int64)
-    sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, bmax, yrep, lrep,
-                 cut, torder, tstarts, CULL_MAX_FRACTION, cw, num, den, mx, kept)
+    sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, np.cos(rad),
+                 np.sin(rad), bmax, yrep, lrep, cut, torder, tstarts, CULL_MAX_FRACTION, cw,
+                 CULL_RUNS, num, den, mx, kept)
     return num, den, mx, int(kept.sum())
 
 

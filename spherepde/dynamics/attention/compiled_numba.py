@@ -111,12 +111,65 @@ except Exception:  # noqa: BLE001 - never called then (cw is False): stand-ins o
         return None
 
 
+@njit(cache=True, nogil=True)
+def kd_order(p, size):
+    """geometry.kd_tiles compiled (the same order and tiles): (order, starts)."""
+    n, k = p.shape
+    order = np.arange(n)
+    if n == 0:
+        return order, np.zeros(1, np.int64)
+    size = max(1, size)
+    cuts = np.empty(n + 1, np.int64)  # tile starts, in any order
+    ncut = 0
+    stack = np.empty((2 * (n // size + 2) + 64, 2), np.int64)
+    stack[0, 0], stack[0, 1] = 0, n
+    top = 1
+    while top > 0:
+        top -= 1
+        lo, hi = stack[top, 0], stack[top, 1]
+        if hi - lo <= size:
+            cuts[ncut] = lo
+            ncut += 1
+            continue
+        best, ax = -1.0, 0
+        for c in range(k):
+            mn, mxv = np.inf, -np.inf
+            for j in range(lo, hi):
+                v = p[order[j], c]
+                mn = min(mn, v)
+                mxv = max(mxv, v)
+            if mxv - mn > best:
+                best, ax = mxv - mn, c
+        seg = order[lo:hi].copy()
+        key = np.empty(hi - lo)
+        for j in range(hi - lo):
+            key[j] = p[seg[j], ax]
+        idx = np.argsort(key, kind="mergesort")
+        for j in range(hi - lo):
+            order[lo + j] = seg[idx[j]]
+        mid = lo + (hi - lo) // 2
+        stack[top, 0], stack[top, 1] = mid, hi
+        stack[top + 1, 0], stack[top + 1, 1] = lo, mid
+        top += 2
+    starts = np.empty(ncut + 1, np.int64)
+    starts[:ncut] = np.sort(cuts[:ncut])
+    starts[ncut] = n
+    return order, starts
+
+
+#: absolute margin on the cosine of a tile bound (compiled.py: ``cos(max(α − r, 0))`` by the
+#: addition formula, whose rounding near α = 0 or π stays below 2e-8)
+COS_MARGIN = 1e-7
+
+
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, bmax, yrep, lrep, cut, torder,
-                 tstarts, full, cw, num, den, mx, kept):
+def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder,
+                 tstarts, full, cw, runs, num, den, mx, kept):
     """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
     blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i;
-    ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops)."""
+    ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops);
+    ``runs``: kept tiles that follow each other in the source order are summed as one range
+    (else tile by tile)."""
     nt = starts.shape[0] - 1
     for b in prange(tstarts.shape[0] - 1):
         ebuf = np.empty(max(TILE_BUF, y0.shape[0]))  # cw_row3 keeps a row's logits in it
@@ -157,6 +210,8 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, bmax, yrep, lrep, cut, to
                 blk[nkb] = t
                 nkb += 1
         keep = np.empty(nkb, np.bool_)
+        rlo = np.empty(nkb, np.int64)
+        rhi = np.empty(nkb, np.int64)
         for k in range(tstarts[b], tstarts[b + 1]):
             i = torder[k]
             a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
@@ -168,13 +223,25 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, bmax, yrep, lrep, cut, to
                 t = blk[q]
                 lb = max(lb, a0 * yrep[t, 0] + a1 * yrep[t, 1] + a2 * yrep[t, 2] + lrep[t])
             npair = 0
+            nrun = 0
             for q in range(nkb):
                 t = blk[q]
+                # cos(max(α − r_t, 0)), α = ∠(u, c_t): 1 if α ≤ r_t, else cos α cos r + sin α sin r
                 ct = u0 * cen[t, 0] + u1 * cen[t, 1] + u2 * cen[t, 2]
-                cc = math.cos(max(math.acos(min(1.0, max(-1.0, ct))) - rad[t], 0.0))
-                keep[q] = zeta * cc + bmax[t] >= lb - cut
+                if ct >= cosr[t]:
+                    cc = 1.0
+                else:
+                    cc = ct * cosr[t] + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sinr[t]
+                keep[q] = zeta * (cc + COS_MARGIN) + bmax[t] >= lb - cut
                 if keep[q]:
-                    npair += starts[t + 1] - starts[t]
+                    lo, hi = starts[t], starts[t + 1]
+                    npair += hi - lo
+                    if runs and nrun > 0 and rhi[nrun - 1] == lo:
+                        rhi[nrun - 1] = hi
+                    else:
+                        rlo[nrun] = lo
+                        rhi[nrun] = hi
+                        nrun += 1
             if npair > full * y0.shape[0]:  # most sources kept: the plain loops are faster
                 if cw:
                     cw_row3(i, zc, y0, y1, y2, lw, num, den, mx, ebuf, acc)
@@ -184,35 +251,26 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, bmax, yrep, lrep, cut, to
                 continue
             if cw:
                 M = -np.inf
-                for q in range(nkb):
-                    if keep[q]:
-                        t = blk[q]
-                        M = cw_max(a0, a1, a2, y0, y1, y2, lw, starts[t], starts[t + 1], M)
+                for q in range(nrun):
+                    M = cw_max(a0, a1, a2, y0, y1, y2, lw, rlo[q], rhi[q], M)
                 acc[:] = 0.0
-                for q in range(nkb):
-                    if keep[q]:
-                        t = blk[q]
-                        cw_sums(a0, a1, a2, y0, y1, y2, lw, M, starts[t], starts[t + 1], ebuf,
-                                acc)
+                for q in range(nrun):
+                    cw_sums(a0, a1, a2, y0, y1, y2, lw, M, rlo[q], rhi[q], ebuf, acc)
                 num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = acc[0], acc[1], acc[2], acc[3], M
                 kept[i] = npair
                 continue
             M = -np.inf
-            for q in range(nkb):
-                if keep[q]:
-                    t = blk[q]
-                    for j in range(starts[t], starts[t + 1]):
-                        M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
+            for q in range(nrun):
+                for j in range(rlo[q], rhi[q]):
+                    M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
             s0 = s1 = s2 = s3 = 0.0
-            for q in range(nkb):
-                if keep[q]:
-                    t = blk[q]
-                    for j in range(starts[t], starts[t + 1]):
-                        e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
-                        s0 += e * y0[j]
-                        s1 += e * y1[j]
-                        s2 += e * y2[j]
-                        s3 += e
+            for q in range(nrun):
+                for j in range(rlo[q], rhi[q]):
+                    e = exp_neg(a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + (lw[j] - M))
+                    s0 += e * y0[j]
+                    s1 += e * y1[j]
+                    s2 += e * y2[j]
+                    s3 += e
             num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
             kept[i] = npair
 
