@@ -1,0 +1,135 @@
+"""Issue 20 measurements of the adaptive density at depth (``representations.density.scheme =
+"amr"`` with ``max_level`` 4–7 and a split threshold of ≈ 1e-3 of the mass) on
+``examples/metastability.toml``, into one data file for the docs.
+
+The runs are ordinary ``spherepde run`` folders, made one thread each on the shared 2-core
+machine (so only CPU seconds compare) by
+
+    OMP_NUM_THREADS=1 NUMBA_NUM_THREADS=1 python3 -m spherepde run examples/metastability.toml \\
+        --set representations.density.scheme=amr --set grid.nlat=32 \\
+        --set dynamics.attention.beta=B --set representations.density.max_level=L \\
+        --set representations.density.mass_per_cell=M [--refine F] --output DIR
+
+with (B, L, M) = (1000, 5, 105.6) ± ``--refine 0.75`` / ``1.5``, (1000, 6, 422.4) (one level
+deeper, the same split mass), (1000, 5, 46.9) (the split mass of ``--refine 1.5`` on the same
+base), (10⁴, 7, 1700) ± ``--refine 1.5``, (100, 4, 26.56) ± ``--refine 1.5``: the levels of
+:func:`spherepde.solvers.eulerian.amr.levels_for_beta`.  The demo pair is ``spherepde run`` of
+the demo's configuration with ``representations.density = {scheme = "amr", max_level = 5,
+mass_per_cell = 106}`` ± ``--refine 1.5``.  CPU seconds (user) come from a watcher that read
+each run's /proc/PID/stat once a second until it exited (LOG lines ``FOLDER USER user SYS sys
+…``).  Every comparison is ``spherepde validate resolution`` (:func:`compare_runs`); the β = 100
+run is also compared with the particle reference ``tests/data/particles_metastability_beta100.json``
+(N = 20 000, 8 seeds, mean ± standard error), and the β = 1000 runs with the N = 20 000 particle
+run of ``docs/prototypes/issue20/amr_beta1000_vs_particles.json`` (one seed).
+
+    python3 scripts/amr_deep_levels.py RUNS_DIR LOG --out docs/data/amr_deep_levels.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+
+from spherepde import __version__
+from spherepde.io.rundata import read_run
+from spherepde.io.summary import jsonable
+from spherepde.runs.compare import compare_runs
+
+ROOT = Path(__file__).resolve().parents[1]
+WATCH = re.compile(r"^(\S+) ([0-9.]+) user ([0-9.]+) sys")
+#: the run folders: name -> (role, the run it refines or varies, or None)
+RUNS = {"b1000_B075": "β = 1000, --refine 0.75", "b1000_B": "β = 1000", "b1000_Bref": "β = 1000, --refine 1.5",
+        "b1000_Bl6": "β = 1000, one level deeper", "b1000_Bm": "β = 1000, split mass / 2.25",
+        "b1e4_C": "β = 10⁴", "b1e4_Cref": "β = 10⁴, --refine 1.5",
+        "b100_D": "β = 100", "b100_Dref": "β = 100, --refine 1.5",
+        "demo5b_1": "demo (β = 30)", "demo5b_1.5": "demo, --refine 1.5"}
+#: (run, refined or varied run) pairs compared by ``validate resolution``
+PAIRS = {"beta1000_refine1.5": ("b1000_B", "b1000_Bref"), "beta1000_refine0.75": ("b1000_B075", "b1000_B"),
+         "beta1000_deeper": ("b1000_B", "b1000_Bl6"), "beta1000_split_mass": ("b1000_Bm", "b1000_Bref"),
+         "beta1e4_refine1.5": ("b1e4_C", "b1e4_Cref"), "beta100_refine1.5": ("b100_D", "b100_Dref"),
+         "demo_refine1.5": ("demo5b_1", "demo5b_1.5")}
+QUANTITIES = ("energy", "w2_projection", "dist_eigenspace", "dist_eigenspace_V")
+
+
+def _run(folder: Path, cpu: dict) -> dict:
+    s = json.loads((folder / "summary.json").read_text())
+    cfg, dens = s["config"], s["config"]["representations"]["density"]
+    data = read_run(folder / "run.nc")
+    base = dens.get("base_nlat") or cfg["grid"]["nlat"]
+    h = np.pi / (base * 2 ** dens["max_level"])
+    series = {q: data.series[q].tolist() for q in QUANTITIES if q in data.series}
+    w2 = np.asarray(series["w2_projection"])
+    i = int(np.argmin(w2))
+    return {"beta": cfg["dynamics"]["attention"]["beta"], "base_nlat": base,
+            "max_level": dens["max_level"], "mass_per_cell": dens["mass_per_cell"],
+            "h_finest": h, "split_mass": dens["mass_per_cell"] * h * h,
+            "cpu_user_s": cpu.get(folder.name), "leaves_end": s["density"].get("leaves"),
+            "amr_steps": s["density"].get("amr_steps"), "interrupted": bool(s.get("interrupted")),
+            "times": data.times.tolist(), "series": series,
+            "w2_min": float(w2[i]), "t_w2_min": float(data.times[i])}
+
+
+def _at(run: dict, t: float, q: str) -> float:
+    i = int(np.argmin(np.abs(np.asarray(run["times"]) - t)))
+    return float(run["series"][q][i])
+
+
+def _against_particles_beta100(run: dict) -> list[dict]:
+    ref = json.loads((ROOT / "tests/data/particles_metastability_beta100.json").read_text())
+    rows = []
+    for k, t in enumerate(ref["times"]):
+        row = {"t": t}
+        for q in ("energy", "dist_eigenspace"):
+            mean, se = ref["mean"][q][k], ref["stderr"][q][k]
+            v = _at(run, t, q)
+            row[q] = {"amr": v, "particles": mean, "stderr": se, "off_in_se": (v - mean) / se if se > 0 else None,
+                      "relative": (v - mean) / max(abs(mean), 0.05)}
+        rows.append(row)
+    return rows
+
+
+def _against_particles_beta1000(runs: dict) -> list[dict]:
+    ref = json.loads((ROOT / "docs/prototypes/issue20/amr_beta1000_vs_particles.json").read_text())
+    out = []
+    for r in ref["rows"]:
+        row = {"t": r["t"]}
+        for q in ("energy", "w2_projection", "dist_eigenspace"):
+            row[q] = {"particles_N20000": r[q]["particles_N20000"][0],
+                      **{name: _at(runs[name], r["t"], q) for name in ("b1000_B075", "b1000_B", "b1000_Bref")
+                         if name in runs}}
+        out.append(row)
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("runs_dir")
+    ap.add_argument("log")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    d = Path(args.runs_dir)
+    cpu = {m[1]: float(m[2]) for m in map(WATCH.match, Path(args.log).read_text().splitlines()) if m}
+    runs = {name: {"what": what, **_run(d / name, cpu)} for name, what in RUNS.items()
+            if (d / name / "summary.json").is_file()}
+    pairs = {}
+    for key, (a, b) in PAIRS.items():
+        if a in runs and b in runs:
+            c = compare_runs(d / a / "run.nc", d / b / "run.nc")
+            c.pop("times")
+            c["run"], c["refined"] = a, b
+            pairs[key] = c
+    data = {"script": "scripts/amr_deep_levels.py", "version": __version__,
+            "how": " ".join(" ".join(__doc__.split("\n\n")[1:4]).split()),
+            "runs": runs, "pairs": pairs,
+            "beta100_vs_particles": _against_particles_beta100(runs["b100_D"]) if "b100_D" in runs else None,
+            "beta1000_vs_particles": _against_particles_beta1000(runs)}
+    Path(args.out).write_text(json.dumps(jsonable(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
+    print(args.out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
