@@ -35,8 +35,13 @@ import numpy as np
 
 from spherepde import __version__
 from spherepde.io.rundata import read_run
+from spherepde.experiments.metastability import initial_density
+from spherepde.grids import GaussGrid
 from spherepde.io.summary import jsonable
 from spherepde.runs.compare import compare_runs
+from spherepde.solvers.eulerian.amr_mesh import LeafMesh
+from spherepde.validation.metrics import w2_two_point, two_point_weight_cells
+from spherepde.validation.resolution import trajectory_change
 
 ROOT = Path(__file__).resolve().parents[1]
 WATCH = re.compile(r"^(\S+) ([0-9.]+) user ([0-9.]+) sys")
@@ -52,6 +57,27 @@ PAIRS = {"beta1000_refine1.5": ("b1000_B", "b1000_Bref"), "beta1000_refine0.75":
          "beta1e4_refine1.5": ("b1e4_C", "b1e4_Cref"), "beta100_refine1.5": ("b100_D", "b100_Dref"),
          "demo_refine1.5": ("demo5b_1", "demo5b_1.5")}
 QUANTITIES = ("energy", "w2_projection", "dist_eigenspace", "dist_eigenspace_V")
+#: the top eigenvector of VBᵀ of examples/metastability.toml (W₂'s two points ±e)
+E_Y = np.array([0.0, 1.0, 0.0])
+
+
+def _w2_split_by_area(folder: Path, cfg: dict) -> list[float]:
+    """W₂ from the leaves to a δ_e + (1 − a) δ_{−e} at every output time, with a split by cell
+    area (:func:`two_point_weight_cells`), recomputed from the stored leaves: the runs were made
+    before the run pipeline's w2_projection split the cells of ρ₀ by area."""
+    import netCDF4
+
+    grid = GaussGrid(cfg["grid"]["nlat"])
+    init = cfg["initial"]
+    a = two_point_weight_cells(grid, initial_density(grid, init["direction"]), E_Y)
+    out = []
+    with netCDF4.Dataset(folder / "run.nc") as ds:
+        ds.set_auto_mask(False)
+        for state in ds["density_leaves"][:]:
+            n, _, nlat0, lmax = (int(v) for v in state[0, :4])
+            mesh = LeafMesh(nlat0, lmax, state[1:n + 1, :5].astype(np.int64))
+            out.append(w2_two_point(mesh.xc, state[1:n + 1, 5], E_Y, a))
+    return out
 
 
 def _run(folder: Path, cpu: dict) -> dict:
@@ -61,7 +87,9 @@ def _run(folder: Path, cpu: dict) -> dict:
     base = dens.get("base_nlat") or cfg["grid"]["nlat"]
     h = np.pi / (base * 2 ** dens["max_level"])
     series = {q: data.series[q].tolist() for q in QUANTITIES if q in data.series}
-    w2 = np.asarray(series["w2_projection"])
+    if cfg["initial"].get("amplitude") == 0.5:
+        series["w2_split_by_area"] = _w2_split_by_area(folder, cfg)
+    w2 = np.asarray(series.get("w2_split_by_area", series["w2_projection"]))
     i = int(np.argmin(w2))
     return {"beta": cfg["dynamics"]["attention"]["beta"], "base_nlat": base,
             "max_level": dens["max_level"], "mass_per_cell": dens["mass_per_cell"],
@@ -118,7 +146,13 @@ def main(argv=None) -> int:
     for key, (a, b) in PAIRS.items():
         if a in runs and b in runs:
             c = compare_runs(d / a / "run.nc", d / b / "run.nc")
-            c.pop("times")
+            t = np.asarray(c.pop("times"))
+            ra, rb = runs[a], runs[b]
+            if "w2_split_by_area" in ra["series"] and "w2_split_by_area" in rb["series"]:
+                i = [int(np.argmin(np.abs(np.asarray(ra["times"]) - x))) for x in t]
+                c["w2_split_by_area"] = trajectory_change(
+                    t, {"w2_split_by_area": np.asarray(rb["series"]["w2_split_by_area"])[i]},
+                    {"w2_split_by_area": np.asarray(ra["series"]["w2_split_by_area"])[i]})
             c["run"], c["refined"] = a, b
             pairs[key] = c
     data = {"script": "scripts/amr_deep_levels.py", "version": __version__,

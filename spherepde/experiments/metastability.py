@@ -32,7 +32,7 @@ import numpy as np
 from spherepde.experiments.study import study
 from spherepde.grids import GaussGrid
 from spherepde.validation.fits import exit_time, fit_order, fit_vs_log_beta
-from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight
+from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight_cells
 from spherepde.validation.resolution import switch_change, trajectory_change
 
 
@@ -155,7 +155,7 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
                       "measure Π#ρ₀ is not computed", stacklevel=2)
     two_point = EA is not None and EA.dim == 1
     e = EA.basis[:, 0] if two_point else None
-    a = two_point_weight(x, w0, e) if e is not None else math.nan  # e: given two_point
+    a = two_point_weight_cells(grid, rho0, e) if e is not None else math.nan  # e: given two_point
     wanted = {"energy": ("energy", True), "w2": ("w2_projection", two_point),
               "dist_E_VBt": ("dist_eigenspace", EA is not None), "dist_E_V": ("dist_eigenspace_V", EV is not None)}
     diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]

@@ -34,7 +34,7 @@ from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, Parti
 from spherepde.solvers.lagrangian.particles import ParticleStepper
 from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, points_from_density
 from spherepde.solvers.lagrangian.transformer_stepper import TransformerStepper
-from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight
+from spherepde.validation.metrics import top_eigenspace, two_point_weight_cells
 
 #: the stochastic calculus each stepper integrates (checked against dynamics.noise.calculus)
 DENSITY_CALCULUS = {"stratonovich": "stratonovich", "ito-euler": "ito"}
@@ -435,7 +435,7 @@ def _measures(config: RunConfig, att, grid, rho0) -> tuple[MeasureDiagnostic, ..
                 raise ValueError(f"outputs.diagnostics: 'w2_projection' needs a one-dimensional top "
                                  f"eigenspace of A = V Bᵀ, this one has dimension {basis.shape[1]}")
             e = basis[:, 0]
-            found["w2_projection"] = ProjectionDistance(e, two_point_weight(*as_measure(grid, rho0), e))
+            found["w2_projection"] = ProjectionDistance(e, two_point_weight_cells(grid, rho0, e))
     if "dist_eigenspace_V" in names:
         found["dist_eigenspace_V"] = SubspaceDistance("dist_eigenspace_V",
                                                       top_eigenspace(att.V, by_magnitude=True).basis)

@@ -89,6 +89,33 @@ def two_point_weight(x, w, e: np.ndarray) -> float:
     return float(np.sum(w[x @ e > 0]) / np.sum(w))
 
 
+def two_point_weight_cells(grid, rho: np.ndarray, e: np.ndarray, sub: int = 16) -> float:
+    """a = ρ({⟨x, e⟩ > 0}) / ρ(S) of a finite-volume density ρ on a GaussGrid (nlat, nlon) or
+    CircleGrid (n,), with ρ constant on each cell: every cell counts with the fraction of its area
+    (length on S¹) on the positive side, estimated by ``sub`` × ``sub`` points of equal area
+    (``sub`` on S¹) — not by the side of its centre, which puts a whole cell that straddles the
+    plane on one side (an error O(h) in a, and in W₂ to Π_#ρ like sqrt(h))."""
+    rho = np.asarray(rho, float)
+    e = np.asarray(e, float)
+    k = (np.arange(sub) + 0.5) / sub
+    if hasattr(grid, "xyz"):
+        lon = np.asarray(grid.lon_faces)[:-1, None] + grid.dlon * k[None, :]          # (nlon, sub)
+        mf = np.asarray(grid.mu_faces)
+        mu = mf[:-1, None] + (mf[1:] - mf[:-1])[:, None] * k[None, :]                  # (nlat, sub)
+        c = np.sqrt(np.clip(1.0 - mu * mu, 0.0, None))
+        # ⟨x, e⟩ at every sub-point (nlat, sub, nlon, sub)
+        s = (c[:, :, None, None] * (e[0] * np.cos(lon) + e[1] * np.sin(lon))[None, None, :, :]
+             + e[2] * mu[:, :, None, None])
+        frac = np.mean(s > 0, axis=(1, 3))
+        m = rho * np.asarray(grid.cell_area)
+    else:
+        th = np.asarray(grid.theta)[:, None] + grid.dtheta * (k[None, :] - 0.5)
+        frac = np.mean(e[0] * np.cos(th) + e[1] * np.sin(th) > 0, axis=1)
+        m = rho * grid.cell_length
+    m = nonnegative_weights(m.reshape(-1), "rho")
+    return float(np.sum(m * frac.reshape(-1)) / np.sum(m))
+
+
 def w2_two_point(x, w, e: np.ndarray, a: float) -> float:
     """Exact W₂ (chordal) from ρ = Σ w_j δ_{x_j} (normalised) to a δ_e + (1 − a) δ_{−e}.
 
