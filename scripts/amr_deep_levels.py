@@ -12,7 +12,8 @@ machine (so only CPU seconds compare) by
 
 with (B, L, M) = (1000, 5, 105.6) ± ``--refine 0.75`` / ``1.5``, (1000, 6, 422.4) (one level
 deeper, the same split mass), (1000, 5, 46.9) (the split mass of ``--refine 1.5`` on the same
-base), (10⁴, 7, 1700) ± ``--refine 1.5``, (100, 4, 26.56) ± ``--refine 1.5``: the levels of
+base: against (1000, 5, 105.6) it varies the split threshold alone, against the ``--refine 1.5``
+run the base alone), (10⁴, 7, 1700) ± ``--refine 1.5``, (100, 4, 26.56) ± ``--refine 1.5``: the levels of
 :func:`spherepde.solvers.eulerian.amr.levels_for_beta`.  The demo pair is ``spherepde run`` of
 the demo's configuration with ``representations.density = {scheme = "amr", max_level = 5,
 mass_per_cell = 106}`` ± ``--refine 1.5``.  CPU seconds (user) come from a watcher that read
@@ -45,17 +46,20 @@ from spherepde.validation.resolution import trajectory_change
 
 ROOT = Path(__file__).resolve().parents[1]
 WATCH = re.compile(r"^(\S+) ([0-9.]+) user ([0-9.]+) sys")
-#: the run folders: name -> (role, the run it refines or varies, or None)
-RUNS = {"b1000_B075": "β = 1000, --refine 0.75", "b1000_B": "β = 1000", "b1000_Bref": "β = 1000, --refine 1.5",
-        "b1000_Bl6": "β = 1000, one level deeper", "b1000_Bm": "β = 1000, split mass / 2.25",
-        "b1e4_C": "β = 10⁴", "b1e4_Cref": "β = 10⁴, --refine 1.5",
-        "b100_D": "β = 100", "b100_Dref": "β = 100, --refine 1.5",
-        "demo5b_1": "demo (β = 30)", "demo5b_1.5": "demo, --refine 1.5"}
+#: key -> (run folder, what it is); keys hold no dots (the docs' number paths split on dots)
+RUNS = {"b1000_B075": ("b1000_B075", "β = 1000, --refine 0.75"), "b1000_B": ("b1000_B", "β = 1000"),
+        "b1000_Bref": ("b1000_Bref", "β = 1000, --refine 1.5"),
+        "b1000_Bl6": ("b1000_Bl6", "β = 1000, one level deeper"),
+        "b1000_Bm": ("b1000_Bm", "β = 1000, split mass / 2.25"),
+        "b1e4_C": ("b1e4_C", "β = 10⁴"), "b1e4_Cref": ("b1e4_Cref", "β = 10⁴, --refine 1.5"),
+        "b100_D": ("b100_D", "β = 100"), "b100_Dref": ("b100_Dref", "β = 100, --refine 1.5"),
+        "demo": ("demo5b_1", "demo (β = 30)"), "demo_ref": ("demo5b_1.5", "demo, --refine 1.5")}
 #: (run, refined or varied run) pairs compared by ``validate resolution``
-PAIRS = {"beta1000_refine1.5": ("b1000_B", "b1000_Bref"), "beta1000_refine0.75": ("b1000_B075", "b1000_B"),
-         "beta1000_deeper": ("b1000_B", "b1000_Bl6"), "beta1000_split_mass": ("b1000_Bm", "b1000_Bref"),
-         "beta1e4_refine1.5": ("b1e4_C", "b1e4_Cref"), "beta100_refine1.5": ("b100_D", "b100_Dref"),
-         "demo_refine1.5": ("demo5b_1", "demo5b_1.5")}
+PAIRS = {"beta1000_refine15": ("b1000_B", "b1000_Bref"), "beta1000_refine075": ("b1000_B075", "b1000_B"),
+         "beta1000_deeper": ("b1000_B", "b1000_Bl6"), "beta1000_split_only": ("b1000_B", "b1000_Bm"),
+         "beta1000_split_mass": ("b1000_Bm", "b1000_Bref"),
+         "beta1e4_refine15": ("b1e4_C", "b1e4_Cref"), "beta100_refine15": ("b100_D", "b100_Dref"),
+         "demo_refine15": ("demo", "demo_ref")}
 QUANTITIES = ("energy", "w2_projection", "dist_eigenspace", "dist_eigenspace_V")
 #: the top eigenvector of VBᵀ of examples/metastability.toml (W₂'s two points ±e)
 E_Y = np.array([0.0, 1.0, 0.0])
@@ -132,6 +136,19 @@ def _against_particles_beta1000(runs: dict) -> list[dict]:
     return out
 
 
+def _summary(rows: list[dict]) -> dict:
+    """The largest deviation from the particles (relative, and in standard errors) over the
+    windows t ≤ 12, 12 < t ≤ 18 and 18 < t ≤ 24 (before, through and after the switch)."""
+    out: dict = {}
+    for q in ("energy", "dist_eigenspace"):
+        out[q] = {}
+        for name, lo, hi in (("to12", -1.0, 12.0), ("to18", 12.0, 18.0), ("to24", 18.0, 24.0)):
+            w = [r[q] for r in rows if lo < r["t"] <= hi and r[q]["off_in_se"] is not None]
+            out[q][name] = {"max_relative": max(abs(v["relative"]) for v in w),
+                            "max_se": max(abs(v["off_in_se"]) for v in w)}
+    return out
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("runs_dir")
@@ -140,12 +157,12 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     d = Path(args.runs_dir)
     cpu = {m[1]: float(m[2]) for m in map(WATCH.match, Path(args.log).read_text().splitlines()) if m}
-    runs = {name: {"what": what, **_run(d / name, cpu)} for name, what in RUNS.items()
-            if (d / name / "summary.json").is_file()}
+    runs = {key: {"what": what, "folder": folder, **_run(d / folder, cpu)}
+            for key, (folder, what) in RUNS.items() if (d / folder / "summary.json").is_file()}
     pairs = {}
     for key, (a, b) in PAIRS.items():
         if a in runs and b in runs:
-            c = compare_runs(d / a / "run.nc", d / b / "run.nc")
+            c = compare_runs(d / runs[a]["folder"] / "run.nc", d / runs[b]["folder"] / "run.nc")
             t = np.asarray(c.pop("times"))
             ra, rb = runs[a], runs[b]
             if "w2_split_by_area" in ra["series"] and "w2_split_by_area" in rb["series"]:
@@ -155,10 +172,11 @@ def main(argv=None) -> int:
                     {"w2_split_by_area": np.asarray(ra["series"]["w2_split_by_area"])[i]})
             c["run"], c["refined"] = a, b
             pairs[key] = c
+    p100 = _against_particles_beta100(runs["b100_D"]) if "b100_D" in runs else None
     data = {"script": "scripts/amr_deep_levels.py", "version": __version__,
             "how": " ".join(" ".join(__doc__.split("\n\n")[1:4]).split()),
             "runs": runs, "pairs": pairs,
-            "beta100_vs_particles": _against_particles_beta100(runs["b100_D"]) if "b100_D" in runs else None,
+            "beta100_vs_particles": p100, "beta100_vs_particles_summary": _summary(p100) if p100 else None,
             "beta1000_vs_particles": _against_particles_beta1000(runs)}
     Path(args.out).write_text(json.dumps(jsonable(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
     print(args.out)
