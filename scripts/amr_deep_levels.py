@@ -41,6 +41,7 @@ from spherepde.grids import GaussGrid
 from spherepde.io.summary import jsonable
 from spherepde.runs.compare import compare_runs
 from spherepde.solvers.eulerian.amr_mesh import LeafMesh
+from spherepde.validation.fits import fit_order
 from spherepde.validation.metrics import w2_two_point, two_point_weight_cells
 from spherepde.validation.resolution import trajectory_change
 
@@ -173,9 +174,17 @@ def main(argv=None) -> int:
             c["run"], c["refined"] = a, b
             pairs[key] = c
     p100 = _against_particles_beta100(runs["b100_D"]) if "b100_D" in runs else None
+    scaling = {}
+    for name, keys in (("runs", ("b100_D", "b1000_B", "b1e4_C")), ("refined", ("b100_Dref", "b1000_Bref", "b1e4_Cref"))):
+        if all(k in runs for k in keys):
+            b = np.array([runs[k]["beta"] for k in keys])
+            slope, se = fit_order(np.sqrt(np.log(b) / b), [runs[k]["w2_min"] for k in keys])
+            scaling[name] = {"betas": b.tolist(), "w2_min": [runs[k]["w2_min"] for k in keys],
+                             "exponent": slope, "stderr": se}
     data = {"script": "scripts/amr_deep_levels.py", "version": __version__,
             "how": " ".join(" ".join(__doc__.split("\n\n")[1:4]).split()),
             "runs": runs, "pairs": pairs,
+            "w2min_vs_sqrt_logb_over_b": scaling,
             "beta100_vs_particles": p100, "beta100_vs_particles_summary": _summary(p100) if p100 else None,
             "beta1000_vs_particles": _against_particles_beta1000(runs)}
     Path(args.out).write_text(json.dumps(jsonable(data), indent=1, ensure_ascii=False, allow_nan=False) + "\n")
