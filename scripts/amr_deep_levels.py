@@ -175,7 +175,8 @@ def main(argv=None) -> int:
             pairs[key] = c
     p100 = _against_particles_beta100(runs["b100_D"]) if "b100_D" in runs else None
     scaling = {}
-    for name, keys in (("runs", ("b100_D", "b1000_B", "b1e4_C")), ("refined", ("b100_Dref", "b1000_Bref", "b1e4_Cref"))):
+    for name, keys in (("runs", ("b100_D", "b1000_B", "b1e4_C")),
+                       ("refined", ("b100_Dref", "b1000_Bref", "b1e4_Cref"))):
         if all(k in runs for k in keys):
             b = np.array([runs[k]["beta"] for k in keys])
             slope, se = fit_order(np.sqrt(np.log(b) / b), [runs[k]["w2_min"] for k in keys])
