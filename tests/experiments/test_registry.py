@@ -68,3 +68,9 @@ def test_configure_applies_checked_values():
     with pytest.raises(ValueError, match="--nlat must be a multiple of 4"):  # chaos runs nlat/2 too
         EXPERIMENTS["chaos"].configure({"nlat": 18})
     assert EXPERIMENTS["chaos"].configure({"workers": 0}, quick=True).workers == 0
+    # Paper 1's density: amr by default, the fixed grid on request, nothing else
+    meta = EXPERIMENTS["metastability"]
+    assert meta.configure({}).density_scheme == "amr"
+    assert meta.configure({"density_scheme": "ffsl-ppm"}).density_scheme == "ffsl-ppm"
+    with pytest.raises(ValueError, match=r"--density-scheme must be one of \['amr', 'ffsl-ppm'\]"):
+        EXPERIMENTS["terminal-phase"].configure({"density_scheme": "lagrangian-remap"})

@@ -16,7 +16,7 @@ import pytest
 from spherepde.dynamics.attention import Attention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.solvers.controller import Controller, Stepper
-from spherepde.solvers.eulerian.amr import AMRDensity
+from spherepde.solvers.eulerian.amr import BETA_H2, SPLIT_MASS, AMRDensity, levels_for_beta
 from spherepde.solvers.eulerian.amr_mesh import LeafMesh
 from spherepde.solvers.eulerian.amr_remap import gauss_to_leaves, leaf_integrals, leaves_to_gauss
 
@@ -99,6 +99,24 @@ def test_state_of_another_layout_is_refused():
 def test_parameters_it_cannot_honour_are_refused(kw, match):
     with pytest.raises(ValueError, match=match):
         small(**kw)
+
+
+@pytest.mark.parametrize("beta, nlat0, lmax", [(30.0, 24, 3), (100.0, 32, 4), (1000.0, 32, 5),
+                                               (1e4, 32, 7), (1e4, 24, 8), (1.0, 32, 0)])
+def test_levels_for_beta(beta, nlat0, lmax):
+    """The fewest levels with β·h² ≤ BETA_H2 at the finest cell, and the split threshold
+    mass_per_cell·h² at SPLIT_MASS."""
+    got, mass_per_cell = levels_for_beta(beta, nlat0)
+    h = math.pi / (nlat0 * 2**got)
+    assert got == lmax
+    assert beta * h * h <= BETA_H2 and (got == 0 or beta * (2 * h) ** 2 > BETA_H2)
+    assert mass_per_cell * h * h == pytest.approx(SPLIT_MASS, rel=1e-12)
+
+
+@pytest.mark.parametrize("beta", [math.inf, 0.0, -1.0, True, "100"])
+def test_levels_for_beta_refuses_what_is_not_a_finite_beta(beta):
+    with pytest.raises(ValueError, match="beta must be a finite number > 0"):
+        levels_for_beta(beta, 32)
 
 
 def test_capacity_and_grids_are_refused_clearly():
