@@ -13,7 +13,8 @@ machine (so only CPU seconds compare) by
 with (B, L, M) = (1000, 5, 105.6) ± ``--refine 0.75`` / ``1.5``, (1000, 6, 422.4) (one level
 deeper, the same split mass), (1000, 5, 46.9) (the split mass of ``--refine 1.5`` on the same
 base: against (1000, 5, 105.6) it varies the split threshold alone, against the ``--refine 1.5``
-run the base alone), (10⁴, 7, 1700) ± ``--refine 1.5``, (100, 4, 26.56) ± ``--refine 1.5``: the levels of
+run the base alone), (10⁴, 7, 1700) ± ``--refine 1.5`` (and once with ``stepping.t_end=60 stepping.output_every=1``, after
+the attention culling of k-d tiles), (100, 4, 26.56) ± ``--refine 1.5``: the levels of
 :func:`spherepde.solvers.eulerian.amr.levels_for_beta`.  The demo pair is ``spherepde run`` of
 the demo's configuration with ``representations.density = {scheme = "amr", max_level = 5,
 mass_per_cell = 106}`` ± ``--refine 1.5``.  CPU seconds (user) come from a watcher that read
@@ -53,6 +54,7 @@ RUNS = {"b1000_B075": ("b1000_B075", "β = 1000, --refine 0.75"), "b1000_B": ("b
         "b1000_Bl6": ("b1000_Bl6", "β = 1000, one level deeper"),
         "b1000_Bm": ("b1000_Bm", "β = 1000, split mass / 2.25"),
         "b1e4_C": ("b1e4_C", "β = 10⁴"), "b1e4_Cref": ("b1e4_Cref", "β = 10⁴, --refine 1.5"),
+        "b1e4_long": ("b1e4_long", "β = 10⁴ to t = 60"),
         "b100_D": ("b100_D", "β = 100"), "b100_Dref": ("b100_Dref", "β = 100, --refine 1.5"),
         "demo": ("demo5b_1", "demo (β = 30)"), "demo_ref": ("demo5b_1.5", "demo, --refine 1.5")}
 #: (run, refined or varied run) pairs compared by ``validate resolution``
@@ -96,13 +98,15 @@ def _run(folder: Path, cpu: dict) -> dict:
         series["w2_split_by_area"] = _w2_split_by_area(folder, cfg)
     w2 = np.asarray(series.get("w2_split_by_area", series["w2_projection"]))
     i = int(np.argmin(w2))
+    last = {"t": float(data.times[-1]), "w2": float(w2[-1])}
     return {"beta": cfg["dynamics"]["attention"]["beta"], "base_nlat": base,
             "max_level": dens["max_level"], "mass_per_cell": dens["mass_per_cell"],
             "h_finest": h, "split_mass": dens["mass_per_cell"] * h * h,
             "cpu_user_s": cpu.get(folder.name), "leaves_end": s["density"].get("leaves"),
             "amr_steps": s["density"].get("amr_steps"), "interrupted": bool(s.get("interrupted")),
             "times": data.times.tolist(), "series": series,
-            "w2_min": float(w2[i]), "t_w2_min": float(data.times[i])}
+            "w2_min": float(w2[i]), "t_w2_min": float(data.times[i]), "last": last,
+            "t_end": float(data.times[-1])}
 
 
 def _at(run: dict, t: float, q: str) -> float:
