@@ -13,8 +13,9 @@ machine (so only CPU seconds compare) by
 with (B, L, M) = (1000, 5, 105.6) ± ``--refine 0.75`` / ``1.5``, (1000, 6, 422.4) (one level
 deeper, the same split mass), (1000, 5, 46.9) (the split mass of ``--refine 1.5`` on the same
 base: against (1000, 5, 105.6) it varies the split threshold alone, against the ``--refine 1.5``
-run the base alone), (10⁴, 7, 1700) ± ``--refine 1.5`` (and once with ``stepping.t_end=60 stepping.output_every=1``, after
-the attention culling of k-d tiles), (100, 4, 26.56) ± ``--refine 1.5``: the levels of
+run the base alone), (10⁴, 7, 1700) ± ``--refine 1.5`` (and once with ``stepping.t_end=60``,
+``stepping.output_every=1``, after the attention culling of k-d tiles), (100, 4, 26.56) ±
+``--refine 1.5``: the levels of
 :func:`spherepde.solvers.eulerian.amr.levels_for_beta`.  The demo pair is ``spherepde run`` of
 the demo's configuration with ``representations.density = {scheme = "amr", max_level = 5,
 mass_per_cell = 106}`` ± ``--refine 1.5``.  CPU seconds (user) come from a watcher that read
