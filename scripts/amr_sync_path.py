@@ -1,0 +1,48 @@
+"""Measure ``spherepde validate sync-path --scheme amr`` (issue 20, item 5): the noise-only
+collapse of the adaptive density against the reference (the weighted cell centres of ρ₀ on the
+nlat Gauss grid, moved by the particle SDE on the same Brownian path), one case per call, into
+one JSON per case under docs/data/amr_sync_path/.
+
+    python scripts/amr_sync_path.py NAME [validate sync-path options...]
+
+e.g. ``python scripts/amr_sync_path.py one_cluster --t-end 8 --max-level 4``.  Each run is the
+command line itself (a subprocess), one thread, so the numbers are what a user gets; the wall
+seconds and the load are stored beside the result.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    name, opts = argv[0], argv[1:]
+    cmd = [sys.executable, "-m", "spherepde", "validate", "sync-path", "--json", "--scheme", "amr", *opts]
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "NUMBA_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
+    start = time.perf_counter()
+    out = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True, env=env).stdout
+    result = json.loads(out)
+    result["command"] = "python3 -m spherepde validate sync-path --json --scheme amr " + " ".join(opts)
+    result["wall_seconds"] = round(time.perf_counter() - start, 1)
+    result["load_after"] = list(os.getloadavg())
+    result["date"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    ratio = result["ratio"]
+    result["ratio_t_end"] = ratio[-1]
+    result["max_abs_ratio_minus_1"] = max(abs(r - 1) for r in ratio)
+    folder = ROOT / "docs" / "data" / "amr_sync_path"
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(name, result["wall_seconds"], "s, decades", round(result["decades"], 3), "ratio",
+          [round(r, 4) for r in result["ratio_range"]], file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
