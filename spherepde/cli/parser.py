@@ -234,8 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="amr: base grid latitudes (default nlat/2, even; ignored by the others)")
     sp.add_argument("--max-level", type=int, default=4,
                     help="amr: refinement levels below the base (default 4)")
-    sp.add_argument("--mass-per-cell", type=float, default=3.3,
-                    help="amr: a leaf splits above mass_per_cell·h², h the finest width (default 3.3)")
+    sp.add_argument("--mass-per-cell", type=float, default=10.0,
+                    help="amr: a leaf splits above mass_per_cell·h², h the finest width (default 10)")
     sp.add_argument("--noise-substeps", default="frozen", choices=("frozen", "path"),
                     help="amr: its positivity sub-steps take the step's frozen noise velocity "
                          "(default) or the path's own increments over each sub-step")

@@ -82,7 +82,7 @@ class SyncPathConfig:
     clusters: int = 1  # 2: ρ₀ the equal mixture of vMF(DIRECTION) and vMF(SECOND_DIRECTION)
     base_nlat: int | None = None  # amr: the base grid (default nlat/2; ignored by the others)
     max_level: int = 4  # amr: refinement levels below the base
-    mass_per_cell: float = 3.3  # amr: a leaf splits above mass_per_cell·h² (h the finest width)
+    mass_per_cell: float = 10.0  # amr: a leaf splits above mass_per_cell·h² (h the finest width)
     noise_substeps: str = "frozen"  # amr: what its positivity sub-steps take (AMRDensity)
 
     def __post_init__(self) -> None:

@@ -157,3 +157,18 @@ def test_run_config_amr_with_noise_builds_and_refuses_ito():
     raw["dynamics"]["noise"]["calculus"] = "ito"
     with pytest.raises(ValueError, match="calculus"):
         build(RunConfig.from_dict(raw))
+
+
+def test_sync_path_config_for_amr_and_two_clusters():
+    from spherepde.experiments.sync_path import SECOND_DIRECTION, SyncPathConfig
+    raw = SyncPathConfig(scheme="amr", clusters=2, nlat=16, t_end=0.5).run_config()
+    dens = raw["representations"]["density"]
+    assert dens["scheme"] == "amr" and dens["base_nlat"] == 8 and dens["max_level"] == 4
+    assert len(raw["initial"]["centres"]) == 2
+    assert abs(np.dot(C0, SECOND_DIRECTION)) < 1e-12 and abs(np.linalg.norm(SECOND_DIRECTION) - 1) < 1e-15
+    with pytest.raises(ValueError, match="clusters must be 1 or 2"):
+        SyncPathConfig(clusters=3)
+    with pytest.raises(ValueError, match="base_nlat must be None or an even integer"):
+        SyncPathConfig(scheme="amr", base_nlat=7)
+    with pytest.raises(ValueError, match="noise_substeps"):
+        SyncPathConfig(scheme="amr", noise_substeps="shares")

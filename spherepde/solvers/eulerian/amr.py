@@ -464,8 +464,13 @@ class AMRDensity:
         noise = self.noise
         K = noise.n_coefficients
         noise.prime(np.full((1, self.d), np.nan))  # forget the last points: direct evaluation
-        one_hot = np.broadcast_to(np.eye(K)[:, :, None], (K, K, self.d))
-        table = np.ascontiguousarray(noise.values(one_hot, mesh.xc)[:, :, 0])  # (K, n)
+        # d basis functions per evaluation: batch j puts coefficient j·d + c in component c
+        d, B = self.d, -(-K // self.d)
+        one_hot = np.zeros((B, K, d))
+        k = np.arange(K)
+        one_hot[k // d, k, k % d] = 1.0
+        vals = noise.values(one_hot, mesh.xc)  # (B, n, d): vals[j, p, c] = σ_{j·d+c}(x_p)
+        table = np.ascontiguousarray(np.moveaxis(vals, 2, 1).reshape(B * d, -1)[:K])  # (K, n)
         noise.prime(np.full((1, self.d), np.nan))
         self._table = (mesh, table)
         return table
