@@ -28,12 +28,13 @@ Common transport noise (Stratonovich; ``noise`` a :class:`~spherepde.noise.field
 :class:`~spherepde.solvers.eulerian.spde.SPDEFFSL`, a step over [t, t + Δt] adds the frozen
 noise velocity u_W(x) = P_x Σ_k σ_k(x) ΔW_k/Δt, ΔW = path.increment(t, t + Δt), to the drift in
 both Heun stages (Wong–Zakai: a velocity frozen over the step converges to the Stratonovich
-solution as Δt → 0).  The positivity bound depends on |u_W| ~ Δt^{−1/2}, so a step is tried
-whole and halved dyadically until both stages keep every mass positive.  ``noise_substeps``
-says what a half takes: ``"frozen"`` (default) the step's u_W (ΔW/Δt at the half's leaf
-centres; the sub-steps integrate the same frozen velocity field, as SPDEFFSL's sub-stepped
-sweeps and the particles' Heun step on the same path do), or ``"path"`` the path's own
-increment over the half (a Wong–Zakai resolution set by the mesh's positivity bound: a finer
+solution as Δt → 0).  ``noise_substeps`` says how a step beyond the positivity bound is
+split: ``"frozen"`` (default) into the fewest equal sub-steps within the bound, all with the
+step's u_W (ΔW/Δt, re-evaluated at the leaf centres after an adapt pass: the sub-steps
+integrate the same frozen velocity field, as SPDEFFSL's sub-stepped sweeps and the particles'
+Heun step on the same path do), or ``"path"``: the bound depends on |u_W| ~ Δt^{−1/2}, so the
+step is tried whole and halved dyadically until both stages keep every mass positive, each
+half with the path's own increment over it (a Wong–Zakai resolution set by the mesh's positivity bound: a finer
 path whose total variation ~ Σ|ΔW| grows like τ^{−1/2}, and with it the scheme's numerical
 diffusion; docs/amr.md measures both).  The noise at the leaf centres is Σ_k T_kp ΔW_k/Δt with
 a table T (K, n) of the basis computed once per mesh, so its bits depend on the leaves alone
@@ -407,18 +408,19 @@ class AMRDensity:
         self._stage0 = (t, np.array(state, copy=True), L0, o0)
         return self._dt_pos(m, o0)
 
-    def _heun(self, mesh, m, t, dt, L0, o0, depth=0):
-        """SSP-RK2 over dt, split in halves while a stage would break positivity."""
+    def _heun(self, mesh, m, t, dt, L0, o0, depth=0, u=None):
+        """SSP-RK2 over dt, split in halves while a stage would break positivity (``u``: a
+        frozen noise velocity added in every stage)."""
         if depth > 40:
             raise RuntimeError(f"amr-fv: no positive step found at t = {t}")
         if dt <= self._dt_pos(m, o0) * (1 + 1e-9):
             m1 = m + dt * L0
-            L1, o1 = self.rhs(mesh, m1, t + dt)
+            L1, o1 = self.rhs(mesh, m1, t + dt, u)
             if dt <= _STAGE2 * self._dt_euler(m1, o1):
                 return 0.5 * m + 0.5 * (m1 + dt * L1)
         h = 0.5 * dt
-        mh = self._heun(mesh, m, t, h, L0, o0, depth + 1)
-        return self._heun(mesh, mh, t + h, h, *self.rhs(mesh, mh, t + h), depth + 1)
+        mh = self._heun(mesh, m, t, h, L0, o0, depth + 1, u)
+        return self._heun(mesh, mh, t + h, h, *self.rhs(mesh, mh, t + h, u), depth + 1, u)
 
     def step(self, state: np.ndarray, t: float, dt: float) -> np.ndarray:
         """Advance ``state`` by ``dt``: one SSP-RK2 step, or — when dt exceeds the positivity
@@ -523,5 +525,33 @@ class AMRDensity:
             if not (math.isfinite(dt) and dt > 0):
                 raise ValueError(f"dt must be a positive finite number, got {dt!r}")
             coef = np.asarray(self.path.increment(t, t + dt), float) / dt
-        mesh, m, steps = self._advance_noise(mesh, m, steps, t, dt, coef)
+            mesh, m, steps = self._advance_frozen(mesh, m, steps, t, dt, coef)
+        else:
+            mesh, m, steps = self._advance_noise(mesh, m, steps, t, dt, coef)
         return self.pack(mesh.leaves, m, steps)
+
+    def _advance_frozen(self, mesh, m, steps, t, dt, coef):
+        """The frozen velocity field ΔW/Δt (plus the drift) over [t, t + dt] in the fewest equal
+        sub-steps within the positivity bound, each bound recomputed (as :meth:`step` without
+        noise; a sub-step whose second stage breaks positivity is halved)."""
+        u = self.noise_velocity(mesh, t, dt, coef)
+        L0, o0 = self.rhs(mesh, m, t, u)
+        left = dt
+        while True:
+            bound = self._dt_pos(m, o0)
+            n = 1 if left <= bound * (1 + 1e-9) else math.ceil(left / bound)
+            h = left / n
+            m = self._heun(mesh, m, t, h, L0, o0, u=u)
+            if np.any(m < 0):
+                raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
+            steps += 1
+            if steps % self.regrid_every == 0:
+                new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
+                if new is not None:
+                    self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
+                    m = new[1]
+                    u = self.noise_velocity(mesh, t, dt, coef)
+            if n == 1:
+                return mesh, m, steps
+            t, left = t + h, left - h
+            L0, o0 = self.rhs(mesh, m, t, u)
