@@ -62,7 +62,7 @@ def _cmd_validate(args) -> int:
                                     output_every=every, polar=args.polar, clusters=args.clusters,
                                     base_nlat=args.base_nlat, max_level=args.max_level,
                                     mass_per_cell=args.mass_per_cell,
-                                    noise_substeps=args.noise_substeps)
+                                    noise_substeps=args.noise_substeps, follow=args.follow)
         except ValueError as exc:  # name the options, not the fields
             msg = str(exc)
             for field_name in ("output_every", "t_end", "nlat", "base_nlat", "dt", "seed", "realisation",

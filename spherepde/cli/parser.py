@@ -239,6 +239,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--noise-substeps", default="frozen", choices=("frozen", "path"),
                     help="amr: its positivity sub-steps take the step's frozen noise velocity "
                          "(default) or the path's own increments over each sub-step")
+    sp.add_argument("--follow", action="store_true",
+                    help="amr, experimental: sub-steps of at most courant finest cells of noise "
+                         "displacement, an adapt pass after each")
     sp.add_argument("--output-every", type=float, default=None,
                     help="time between outputs, dividing t_end (default 0.25 when it divides "
                          "t_end, else the largest t_end/n below it that is a whole number of steps)")

@@ -84,6 +84,7 @@ class SyncPathConfig:
     max_level: int = 4  # amr: refinement levels below the base
     mass_per_cell: float = 10.0  # amr: a leaf splits above mass_per_cell·h² (h the finest width)
     noise_substeps: str = "frozen"  # amr: what its positivity sub-steps take (AMRDensity)
+    follow: bool = False  # amr, experimental: AMRDensity.follow (refinement follows the noise)
 
     def __post_init__(self) -> None:
         if isinstance(self.nlat, bool) or not isinstance(self.nlat, (int, np.integer)) \
@@ -216,6 +217,7 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
     model = build(RunConfig.from_dict(raw))
     if config.scheme == "amr":  # not a run-configuration key: set on the stepper
         model.density.noise_substeps = config.noise_substeps
+        model.density.follow = config.follow
     with contextlib.ExitStack() as stack:
         outdir = (Path(output) if output is not None else
                   Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sync-path-"))))

@@ -216,6 +216,9 @@ class AMRDensity:
         if noise_substeps not in NOISE_SUBSTEPS:
             raise ValueError(f"noise_substeps must be one of {NOISE_SUBSTEPS}, got {noise_substeps!r}")
         self.noise, self.path, self.noise_substeps = noise, path, noise_substeps
+        #: experimental ("frozen" noise): sub-steps ≤ courant·h/max|u| and an adapt pass after
+        #: every sub-step, so the refinement can follow a cluster the noise carries
+        self.follow = False
         self._table: tuple[FaceMesh, np.ndarray] | None = None  # (mesh, noise basis (K, n))
         self.velocity = velocity
         self.output_grid: GaussGrid | CircleGrid = output_grid
@@ -539,13 +542,15 @@ class AMRDensity:
         left = dt
         while True:
             bound = self._dt_pos(m, o0)
+            if self.follow:  # the noise moves the mass ≤ courant finest cells per sub-step
+                bound = min(bound, self.courant * self.h / max(float(np.abs(u).max()), 1e-300))
             n = 1 if left <= bound * (1 + 1e-9) else math.ceil(left / bound)
             h = left / n
             m = self._heun(mesh, m, t, h, L0, o0, u=u)
             if np.any(m < 0):
                 raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
             steps += 1
-            if steps % self.regrid_every == 0:
+            if self.follow or steps % self.regrid_every == 0:
                 new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
                 if new is not None:
                     self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
