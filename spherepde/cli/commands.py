@@ -59,10 +59,14 @@ def _cmd_validate(args) -> int:
         try:
             config = SyncPathConfig(nlat=args.nlat, t_end=args.t_end, dt=args.dt, seed=args.seed,
                                     realisation=args.realisation, scheme=args.scheme,
-                                    output_every=every, polar=args.polar)
+                                    output_every=every, polar=args.polar, clusters=args.clusters,
+                                    base_nlat=args.base_nlat, max_level=args.max_level,
+                                    mass_per_cell=args.mass_per_cell,
+                                    noise_substeps=args.noise_substeps, follow=args.follow)
         except ValueError as exc:  # name the options, not the fields
             msg = str(exc)
-            for field_name in ("output_every", "t_end", "nlat", "dt", "seed", "realisation"):
+            for field_name in ("output_every", "t_end", "nlat", "base_nlat", "dt", "seed", "realisation",
+                               "max_level", "mass_per_cell"):
                 msg = re.sub(rf"\b{field_name}\b", "--" + field_name.replace("_", "-"), msg)
             raise ValueError(msg) from None
         out = run_sync_path(config, progress=not args.json, output=args.output)

@@ -228,6 +228,20 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--polar", default="auto", choices=("auto", "split", "cap"),
                     help="polar rings of ffsl-ppm (default auto: the polar cap; ignored by "
                          "lagrangian-remap)")
+    sp.add_argument("--clusters", type=int, default=1, choices=(1, 2),
+                    help="ρ₀ one vMF cluster (default) or two equal ones 90° apart")
+    sp.add_argument("--base-nlat", type=int, default=None,
+                    help="amr: base grid latitudes (default nlat/2, even; ignored by the others)")
+    sp.add_argument("--max-level", type=int, default=4,
+                    help="amr: refinement levels below the base (default 4)")
+    sp.add_argument("--mass-per-cell", type=float, default=10.0,
+                    help="amr: a leaf splits above mass_per_cell·h², h the finest width (default 10)")
+    sp.add_argument("--noise-substeps", default="frozen", choices=("frozen", "path"),
+                    help="amr: its positivity sub-steps take the step's frozen noise velocity "
+                         "(default) or the path's own increments over each sub-step")
+    sp.add_argument("--follow", action="store_true",
+                    help="amr, experimental: sub-steps of at most courant finest cells of noise "
+                         "displacement, an adapt pass after each")
     sp.add_argument("--output-every", type=float, default=None,
                     help="time between outputs, dividing t_end (default 0.25 when it divides "
                          "t_end, else the largest t_end/n below it that is a whole number of steps)")

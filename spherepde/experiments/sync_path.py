@@ -62,6 +62,8 @@ from spherepde.runs.config import SCHEMES
 #: the set-up of the module docstring: ρ₀ = vMF(DIRECTION, CONCENTRATION), ReLU noise σ_U = σ_W =
 #: SIGMA truncated at degree N_MAX
 DIRECTION, CONCENTRATION, SIGMA, N_MAX = (0.48, 0.6, 0.64), 10.0, 0.5, 4
+#: the second cluster's centre with ``clusters = 2``: (0.8, −0.64, 0)/‖·‖, orthogonal to DIRECTION
+SECOND_DIRECTION = (0.8 / 1.0244998779892558, -0.64 / 1.0244998779892558, 0.0)
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,12 @@ class SyncPathConfig:
     beta: float = 1.0
     output_every: float = 0.25
     polar: str = "auto"  # the polar rings of ffsl-ppm (ignored by lagrangian-remap)
+    clusters: int = 1  # 2: ρ₀ the equal mixture of vMF(DIRECTION) and vMF(SECOND_DIRECTION)
+    base_nlat: int | None = None  # amr: the base grid (default nlat/2; ignored by the others)
+    max_level: int = 4  # amr: refinement levels below the base
+    mass_per_cell: float = 10.0  # amr: a leaf splits above mass_per_cell·h² (h the finest width)
+    noise_substeps: str = "frozen"  # amr: what its positivity sub-steps take (AMRDensity)
+    follow: bool = False  # amr, experimental: AMRDensity.follow (refinement follows the noise)
 
     def __post_init__(self) -> None:
         if isinstance(self.nlat, bool) or not isinstance(self.nlat, (int, np.integer)) \
@@ -105,6 +113,14 @@ class SyncPathConfig:
                 raise ValueError(f"{name} must be an integer ≥ 0, got {v!r}")
         if self.scheme not in SCHEMES:
             raise ValueError(f"scheme must be one of {SCHEMES}, got {self.scheme!r}")
+        if self.clusters not in (1, 2) or isinstance(self.clusters, bool):
+            raise ValueError(f"clusters must be 1 or 2, got {self.clusters!r}")
+        if self.base_nlat is not None and (isinstance(self.base_nlat, bool) or not isinstance(
+                self.base_nlat, (int, np.integer)) or self.base_nlat < 4 or self.base_nlat % 2):
+            raise ValueError(f"base_nlat must be None or an even integer ≥ 4, got {self.base_nlat!r}")
+        from spherepde.solvers.eulerian.amr import NOISE_SUBSTEPS
+        if self.noise_substeps not in NOISE_SUBSTEPS:
+            raise ValueError(f"noise_substeps must be one of {NOISE_SUBSTEPS}, got {self.noise_substeps!r}")
         from spherepde.solvers.eulerian.polar_cap import POLAR
         if self.polar not in POLAR:
             raise ValueError(f"polar must be one of {POLAR}, got {self.polar!r}")
@@ -114,12 +130,18 @@ class SyncPathConfig:
         .RunConfig`) of this run: the density with ``representations.density.scheme`` =
         ``scheme`` beside the reference, ``representations.particles.initial = "quadrature"`` (the weighted cell
         centres of ρ₀ on the same Brownian path), and the energy of both at every output."""
+        centres = [list(DIRECTION)] + ([list(SECOND_DIRECTION)] if self.clusters == 2 else [])
+        density: dict = {"scheme": self.scheme, "polar": self.polar}
+        if self.scheme == "amr":
+            density.update(base_nlat=self.base_nlat or max(4, 2 * (self.nlat // 4)),
+                           max_level=self.max_level, mass_per_cell=self.mass_per_cell)
         return {"grid": {"kind": "sphere", "nlat": self.nlat},
-                "initial": {"kind": "vmf", "centres": [list(DIRECTION)], "kappas": [CONCENTRATION]},
+                "initial": {"kind": "vmf", "centres": centres,
+                            "kappas": [CONCENTRATION] * len(centres)},
                 "dynamics": {"noise": {"activation": "relu", "sigma_u": SIGMA, "sigma_w": SIGMA,
                                        "n_max": N_MAX, "seed": self.seed,
                                        "realisation": self.realisation}},
-                "representations": {"density": {"scheme": self.scheme, "polar": self.polar},
+                "representations": {"density": density,
                                     "particles": {"initial": "quadrature"}},
                 "stepping": {"t_end": self.t_end, "dt": self.dt, "output_every": self.output_every},
                 "outputs": {"fields": False, "positions": False, "diagnostics": ["mass", "energy"],
@@ -140,7 +162,15 @@ def _state_checks(model, state) -> dict:
     """Mass error and extreme densities of the final state (points: extreme weights, the
     number of points and of remaps)."""
     stepper = model.density
-    if model.config.representations.density.scheme == "ffsl-ppm":
+    scheme = model.config.representations.density.scheme
+    if scheme == "amr":
+        _, m = stepper.measure(state)
+        info = stepper.info(state)
+        return {"mass_error": float(m.sum() - 1.0), "min_density": float(m.min()),
+                "max_density": float(m.max()), "leaves": info["leaves"],
+                "amr_steps": info["amr_steps"], "finest_level": info["finest_level"],
+                "amr": {k: v for k, v in stepper.options().items() if k not in ("noise", "path")}}
+    if scheme == "ffsl-ppm":
         return {"mass_error": float(model.grid.integrate(state) - 1.0),
                 "min_density": float(state.min()), "max_density": float(state.max()),
                 "substeps": stepper.substeps, "cap_fallbacks": stepper.transport.cap_fallbacks}
@@ -185,6 +215,9 @@ def run_sync_path(config: SyncPathConfig = SyncPathConfig(), *, progress: bool =
 
     raw = config.run_config()
     model = build(RunConfig.from_dict(raw))
+    if config.scheme == "amr":  # not a run-configuration key: set on the stepper
+        model.density.noise_substeps = config.noise_substeps
+        model.density.follow = config.follow
     with contextlib.ExitStack() as stack:
         outdir = (Path(output) if output is not None else
                   Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="sync-path-"))))

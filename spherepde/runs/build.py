@@ -284,8 +284,12 @@ def build(config: RunConfig) -> Model:
         density = RemapStepper(remap, grid, max(w.size, 2 * remap.grid_nlat ** 2))
         density0 = density.pack(x, w)
     elif dc is not None and dc.scheme == "amr":
-        assert att is not None and a is not None  # RunConfig: "amr" needs dynamics.attention
-        density, density0 = _amr(dc, grid, att, a.method, config.initial, rho0)
+        # RunConfig: "amr" needs dynamics.attention or dynamics.noise
+        if n is not None and n.calculus != "stratonovich":
+            raise ValueError(f"dynamics.noise.calculus: {n.calculus!r} but the density stepper amr-fv "
+                             f"integrates the stratonovich form")
+        density, density0 = _amr(dc, grid, att, "auto" if a is None else a.method, config.initial,
+                                 rho0, noise=noise, path=path)
     elif dc is not None:
         try:
             drift = None if att is None or a is None else DensityAttention(att, grid, method=a.method)
@@ -328,16 +332,18 @@ def build(config: RunConfig) -> Model:
     return Model(config, grid, rho0, times, float(dt), att, noise, path, reps, measures)
 
 
-def _amr(dc, grid: GaussGrid | CircleGrid, att: Attention, method: str, initial, rho0: np.ndarray):
+def _amr(dc, grid: GaussGrid | CircleGrid, att: Attention | None, method: str, initial,
+         rho0: np.ndarray, noise=None, path=None):
     """(AMRDensity, its initial state) for ``representations.density.scheme = "amr"``: ρ_0 by
     leaf integrals of its formula where it has one, else remapped from its grid cell averages;
-    ValueError naming the key."""
+    with the run's noise field and Brownian path when it has noise (Stratonovich; the drift
+    None for noise only); ValueError naming the key."""
     names = {"nlat0": "base_nlat", "lmax": "max_level"}
     try:
         base = dc.base_nlat or (grid.nlat if isinstance(grid, GaussGrid) else max(2, grid.n // 2))
         st = AMRDensity(att, grid, nlat0=base, lmax=dc.max_level,
                         mass_per_cell=dc.mass_per_cell, max_cells=dc.max_cells,
-                        attention_method=method)
+                        attention_method=method, noise=noise, path=path)
         f = density_function(initial, 3 if isinstance(grid, GaussGrid) else 2)
         return st, st.initial_state(rho0 if f is None else f)
     except (ValueError, RuntimeError) as err:

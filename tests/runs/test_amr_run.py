@@ -51,8 +51,9 @@ def test_cli_run_writes_the_density_on_the_regular_grid(tmp_path, capsys):
     ("representations.density.max_level", "17", "representations.density.max_level"),
     ("representations.density.base_nlat", "7", "representations.density.base_nlat"),
     ("representations.density.mass_per_cell", "0", "representations.density.mass_per_cell"),
-    ("dynamics.noise", '{activation = "relu", sigma_u = 0.5, sigma_w = 0.5, n_max = 2}',
-     "without noise"),
+    # amr integrates the Stratonovich SPDE (tests/solvers/test_amr_noise.py); Itô is refused
+    ("dynamics.noise", '{activation = "relu", sigma_u = 0.5, sigma_w = 0.5, n_max = 2, '
+     'calculus = "ito"}', "dynamics.noise.calculus"),
 ])
 def test_bad_amr_configs_are_refused_naming_the_key(key, value, word):
     raw = apply_set(read_raw(EXAMPLE), "representations.density.scheme=amr")

@@ -126,7 +126,7 @@ class DensityConfig(_Section):
       whose pole sits on the mass and whose polar cells are stretched so ``cells_per_width`` of
       them span the rms width (:mod:`spherepde.solvers.lagrangian.remap`); the output field is
       the points' mass per cell of the ``grid.nlat`` Gauss grid;
-    * ``"amr"`` (sphere or circle, no noise): adaptive finite volumes
+    * ``"amr"`` (sphere or circle; attention, noise (Stratonovich) or both): adaptive finite volumes
       (:mod:`spherepde.solvers.eulerian.amr`) on a ``base_nlat`` (default ``grid.nlat``; on the
       circle ``grid.n``/2 and 2·base_nlat arcs) lon-lat grid refined ``max_level`` times where a
       cell holds more than ``mass_per_cell``·h² (h the finest cell width; h on the circle), at

@@ -51,10 +51,6 @@ class RunConfig(_Section):
             if dens.polar != "auto":
                 raise ValueError(f"representations.density.polar: the polar rings are on the "
                                  f"sphere, and grid.kind = {kind!r}; leave it out")
-        if dens is not None and dens.scheme == "amr" and (noise is not None or att is None):
-            raise ValueError("representations.density.scheme: 'amr' integrates the attention "
-                             "dynamics without noise (dynamics.attention given, no dynamics.noise); "
-                             "use 'ffsl-ppm' for the SPDE")
         if reps.particles is not None and reps.particles.initial == "quadrature":
             if kind != "sphere":
                 raise ValueError(f"representations.particles.initial: 'quadrature' (the weighted "

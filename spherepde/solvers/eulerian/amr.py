@@ -23,6 +23,24 @@ dt ≤ 0.9·m_i/outflow_i at the second (a step beyond either is split in halves
 so masses never go negative and the total is kept to round-off (fluxes are antisymmetric).
 Every ``regrid_every`` steps one adapt pass.
 
+Common transport noise (Stratonovich; ``noise`` a :class:`~spherepde.noise.field.NoiseField`,
+``path`` its :class:`~spherepde.noise.brownian.BrownianPath`).  As in
+:class:`~spherepde.solvers.eulerian.spde.SPDEFFSL`, a step over [t, t + Δt] adds the frozen
+noise velocity u_W(x) = P_x Σ_k σ_k(x) ΔW_k/Δt, ΔW = path.increment(t, t + Δt), to the drift in
+both Heun stages (Wong–Zakai: a velocity frozen over the step converges to the Stratonovich
+solution as Δt → 0).  ``noise_substeps`` says how a step beyond the positivity bound is
+split: ``"frozen"`` (default) into the fewest equal sub-steps within the bound, all with the
+step's u_W (ΔW/Δt, re-evaluated at the leaf centres after an adapt pass: the sub-steps
+integrate the same frozen velocity field, as SPDEFFSL's sub-stepped sweeps and the particles'
+Heun step on the same path do), or ``"path"``: the bound depends on |u_W| ~ Δt^{−1/2}, so the
+step is tried whole and halved dyadically until both stages keep every mass positive, each
+half with the path's own increment over it (a Wong–Zakai resolution set by the mesh's positivity bound: a finer
+path whose total variation ~ Σ|ΔW| grows like τ^{−1/2}, and with it the scheme's numerical
+diffusion; docs/amr.md measures both).  The noise at the leaf centres is Σ_k T_kp ΔW_k/Δt with
+a table T (K, n) of the basis computed once per mesh, so its bits depend on the leaves alone
+(restart bit for bit).  Noise needs a fixed step (``stable_dt`` refuses); the velocity may
+then be None (noise only).
+
 State passing (the controller's :class:`~spherepde.solvers.controller.Stepper` protocol).  The
 leaf set changes size, so the state is a plain float64 array of fixed shape (max_cells + 1, 6)
 (``grid`` is a :class:`~spherepde.solvers.controller.StateSpace` of that shape, as for
@@ -53,6 +71,8 @@ from spherepde.solvers.eulerian.amr_mesh import LIMITERS, FaceMesh, LeafMesh, ba
 from spherepde.solvers.eulerian.amr_remap import (gauss_to_leaves, leaf_integrals, leaves_to_gauss,
                                                   remap_bytes)
 
+#: how sub-steps of a step with noise take the noise (module docstring)
+NOISE_SUBSTEPS = ("frozen", "path")
 #: state format number (header row, column 4)
 FORMAT = 1
 #: largest lmax accepted
@@ -151,6 +171,13 @@ class AMRDensity:
         Refuse (ValueError) a layout whose :func:`memory_estimate` exceeds it.
     attention_method, tol
         Passed to :meth:`Attention.mean_and_stats` (default "auto", 1e-8).
+    noise, path : NoiseField and BrownianPath, optional (together)
+        Common transport noise in the Stratonovich sense (module docstring); ``velocity`` may
+        then be None (noise only).
+    noise_substeps : "frozen" (default) or "path"
+        What the positivity sub-steps of a step [t, t + Δt] take as noise: the step's u_W
+        (ΔW over [t, t + Δt], divided by Δt) frozen, or the path's own increment over each
+        sub-interval (module docstring).
     """
 
     name = "amr-fv"
@@ -160,7 +187,8 @@ class AMRDensity:
     def __init__(self, velocity, output_grid: GaussGrid | CircleGrid, *, nlat0: int = 32, lmax: int = 3,
                  mass_per_cell: float = 3.3, courant: float = 0.5, regrid_every: int = 4,
                  limiter: str = "mc", max_cells: int | None = None, max_memory_gb: float = 4.0,
-                 attention_method: str = "auto", tol: float = 1e-8) -> None:
+                 attention_method: str = "auto", tol: float = 1e-8, noise=None, path=None,
+                 noise_substeps: str = "frozen") -> None:
         if not isinstance(output_grid, (GaussGrid, CircleGrid)):
             raise ValueError(f"output_grid must be a GaussGrid (S²) or a CircleGrid (S¹), got "
                              f"{type(output_grid).__name__}")
@@ -170,8 +198,28 @@ class AMRDensity:
             if velocity.d != self.d:
                 raise ValueError(f"the attention must act in R^{self.d} ({type(output_grid).__name__}), "
                                  f"got d = {velocity.d}")
+        elif velocity is None:
+            if noise is None:
+                raise TypeError("velocity must be an Attention or a callable velocity(t, x) "
+                                "(None only with noise)")
         elif not callable(velocity):
             raise TypeError("velocity must be an Attention or a callable velocity(t, x)")
+        if (noise is None) != (path is None):
+            raise ValueError("noise and path go together: give both or neither")
+        if noise is not None:
+            if getattr(noise, "d", None) != self.d:
+                raise ValueError(f"noise must act in R^{self.d} ({type(output_grid).__name__}), "
+                                 f"got d = {getattr(noise, 'd', None)}")
+            if tuple(getattr(path, "shape", ())) != tuple(noise.shape):
+                raise ValueError(f"path.shape must be the noise field's coefficient shape "
+                                 f"{noise.shape}, got {getattr(path, 'shape', None)}")
+        if noise_substeps not in NOISE_SUBSTEPS:
+            raise ValueError(f"noise_substeps must be one of {NOISE_SUBSTEPS}, got {noise_substeps!r}")
+        self.noise, self.path, self.noise_substeps = noise, path, noise_substeps
+        #: experimental ("frozen" noise): sub-steps ≤ courant·h/max|u| and an adapt pass after
+        #: every sub-step, so the refinement can follow a cluster the noise carries
+        self.follow = False
+        self._table: tuple[FaceMesh, np.ndarray] | None = None  # (mesh, noise basis (K, n))
         self.velocity = velocity
         self.output_grid: GaussGrid | CircleGrid = output_grid
         if self.circle:
@@ -212,10 +260,14 @@ class AMRDensity:
         self.last_stats: dict = {}
 
     def options(self) -> dict:
-        return {"stepper": self.name, "nlat0": self.nlat0, "lmax": self.lmax,
-                "mass_per_cell": self.mass_per_cell, "courant": self.courant,
-                "regrid_every": self.regrid_every, "limiter": self.limiter,
-                "max_cells": self.max_cells}
+        out = {"stepper": self.name, "nlat0": self.nlat0, "lmax": self.lmax,
+               "mass_per_cell": self.mass_per_cell, "courant": self.courant,
+               "regrid_every": self.regrid_every, "limiter": self.limiter,
+               "max_cells": self.max_cells}
+        if self.noise is not None:
+            out.update(noise=self.noise.to_dict(), path=self.path.to_dict(), scheme="stratonovich",
+                       noise_substeps=self.noise_substeps)
+        return out
 
     # ---- state -------------------------------------------------------------------------
     def pack(self, leaves: np.ndarray, m: np.ndarray, steps: int = 0) -> np.ndarray:
@@ -310,19 +362,25 @@ class AMRDensity:
         """The state array holds everything a restart needs (the run pipeline's hook)."""
 
     # ---- dynamics ----------------------------------------------------------------------
-    def leaf_velocity(self, mesh: FaceMesh, m: np.ndarray, t: float) -> np.ndarray:
-        """X (n, d) at the leaf centres."""
+    def leaf_velocity(self, mesh: FaceMesh, m: np.ndarray, t: float,
+                      u: np.ndarray | None = None) -> np.ndarray:
+        """X (n, d) at the leaf centres (plus the frozen noise velocity ``u`` when given)."""
         x = mesh.xc
+        if self.velocity is None:
+            return np.zeros_like(x) if u is None else u
+        if u is not None:
+            return self.leaf_velocity(mesh, m, t) + u
         if isinstance(self.velocity, Attention):
             mean, self.last_stats = self.velocity.mean_and_stats(x, x, m, method=self.method,
                                                                  tol=self.tol)
             return self.velocity.velocity_from_mean(x, mean)
         return np.asarray(self.velocity(t, x), float).reshape(x.shape)
 
-    def rhs(self, mesh: FaceMesh, m: np.ndarray, t: float) -> tuple[np.ndarray, np.ndarray]:
-        """(dm/dt (n,), outflow (n,) ≥ 0) at masses m."""
+    def rhs(self, mesh: FaceMesh, m: np.ndarray, t: float,
+            u: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(dm/dt (n,), outflow (n,) ≥ 0) at masses m (``u``: a frozen noise velocity added)."""
         rho = m / mesh.area
-        X = self.leaf_velocity(mesh, m, t)
+        X = self.leaf_velocity(mesh, m, t, u)
         fa, fb = mesh.fa, mesh.fb
         un = 0.5 * np.sum((X[fa] + X[fb]) * mesh.fnormal, axis=1)
         sl = mesh.slopes(rho, self._limit)
@@ -345,28 +403,34 @@ class AMRDensity:
         return self.courant * self._dt_euler(m, out)
 
     def stable_dt(self, state: np.ndarray, t: float) -> float:
+        if self.noise is not None:
+            raise ValueError("an adaptive time step cannot be combined with noise (the step would "
+                             "depend on the path); give a fixed dt")
         mesh, m, _ = self.unpack(state)
         L0, o0 = self.rhs(mesh, m, t)
         self._stage0 = (t, np.array(state, copy=True), L0, o0)
         return self._dt_pos(m, o0)
 
-    def _heun(self, mesh, m, t, dt, L0, o0, depth=0):
-        """SSP-RK2 over dt, split in halves while a stage would break positivity."""
+    def _heun(self, mesh, m, t, dt, L0, o0, depth=0, u=None):
+        """SSP-RK2 over dt, split in halves while a stage would break positivity (``u``: a
+        frozen noise velocity added in every stage)."""
         if depth > 40:
             raise RuntimeError(f"amr-fv: no positive step found at t = {t}")
         if dt <= self._dt_pos(m, o0) * (1 + 1e-9):
             m1 = m + dt * L0
-            L1, o1 = self.rhs(mesh, m1, t + dt)
+            L1, o1 = self.rhs(mesh, m1, t + dt, u)
             if dt <= _STAGE2 * self._dt_euler(m1, o1):
                 return 0.5 * m + 0.5 * (m1 + dt * L1)
         h = 0.5 * dt
-        mh = self._heun(mesh, m, t, h, L0, o0, depth + 1)
-        return self._heun(mesh, mh, t + h, h, *self.rhs(mesh, mh, t + h), depth + 1)
+        mh = self._heun(mesh, m, t, h, L0, o0, depth + 1, u)
+        return self._heun(mesh, mh, t + h, h, *self.rhs(mesh, mh, t + h, u), depth + 1, u)
 
     def step(self, state: np.ndarray, t: float, dt: float) -> np.ndarray:
         """Advance ``state`` by ``dt``: one SSP-RK2 step, or — when dt exceeds the positivity
         bound (a fixed step of the run pipeline) — the fewest equal sub-steps within it, each
         bound recomputed, with an adapt pass every ``regrid_every`` (sub-)steps."""
+        if self.noise is not None:
+            return self._step_noise(state, t, dt)
         mesh, m, steps = self.unpack(state)
         s0 = self._stage0
         if s0 is not None and s0[0] == t and np.array_equal(s0[1], state):
@@ -392,3 +456,107 @@ class AMRDensity:
                 return self.pack(mesh.leaves, m, steps)
             t, left = t + h, left - h
             L0, o0 = self.rhs(mesh, m, t)
+
+    # ---- common noise ------------------------------------------------------------------
+    def noise_table(self, mesh: FaceMesh) -> np.ndarray:
+        """T (K, n): T[k, p] = σ_k(x_p), the noise field's basis k at the leaf centres, so that
+        the field of increments ΔW (K, d) is T.T @ ΔW.  Computed once per mesh, always by the
+        field's direct evaluation (its point cache is reset first), so the bits depend on the
+        leaves alone."""
+        c = self._table
+        if c is not None and c[0] is mesh:
+            return c[1]
+        noise = self.noise
+        K = noise.n_coefficients
+        noise.prime(np.full((1, self.d), np.nan))  # forget the last points: direct evaluation
+        # d basis functions per evaluation: batch j puts coefficient j·d + c in component c
+        d, B = self.d, -(-K // self.d)
+        one_hot = np.zeros((B, K, d))
+        k = np.arange(K)
+        one_hot[k // d, k, k % d] = 1.0
+        vals = noise.values(one_hot, mesh.xc)  # (B, n, d): vals[j, p, c] = σ_{j·d+c}(x_p)
+        table = np.ascontiguousarray(np.moveaxis(vals, 2, 1).reshape(B * d, -1)[:K])  # (K, n)
+        noise.prime(np.full((1, self.d), np.nan))
+        self._table = (mesh, table)
+        return table
+
+    def noise_velocity(self, mesh: FaceMesh, t: float, dt: float,
+                       coef: np.ndarray | None = None) -> np.ndarray:
+        """u_W = P_x Σ_k σ_k(x) ΔW_k/dt (n, d) at the leaf centres, ΔW = path.increment(t, t + dt)
+        (or ``coef`` = ΔW/dt given: the frozen velocity of a step evaluated on a new mesh)."""
+        if coef is None:
+            if not (math.isfinite(dt) and dt > 0):
+                raise ValueError(f"dt must be a positive finite number, got {dt!r}")
+            coef = np.asarray(self.path.increment(t, t + dt), float) / dt
+        x = mesh.xc
+        v = self.noise_table(mesh).T @ coef
+        return v - np.sum(v * x, axis=1, keepdims=True) * x
+
+    def _advance_noise(self, mesh, m, steps, t, dt, coef=None, depth=0):
+        """Heun over [t, t + dt] with the noise velocity frozen: ``coef`` = ΔW/Δt of the run's
+        step (``noise_substeps = "frozen"``) or, when None, the path's own increment over
+        [t, t + dt] (``"path"``); halved while a stage would break positivity.  (mesh, m, steps)."""
+        if depth > 40:
+            raise RuntimeError(f"amr-fv: no positive step found at t = {t}")
+        u = self.noise_velocity(mesh, t, dt, coef)
+        L0, o0 = self.rhs(mesh, m, t, u)
+        if dt <= self._dt_pos(m, o0) * (1 + 1e-9):
+            m1 = m + dt * L0
+            L1, o1 = self.rhs(mesh, m1, t + dt, u)
+            if dt <= _STAGE2 * self._dt_euler(m1, o1):
+                m = 0.5 * m + 0.5 * (m1 + dt * L1)
+                if np.any(m < 0):
+                    raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
+                steps += 1
+                if steps % self.regrid_every == 0:
+                    new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
+                    if new is not None:
+                        self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
+                        m = new[1]
+                return mesh, m, steps
+        h = 0.5 * dt
+        mesh, m, steps = self._advance_noise(mesh, m, steps, t, h, coef, depth + 1)
+        return self._advance_noise(mesh, m, steps, t + h, h, coef, depth + 1)
+
+    def _step_noise(self, state: np.ndarray, t: float, dt: float) -> np.ndarray:
+        """:meth:`step` with noise: Heun over [t, t + dt], split dyadically for positivity
+        (module docstring)."""
+        mesh, m, steps = self.unpack(state)
+        self._stage0 = None
+        coef = None
+        if self.noise_substeps == "frozen":
+            if not (math.isfinite(dt) and dt > 0):
+                raise ValueError(f"dt must be a positive finite number, got {dt!r}")
+            coef = np.asarray(self.path.increment(t, t + dt), float) / dt
+            mesh, m, steps = self._advance_frozen(mesh, m, steps, t, dt, coef)
+        else:
+            mesh, m, steps = self._advance_noise(mesh, m, steps, t, dt, coef)
+        return self.pack(mesh.leaves, m, steps)
+
+    def _advance_frozen(self, mesh, m, steps, t, dt, coef):
+        """The frozen velocity field ΔW/Δt (plus the drift) over [t, t + dt] in the fewest equal
+        sub-steps within the positivity bound, each bound recomputed (as :meth:`step` without
+        noise; a sub-step whose second stage breaks positivity is halved)."""
+        u = self.noise_velocity(mesh, t, dt, coef)
+        L0, o0 = self.rhs(mesh, m, t, u)
+        left = dt
+        while True:
+            bound = self._dt_pos(m, o0)
+            if self.follow:  # the noise moves the mass ≤ courant finest cells per sub-step
+                bound = min(bound, self.courant * self.h / max(float(np.abs(u).max()), 1e-300))
+            n = 1 if left <= bound * (1 + 1e-9) else math.ceil(left / bound)
+            h = left / n
+            m = self._heun(mesh, m, t, h, L0, o0, u=u)
+            if np.any(m < 0):
+                raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
+            steps += 1
+            if self.follow or steps % self.regrid_every == 0:
+                new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
+                if new is not None:
+                    self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
+                    m = new[1]
+                    u = self.noise_velocity(mesh, t, dt, coef)
+            if n == 1:
+                return mesh, m, steps
+            t, left = t + h, left - h
+            L0, o0 = self.rhs(mesh, m, t, u)
