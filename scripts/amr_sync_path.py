@@ -52,6 +52,7 @@ def main(argv=None) -> int:
     result["max_abs_ratio_minus_1"] = max(abs(r - 1) for r in ratio)
     folder = ROOT / "docs" / "data" / "amr_sync_path"
     folder.mkdir(parents=True, exist_ok=True)
+    result = {"script": "scripts/amr_sync_path.py", **result}
     (folder / f"{name}.json").write_text(json.dumps(result, indent=1) + "\n")
     print(name, result["wall_seconds"], "s, decades", round(result["decades"], 3), "ratio",
           [round(r, 4) for r in result["ratio_range"]], file=sys.stderr)

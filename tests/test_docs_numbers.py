@@ -94,7 +94,9 @@ ALLOWED = {
                        "0.32", "1e-12", "4.5", "5 %", "1.1", "1.2", "1.4", "3.3", "22.10",
                        "20 000"},  # the Monte Carlo draws of the kernel test
     # 2×2 splitting; the defaults mass_per_cell and max_cells' cap; the reference's N
-    "docs/amr.md": {"2×", "3.3", "65 536", "20 000", "0.01"},  # 0.01: amr.BETA_H2
+    "docs/amr.md": {"2×", "3.3", "65 536", "20 000",
+                    "0.01",                  # amr.BETA_H2
+                    "0.98", "1.02", "2.5"},  # issue 20's target of validate sync-path
     "docs/attention.md": {
         "1e-8",           # the default tol
         "1e-12",          # the tolerance below which the compiled sums give way to culled; the test floor
