@@ -60,6 +60,19 @@ A_DIR = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
 KAPPA, FLOOR = 50.0, 1e-12
 
 
+def interleaved(fns: dict, reps: int) -> dict[str, list[float]]:
+    """Seconds of each call in ``fns`` over ``reps`` rounds, the order rotated every round so
+    that no call always runs first (for two calls: alternately reversed)."""
+    times: dict[str, list[float]] = {k: [] for k in fns}
+    for r in range(reps):
+        keys = list(fns)
+        for k in keys[r % len(keys):] + keys[:r % len(keys)]:
+            t0 = time.perf_counter()
+            fns[k]()
+            times[k].append(time.perf_counter() - t0)
+    return times
+
+
 def matrices() -> dict[str, np.ndarray]:
     """bench_attention's classes of B (the same seeds)."""
     rng = np.random.default_rng(2026)
@@ -186,14 +199,7 @@ def main(argv=None) -> int:
             if nt > numba.config.NUMBA_NUM_THREADS:
                 continue
             numba.set_num_threads(nt)
-            times = {k: [] for k in fns}
-            for r in range(args.reps):
-                keys = list(fns)
-                keys = keys[r % len(keys):] + keys[:r % len(keys)]
-                for k in keys:
-                    t0 = time.perf_counter()
-                    fns[k]()
-                    times[k].append(time.perf_counter() - t0)
+            times = interleaved(fns, args.reps)
             ratio = [a / b for a, b in zip(times["baseline"], times["new"])]
             ratio_all = [a / b for a, b in zip(times["all-pairs"], times["new"])]
             row = {"case": case["name"], "source": case["source"], "beta": beta, "n": n, "m": m,
@@ -225,12 +231,7 @@ def main(argv=None) -> int:
             if nt > numba.config.NUMBA_NUM_THREADS:
                 continue
             numba.set_num_threads(nt)
-            times = {k: [] for k in fns}
-            for r in range(args.reps):
-                for k in (list(fns) if r % 2 == 0 else list(fns)[::-1]):
-                    t0 = time.perf_counter()
-                    fns[k]()
-                    times[k].append(time.perf_counter() - t0)
+            times = interleaved(fns, args.reps)
             ratio = [a / b for a, b in zip(times["baseline"], times["new"])]
             row = {"case": case["name"], "source": case["source"], "beta": case["beta"],
                    "n": case["n"], "m": case["m"], "threads": nt, "tol": TOL,

@@ -103,10 +103,10 @@ def two_point_weight_cells(grid, rho: np.ndarray, e: np.ndarray, sub: int = 16) 
         mf = np.asarray(grid.mu_faces)
         mu = mf[:-1, None] + (mf[1:] - mf[:-1])[:, None] * k[None, :]                  # (nlat, sub)
         c = np.sqrt(np.clip(1.0 - mu * mu, 0.0, None))
-        # ⟨x, e⟩ at every sub-point (nlat, sub, nlon, sub)
-        s = (c[:, :, None, None] * (e[0] * np.cos(lon) + e[1] * np.sin(lon))[None, None, :, :]
-             + e[2] * mu[:, :, None, None])
-        frac = np.mean(s > 0, axis=(1, 3))
+        horizontal = e[0] * np.cos(lon) + e[1] * np.sin(lon)                           # (nlon, sub)
+        # ⟨x, e⟩ at the sub-points of one row of cells at a time: (sub, nlon, sub) floats
+        frac = np.array([np.mean(c[j][:, None, None] * horizontal[None] + e[2] * mu[j][:, None, None] > 0,
+                                 axis=(0, 2)) for j in range(mu.shape[0])])
         m = rho * np.asarray(grid.cell_area)
     else:
         th = np.asarray(grid.theta)[:, None] + grid.dtheta * (k[None, :] - 0.5)

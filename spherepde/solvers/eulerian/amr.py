@@ -425,6 +425,20 @@ class AMRDensity:
         mh = self._heun(mesh, m, t, h, L0, o0, depth + 1, u)
         return self._heun(mesh, mh, t + h, h, *self.rhs(mesh, mh, t + h, u), depth + 1, u)
 
+    def _finish_substep(self, mesh, m, steps, t, regrid=False):
+        """After a (sub-)step from t that gave the masses m: refuse a negative mass, count the step,
+        and adapt every ``regrid_every`` steps (or when ``regrid``).  (mesh, masses, steps,
+        whether the mesh changed)."""
+        if np.any(m < 0):
+            raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
+        steps += 1
+        if regrid or steps % self.regrid_every == 0:
+            new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
+            if new is not None:
+                self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
+                return mesh, new[1], steps, True
+        return mesh, m, steps, False
+
     def step(self, state: np.ndarray, t: float, dt: float) -> np.ndarray:
         """Advance ``state`` by ``dt``: one SSP-RK2 step, or — when dt exceeds the positivity
         bound (a fixed step of the run pipeline) — the fewest equal sub-steps within it, each
@@ -444,14 +458,7 @@ class AMRDensity:
             n = 1 if left <= bound * (1 + 1e-9) else math.ceil(left / bound)
             h = left / n
             m = self._heun(mesh, m, t, h, L0, o0)
-            if np.any(m < 0):
-                raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
-            steps += 1
-            if steps % self.regrid_every == 0:
-                new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
-                if new is not None:
-                    self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
-                    m = new[1]
+            mesh, m, steps, _ = self._finish_substep(mesh, m, steps, t)
             if n == 1:
                 return self.pack(mesh.leaves, m, steps)
             t, left = t + h, left - h
@@ -505,14 +512,7 @@ class AMRDensity:
             L1, o1 = self.rhs(mesh, m1, t + dt, u)
             if dt <= _STAGE2 * self._dt_euler(m1, o1):
                 m = 0.5 * m + 0.5 * (m1 + dt * L1)
-                if np.any(m < 0):
-                    raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
-                steps += 1
-                if steps % self.regrid_every == 0:
-                    new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
-                    if new is not None:
-                        self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
-                        m = new[1]
+                mesh, m, steps, _ = self._finish_substep(mesh, m, steps, t)
                 return mesh, m, steps
         h = 0.5 * dt
         mesh, m, steps = self._advance_noise(mesh, m, steps, t, h, coef, depth + 1)
@@ -547,15 +547,9 @@ class AMRDensity:
             n = 1 if left <= bound * (1 + 1e-9) else math.ceil(left / bound)
             h = left / n
             m = self._heun(mesh, m, t, h, L0, o0, u=u)
-            if np.any(m < 0):
-                raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
-            steps += 1
-            if self.follow or steps % self.regrid_every == 0:
-                new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
-                if new is not None:
-                    self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
-                    m = new[1]
-                    u = self.noise_velocity(mesh, t, dt, coef)
+            mesh, m, steps, adapted = self._finish_substep(mesh, m, steps, t, regrid=self.follow)
+            if adapted:
+                u = self.noise_velocity(mesh, t, dt, coef)
             if n == 1:
                 return mesh, m, steps
             t, left = t + h, left - h
