@@ -8,11 +8,12 @@ density's weighted points — the AMR leaves (centres, masses), the Gauss cells 
 ρ·area) — is compared with the reference at each output time.  Cost: process CPU seconds and
 wall seconds of the stepping alone (diagnostics excluded), cells and steps.
 
-    python benchmarks/bench_amr_metastability.py amr:32:3:3.3 ffsl:48 [--t-end 12] [--out PATH]
+    python benchmarks/bench_amr_metastability.py amr:32:4:26.56 ffsl:32 ffsl:48 ffsl:64 [--t-end 12] [--out PATH]
 
 ``amr:NLAT0:LMAX:MASS_PER_CELL`` (output grid nlat 32) and ``ffsl:NLAT`` (the package's run
 pipeline stepper, ``meanfield-ffsl`` with its defaults and fixed step).  Results are merged by
-configuration into ``--out`` (default benchmarks/results/amr_metastability.json).
+configuration into ``--out`` (default benchmarks/results/amr_metastability.json); give every
+configuration to compare in one command, so they run side by side on the same machine state.
 """
 from __future__ import annotations
 
@@ -118,7 +119,8 @@ def main() -> None:
     rt = np.asarray(ref["times"])
     out_path = Path(args.out)
     data = json.loads(out_path.read_text()) if out_path.exists() else {"runs": {}}
-    data.update({"what": __doc__.split("\n\n")[0], "reference": str(REFERENCE.relative_to(ROOT)),
+    data.update({"benchmark": "benchmarks/bench_amr_metastability.py", "what": __doc__.split("\n\n")[0],
+                 "reference": str(REFERENCE.relative_to(ROOT)),
                  "command": "python benchmarks/bench_amr_metastability.py " + " ".join(args.configs)
                  + f" --t-end {args.t_end:g} --every {args.every:g}"})
     for spec in args.configs:
