@@ -231,8 +231,9 @@ def test_json_output_is_strict_json(tmp_path, capsys):
 
     assert jsonable({"a": [float("nan"), float("inf"), -math.inf, 1.5], "b": (2,)}) == {
         "a": [None, "inf", "-inf", 1.5], "b": [2]}
+    # in this process (--workers 0): the local cluster's start is tested in test_cli_defaults
     rc = main(["experiment", "particles-vs-density", "--quick", "--particle-counts", "50", "100",
-               "--t-end", "0.5", "--output", str(tmp_path), "--json"])
+               "--nlat", "8", "--t-end", "0.5", "--workers", "0", "--output", str(tmp_path), "--json"])
     assert rc == 0
 
     def refuse(token):

@@ -1,4 +1,7 @@
-"""Paper 1 experiments end to end on tiny configurations: files written, physics visible."""
+"""Paper 1 experiments end to end on tiny configurations: files written, physics visible.
+
+The runs go one after the other in the test's process (``workers=0``): the local dask cluster of
+the default is tested in tests/test_cli_defaults.py and tests/runs/test_sweep.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -15,7 +18,7 @@ from spherepde.validation import clusters
 
 
 def test_metastability_concentrates_then_leaves(tmp_path):
-    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), nlat=12, betas=(5.0, math.inf),
+    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), workers=0, nlat=12, betas=(5.0, math.inf),
                               t_end=16.0, n_outputs=16)
     s = metastability.run_metastability(cfg, tmp_path)
     runs = {r["beta"]: r for r in s["runs"]}
@@ -54,7 +57,7 @@ def test_metastability_concentrates_then_leaves(tmp_path):
 
 
 def test_terminal_phase_switches_to_v_eigenspace(tmp_path):
-    cfg = dataclasses.replace(terminal_phase.TerminalPhaseConfig.quick(), nlat=12, betas=(5.0,), t_end=20.0,
+    cfg = dataclasses.replace(terminal_phase.TerminalPhaseConfig.quick(), workers=0, nlat=12, betas=(5.0,), t_end=20.0,
                               n_outputs=10, map_times=(0.0, 20.0))
     s = terminal_phase.run_terminal_phase(cfg, tmp_path)
     r = s["runs"][0]
@@ -164,7 +167,7 @@ def test_circle_clusters_rerun_skips_complete_runs(tmp_path):
 
 
 def test_particles_vs_density_error_falls_with_n(tmp_path):
-    cfg = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), nlat=12, t_end=1.0,
+    cfg = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), workers=0, nlat=12, t_end=1.0,
                               particle_counts=(64, 256, 1024), seeds=(0, 1))
     s = particles_vs_density.run_particles_vs_density(cfg, tmp_path)
     r = s["runs"][0]
@@ -199,7 +202,7 @@ def test_particles_vs_density_w2_beyond_the_exact_limit(tmp_path, monkeypatch):
     real = metrics.w2_with_bound
     monkeypatch.setattr(metrics, "w2_with_bound",
                         lambda *a, **k: real(*a, **{**k, "max_entries": 20_000}))
-    cfg = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), nlat=12, t_end=0.5,
+    cfg = dataclasses.replace(particles_vs_density.ParticlesVsDensityConfig.quick(), workers=0, nlat=12, t_end=0.5,
                               particle_counts=(64, 400), seeds=(0,))
     s = particles_vs_density.run_particles_vs_density(cfg, tmp_path)
     small, large = s["runs"][0]["particles"]
@@ -219,7 +222,7 @@ def test_resolution_check_flags_a_minimum_not_reached(tmp_path):
     """Stopped in the early phase (t = 2), W₂ is still falling: the minimum is the last output
     on both grids, and ``at_end`` says so (the min-W₂ change is then not a resolution measure;
     the trajectory comparison still is)."""
-    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), nlat=8, betas=(5.0,), t_end=2.0,
+    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), workers=0, nlat=8, betas=(5.0,), t_end=2.0,
                               n_outputs=4)
     check = metastability.run_metastability(cfg, tmp_path)["resolution_check"]
     assert check["nlat"] == [6, 8] and check["t_min"] == [2.0, 2.0]
@@ -235,7 +238,7 @@ def test_metastability_check_nlat_is_validated(bad):
 def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):
     """SPEC: VBᵀ not symmetric → Π is undefined: warn, run, Π-based diagnostics off (NaN)."""
     K = ((0.1, 0.3, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))  # A = V Kᵀ is not symmetric
-    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), nlat=8, betas=(5.0,), t_end=1.0,
+    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), workers=0, nlat=8, betas=(5.0,), t_end=1.0,
                               n_outputs=2, K=K)
     with pytest.warns(UserWarning, match="not symmetric"):
         s = metastability.run_metastability(cfg, tmp_path)
