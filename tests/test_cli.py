@@ -369,9 +369,10 @@ def test_interrupted_ensemble_command_writes_summary(tmp_path, monkeypatch, caps
     assert (tmp_path / "out" / "mean.png").exists()
 
 
-def test_demo_quick_end_to_end(tmp_path, capsys):
+def test_demo_quick_end_to_end(tmp_path, capsys, monkeypatch):
     """``spherepde demo`` (reduced size): the embedded configuration through ``run``, run.nc and
-    summary.json beside the pictures, and a reading naming them."""
+    summary.json beside the pictures, and a reading naming them (the text form prints the same
+    summary, not a second run)."""
     from spherepde.experiments.demo import DEMO, demo_config
 
     out = tmp_path / "demo"
@@ -389,6 +390,9 @@ def test_demo_quick_end_to_end(tmp_path, capsys):
     full = demo_config()  # the full demo: Paper 1's matrices, density beside particles
     assert full.dynamics.attention.K == ((0.1, 0.0, 0.0), (0.0, 1.0, 0.0), (0.0, 0.0, 1.0))
     assert full.representations.particles is not None and DEMO["grid"]["nlat"] == 24
+    import spherepde.experiments.demo as demo
+
+    monkeypatch.setattr(demo, "run_demo", lambda *a, **k: res)
     rc = main(["demo", "--quick", "--output", str(out), "--quiet"])  # the text form
     text = capsys.readouterr().out
     assert rc == 0 and "Look at" in text and "diagnostics.png" in text
