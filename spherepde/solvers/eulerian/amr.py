@@ -252,6 +252,12 @@ class AMRDensity:
                 f"or raise max_memory_gb")
         self.method, self.tol = attention_method, tol
         self.h = math.pi / (self.nlat0 * 2**self.lmax)
+        # PROTOTYPE (issue 20 tail): SPHEREPDE_AMR_PROTO="min_level=1,split_jump=0.1"
+        import os
+        proto = dict(kv.split("=") for kv in os.environ.get("SPHEREPDE_AMR_PROTO", "").split(",") if kv)
+        self.min_level = int(proto.get("min_level", 0))
+        self.split_jump = float(proto.get("split_jump", 0.0))
+        self.max_merge = int(proto["max_merge"]) if "max_merge" in proto else None
         self.m_split = self.mass_per_cell * self.h ** (self.d - 1)
         self.grid = StateSpace(self.max_cells + 1, 6)
         self._mesh_cls = CircleLeafMesh if self.circle else LeafMesh
@@ -314,13 +320,15 @@ class AMRDensity:
                 masses = lambda mesh: circle_to_arcs(grid, rho, mesh)  # noqa: E731
             else:
                 masses = lambda mesh: gauss_to_leaves(grid, rho, mesh)  # noqa: E731
-        leaves = (circle_base_leaves if self.circle else base_leaves)(self.nlat0, self.lmax)
+        leaves = (circle_base_leaves(self.nlat0, self.lmax) if self.circle
+                  else base_leaves(self.nlat0, self.lmax, self.max_merge))
         for _ in range(self.lmax + 2):
             mesh = self._mesh_cls(self.nlat0, self.lmax, leaves)
             m = masses(mesh)
             if np.any(m < 0) or not m.sum() > 0:
                 raise ValueError("the initial density must be non-negative with positive mass")
-            new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
+            new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells,
+                           self.min_level, self.split_jump)
             if new is None:
                 break
             leaves = new[0]
@@ -433,7 +441,8 @@ class AMRDensity:
             raise RuntimeError(f"amr-fv: negative mass {m.min():.3g} after the step at t = {t}")
         steps += 1
         if regrid or steps % self.regrid_every == 0:
-            new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells)
+            new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells,
+                           self.min_level, self.split_jump)
             if new is not None:
                 self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
                 return mesh, new[1], steps, True
