@@ -20,30 +20,13 @@ import numpy as np
 from spherepde.solvers.eulerian.amr_mesh import FaceMesh
 
 
-def jump_mass(mesh: FaceMesh, rho: np.ndarray) -> np.ndarray:
-    """(n,) the largest density jump |ρ_a − ρ_b| over a leaf's faces times the leaf's area."""
-    d = np.abs(rho[mesh.fa] - rho[mesh.fb])
-    out = np.zeros(mesh.n)
-    np.maximum.at(out, mesh.fa, d)
-    np.maximum.at(out, mesh.fb, d)
-    return out * mesh.area
-
-
-def flags(mesh: FaceMesh, m: np.ndarray, m_split: float, min_level: int = 0,
-          split_jump: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+def flags(mesh: FaceMesh, m: np.ndarray, m_split: float) -> tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray | None]:
     """(split (n,) bool, merge (n,) bool, parent key (n,) int64 or None) for masses m (n,)."""
     n = mesh.n
     rho = m / mesh.area
     dens = np.maximum(rho, mesh.neighbour_max(rho))
     split = mesh.refinable() & (dens * mesh.area > m_split)
-    hold = np.zeros(n, bool)
-    if min_level > 0:
-        split |= mesh.refinable() & (mesh.level < min_level)
-        hold |= mesh.level <= min_level
-    if split_jump > 0:
-        J = jump_mass(mesh, rho)
-        split |= mesh.refinable() & (J > split_jump * m_split)
-        hold |= J > split_jump * m_split / 8
     for _ in range(mesh.lmax + 1):  # 2:1 balance against the new levels
         new = mesh.level + split
         bad = np.zeros(n, bool)
@@ -54,7 +37,7 @@ def flags(mesh: FaceMesh, m: np.ndarray, m_split: float, min_level: int = 0,
             break
         split |= add
     merge = np.zeros(n, bool)
-    cand = (mesh.level > 0) & ~split & ~hold
+    cand = (mesh.level > 0) & ~split
     if not cand.any():
         return split, merge, None
     s2 = 2 * (mesh.S >> mesh.level)
@@ -74,11 +57,10 @@ def flags(mesh: FaceMesh, m: np.ndarray, m_split: float, min_level: int = 0,
     return split, merge, key
 
 
-def adapt(mesh: FaceMesh, m: np.ndarray, m_split: float, limiter, capacity: int,
-          min_level: int = 0, split_jump: float = 0.0):
+def adapt(mesh: FaceMesh, m: np.ndarray, m_split: float, limiter, capacity: int):
     """New (leaves (n', 5) int64, masses (n',)) after one pass of splitting and merging, or
     None when nothing changes.  RuntimeError when the leaves would exceed ``capacity``."""
-    split, merge, key = flags(mesh, m, m_split, min_level, split_jump)
+    split, merge, key = flags(mesh, m, m_split)
     if not split.any() and not merge.any():
         return None
     c = mesh.nchildren
