@@ -45,8 +45,10 @@ from spherepde.validation.metrics import two_point_weight_cells
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[3]
 E_Y = np.array([0.0, 1.0, 0.0])
-BANDS = (0.0, 0.5, 0.9, 0.99, 1.0 + 1e-12)
-BAND_NAMES = ("[0,.5)", "[.5,.9)", "[.9,.99)", "[.99,1]")
+BANDS = (0.0, 0.1, 0.5, 0.9, 0.99, 1.0 + 1e-12)
+BAND_NAMES = ("[0,.1)", "[.1,.5)", "[.5,.9)", "[.9,.99)", "[.99,1]")
+#: CPU seconds of the runs made before this study (docs/data/amr_deep_levels.json, user time)
+DEEP = ROOT / "docs/data/amr_deep_levels.json"
 
 
 def leaves(folder: Path):
@@ -90,9 +92,12 @@ def decompose(x, w, lev, a: float) -> dict:
 
 
 def cpu_seconds(folder: Path):
+    """user + system seconds from ``/usr/bin/time -v`` beside the folder, else the user seconds
+    that docs/data/amr_deep_levels.json holds for a run of that name (to its t_end)."""
     f = folder.parent / (folder.name + ".time")
     if not f.is_file():
-        return None
+        runs = json.loads(DEEP.read_text())["runs"] if DEEP.is_file() else {}
+        return next((r.get("cpu_user_s") for r in runs.values() if r.get("folder") == folder.name), None)
     txt = f.read_text()
     u = re.search(r"User time \(seconds\): ([0-9.]+)", txt)
     sy = re.search(r"System time \(seconds\): ([0-9.]+)", txt)
@@ -111,15 +116,17 @@ def run_record(folder: Path, every: int = 1) -> dict:
     x0, w0, _ = L[0]
     a_own = float(w0[x0 @ E_Y > 0].sum() / w0.sum())
     dens = cfg["representations"]["density"]
+    pf = folder.parent / (folder.name + ".proto")
     rec = {"folder": folder.name, "beta": cfg["dynamics"]["attention"]["beta"], "grid_nlat": cfg["grid"]["nlat"],
            "base_nlat": dens.get("base_nlat") or cfg["grid"]["nlat"], "max_level": dens["max_level"],
            "mass_per_cell": dens["mass_per_cell"], "cpu_s": cpu_seconds(folder),
-           "proto": (folder.parent / (folder.name + ".proto")).read_text().strip()
-           if (folder.parent / (folder.name + ".proto")).is_file() else "",
-           "leaves_end": s["density"].get("leaves"), "a": {"grid": a_grid, "exact": a_exact, "own": a_own},
+           "proto": pf.read_text().strip() if pf.is_file() else "",
+           "polar_merge": dens.get("polar_merge"), "leaves_end": s["density"].get("leaves"), "leaves_max": None,
+           "a": {"grid": a_grid, "exact": a_exact, "own": a_own},
            "times": [float(t) for t in data.times], "energy": [float(v) for v in data.series["energy"]],
            "w2_projection_runnc": [float(v) for v in data.series["w2_projection"]],
            "leaves_n": [int(l[1].size) for l in L], "by_target": {}}
+    rec["leaves_max"] = max(rec["leaves_n"])
     for name, a in rec["a"].items():
         rec["by_target"][name] = [decompose(x, w, lev, a) for x, w, lev in L]
     return rec
@@ -171,6 +178,34 @@ def particles_transfer(ensemble_N: int = 20000) -> dict:
     return out
 
 
+def against_particles(run: dict) -> dict:
+    """E_β and dist to E(VBᵀ) of a β = 100 run against tests/data/particles_metastability_beta100.json
+    (N = 20 000, 8 seeds, mean ± SE): per output time, and the largest deviation (relative to
+    max(|mean|, 0.05), and in SE) over t ≤ 12, 12 < t ≤ 18, 18 < t ≤ 24."""
+    ref = json.loads((ROOT / "tests/data/particles_metastability_beta100.json").read_text())
+    rows = []
+    for k, t in enumerate(ref["times"]):
+        i = np.flatnonzero(np.isclose(run["times"], t))
+        if not i.size:
+            continue
+        i = int(i[0])
+        row = {"t": t}
+        for q, v in (("energy", run["energy"][i]), ("dist_eigenspace", run["by_target"]["own"][i]["dist"])):
+            mean, se = ref["mean"][q][k], ref["stderr"][q][k]
+            row[q] = {"amr": v, "mean": mean, "se": se, "relative": (v - mean) / max(abs(mean), 0.05),
+                      "in_se": (v - mean) / se if se > 0 else None}
+        rows.append(row)
+    summ = {}
+    for q in ("energy", "dist_eigenspace"):
+        summ[q] = {}
+        for name, lo, hi in (("to12", -1.0, 12.0), ("to18", 12.0, 18.0), ("to24", 18.0, 24.0)):
+            w = [r[q] for r in rows if lo < r["t"] <= hi and r[q]["in_se"] is not None]
+            if w:
+                summ[q][name] = {"max_relative": max(abs(v["relative"]) for v in w),
+                                 "max_in_se": max(abs(v["in_se"]) for v in w)}
+    return {"rows": rows, "summary": summ}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", nargs="*", default=[], help="RUN:REFINED folder pairs")
@@ -190,6 +225,7 @@ def main(argv=None) -> int:
         pairs[key] = {tg: compare(recs[a], recs[b], tg) for tg in ("own", "grid")}
     part = particles_transfer()
     b100 = {}
+    b100_diag = {Path(f).name: against_particles(recs[f]) for f in args.beta100}
     for f in args.beta100:
         r = recs[f]
         rows = []
@@ -200,11 +236,21 @@ def main(argv=None) -> int:
                     dm = r["by_target"]["own"][int(i[0])]["mass_plus"] - r["by_target"]["own"][0]["mass_plus"]
                     rows.append({"N": int(N), "t": t, "amr": dm, "particles": pe["mean"][k], "stderr": pe["stderr"][k]})
         b100[Path(f).name] = rows
+    # keep the file small: the band decomposition for the "own" target only
+    for r in recs.values():
+        for tg in ("grid", "exact"):
+            r["by_target"][tg] = [{k: v for k, v in row.items() if k != "bands"} for row in r["by_target"][tg]]
+    for c in pairs.values():
+        c["grid"]["rows"] = [{k: r[k] for k in ("t", "energy", "w2", "dist")} for r in c["grid"]["rows"]]
     data = {"script": "docs/prototypes/issue20/tail/analyze.py", "how": " ".join(__doc__.split()),
             "bands": BAND_NAMES,
             "runs": {Path(k).name: v for k, v in recs.items()}, "pairs": pairs,
-            "beta100_transfer_vs_particles": b100}
+            "beta100_transfer_vs_particles": b100, "beta100_vs_particles": b100_diag}
     Path(args.out).write_text(json.dumps(jsonable(data), indent=None, ensure_ascii=False, allow_nan=False) + "\n")
+    for name, r in data["runs"].items():
+        print(f"{name}: cpu {r['cpu_s']} leaves max {r['leaves_max']} end {r['leaves_end']} t_end {r['times'][-1]}")
+    for name, r in b100_diag.items():
+        print(name, json.dumps(r["summary"]))
     for key, c in pairs.items():
         m = c["own"]["max"]
         print(f"{key}: W2 {m['w2']['change']:.1%} (t={m['w2']['t']}) dist {m['dist']['change']:.1%} "

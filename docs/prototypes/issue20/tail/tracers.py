@@ -12,7 +12,7 @@ finite-volume scheme's numerical diffusion on the base cells (the hypothesis und
 Checks printed in the output: the output spacing used for the field (every output against every
 other output) and M.
 
-    python3 docs/prototypes/issue20/tail/tracers.py RUN_DIR --M 20000 --h 0.1 --out FILE.json
+    python3 docs/prototypes/issue20/tail/tracers.py RUN_DIR --M 10000 --h 0.25 --t_end 20 --out FILE.json
 """
 from __future__ import annotations
 
