@@ -132,6 +132,17 @@ def run_record(folder: Path, every: int = 1) -> dict:
     return rec
 
 
+def _round(o):
+    """Floats to 6 significant digits (the file stays small; every reported number has ≤ 3)."""
+    if isinstance(o, float):
+        return float(f"{o:.6g}")
+    if isinstance(o, dict):
+        return {k: _round(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_round(v) for v in o]
+    return o
+
+
 def rel(a, b):
     return abs(a - b) / max(abs(b), 0.05)
 
@@ -246,7 +257,8 @@ def main(argv=None) -> int:
             "bands": BAND_NAMES,
             "runs": {Path(k).name: v for k, v in recs.items()}, "pairs": pairs,
             "beta100_transfer_vs_particles": b100, "beta100_vs_particles": b100_diag}
-    Path(args.out).write_text(json.dumps(jsonable(data), indent=None, ensure_ascii=False, allow_nan=False) + "\n")
+    text = json.dumps(_round(jsonable(data)), indent=None, ensure_ascii=False, allow_nan=False)
+    Path(args.out).write_text(text + "\n")
     for name, r in data["runs"].items():
         print(f"{name}: cpu {r['cpu_s']} leaves max {r['leaves_max']} end {r['leaves_end']} t_end {r['times'][-1]}")
     for name, r in b100_diag.items():

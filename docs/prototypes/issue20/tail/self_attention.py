@@ -50,11 +50,23 @@ def main(argv=None) -> int:
                 share = wgt[:, tail].sum(1) / wgt.sum(1)
                 X = att.velocity_from_mean(xt, att.mean_and_stats(xt, x, m, method="reference")[0])
                 wm = m[tail] / m[tail].sum()
+                slow = np.linalg.norm(X, axis=1) < 0.01
+                mt = m[tail]
+                lat = np.degrees(np.abs(mesh.latc[tail]))
+                merged = (mesh.x1 - mesh.x0 != (mesh.S >> mesh.level))
+                near = np.abs(x @ E_Y) < 0.9
                 rows.append({"t": float(times[i]), "tail_mass": float(m[tail].sum()), "tail_leaves": int(tail.sum()),
                              "self_share_mean": float(np.sum(wm * share)),
                              "self_share_min": float(share.min()),
                              "speed_mean": float(np.sum(wm * np.linalg.norm(X, axis=1))),
-                             "speed_below_0.01_mass": float(m[tail][np.linalg.norm(X, axis=1) < 0.01].sum())})
+                             "speed_below_0.01_mass": float(mt[slow].sum()),
+                             "slow_abs_lat_range":
+                                 [float(lat[slow].min()), float(lat[slow].max())] if slow.any() else None,
+                             "slow_max_abs_y": float(np.abs(xt[slow, 1]).max()) if slow.any() else None,
+                             "tail_mass_above_lat45": float(mt[lat > 45].sum()),
+                             "tail_mass_above_lat60": float(mt[lat > 60].sum()),
+                             "below09_mass": float(m[near].sum()),
+                             "below09_in_merged_cells": float(m[near & merged].sum())})
                 print(folder.name, rows[-1])
         out["runs"][folder.name] = {"beta": a["beta"], "rows": rows}
     Path(args.out).write_text(json.dumps(out, indent=1) + "\n")
