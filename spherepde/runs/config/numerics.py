@@ -130,7 +130,9 @@ class DensityConfig(_Section):
       (:mod:`spherepde.solvers.eulerian.amr`) on a ``base_nlat`` (default ``grid.nlat``; on the
       circle ``grid.n``/2 and 2·base_nlat arcs) lon-lat grid refined ``max_level`` times where a
       cell holds more than ``mass_per_cell``·h² (h the finest cell width; h on the circle), at
-      most ``max_cells`` leaves (default: the stepper's); the output field is the conservative
+      most ``max_cells`` leaves (default: the stepper's), its polar base rows merged in longitude
+      by at most ``polar_merge`` (a power of 2; 1: none; default: the reduced grid's, up to
+      nlon0/4); the output field is the conservative
       remap of the leaves onto the grid, the leaves themselves are kept as ``density_leaves``.
 
     A key of the other scheme is ignored (and kept at its default), so that a sweep can switch
@@ -148,6 +150,7 @@ class DensityConfig(_Section):
     max_level: int = 3
     mass_per_cell: float = 3.3
     max_cells: int | None = None
+    polar_merge: int | None = None
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -169,6 +172,11 @@ class DensityConfig(_Section):
                                                 lo=1e-6, hi=1e6))
         if self.max_cells is not None:
             check_int(f"{p}.max_cells", self.max_cells, 32, 10_000_000)
+        if self.polar_merge is not None:
+            check_int(f"{p}.polar_merge", self.polar_merge, 1, 1024)
+            if self.polar_merge & (self.polar_merge - 1):
+                raise ValueError(f"{p}.polar_merge: must be a power of 2 (1 = no merging), got "
+                                 f"{self.polar_merge}")
         for scheme, keys in SCHEME_KEYS.items():
             if scheme != self.scheme:
                 for key in keys:

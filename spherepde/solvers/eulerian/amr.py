@@ -169,6 +169,14 @@ class AMRDensity:
         A run that needs more stops with a RuntimeError saying so.
     max_memory_gb : float
         Refuse (ValueError) a layout whose :func:`memory_estimate` exceeds it.
+    polar_merge : int (a power of 2, ≥ 1), optional (S² only)
+        The largest factor by which the base cells of the polar rows are merged in longitude
+        (:func:`~.amr_mesh.merge_factors`); merged cells never refine.  None (default): the
+        reduced grid's rule (up to nlon0/4, no base cell much thinner than tall); 1: no merging,
+        every base cell refinable, the polar base cells as thin as cos φ·π/nlat0.  Merging
+        costs accuracy where slow, low-mass flow crosses the grid's poles (the far tail of
+        ``examples/metastability.toml``, docs/amr.md); no merging costs time steps only where the
+        polar base cells are thinner than the finest cell h.
     attention_method, tol
         Passed to :meth:`Attention.mean_and_stats` (default "auto", 1e-8).
     noise, path : NoiseField and BrownianPath, optional (together)
@@ -188,7 +196,7 @@ class AMRDensity:
                  mass_per_cell: float = 3.3, courant: float = 0.5, regrid_every: int = 4,
                  limiter: str = "mc", max_cells: int | None = None, max_memory_gb: float = 4.0,
                  attention_method: str = "auto", tol: float = 1e-8, noise=None, path=None,
-                 noise_substeps: str = "frozen") -> None:
+                 noise_substeps: str = "frozen", polar_merge: int | None = None) -> None:
         if not isinstance(output_grid, (GaussGrid, CircleGrid)):
             raise ValueError(f"output_grid must be a GaussGrid (S²) or a CircleGrid (S¹), got "
                              f"{type(output_grid).__name__}")
@@ -252,6 +260,15 @@ class AMRDensity:
                 f"or raise max_memory_gb")
         self.method, self.tol = attention_method, tol
         self.h = math.pi / (self.nlat0 * 2**self.lmax)
+        if polar_merge is not None:
+            if self.circle:
+                raise ValueError("polar_merge applies to the sphere only (the circle has no poles), "
+                                 f"got {polar_merge!r}")
+            pm = _int("polar_merge", polar_merge, 1, 2 * self.nlat0, what=" (a power of 2)")
+            if pm & (pm - 1):
+                raise ValueError(f"polar_merge must be a power of 2 (1 = no merging), got {pm}")
+            polar_merge = pm
+        self.polar_merge: int | None = polar_merge
         self.m_split = self.mass_per_cell * self.h ** (self.d - 1)
         self.grid = StateSpace(self.max_cells + 1, 6)
         self._mesh_cls = CircleLeafMesh if self.circle else LeafMesh
@@ -264,6 +281,8 @@ class AMRDensity:
                "mass_per_cell": self.mass_per_cell, "courant": self.courant,
                "regrid_every": self.regrid_every, "limiter": self.limiter,
                "max_cells": self.max_cells}
+        if self.polar_merge is not None:
+            out["polar_merge"] = self.polar_merge
         if self.noise is not None:
             out.update(noise=self.noise.to_dict(), path=self.path.to_dict(), scheme="stratonovich",
                        noise_substeps=self.noise_substeps)
@@ -314,7 +333,8 @@ class AMRDensity:
                 masses = lambda mesh: circle_to_arcs(grid, rho, mesh)  # noqa: E731
             else:
                 masses = lambda mesh: gauss_to_leaves(grid, rho, mesh)  # noqa: E731
-        leaves = (circle_base_leaves if self.circle else base_leaves)(self.nlat0, self.lmax)
+        leaves = (circle_base_leaves(self.nlat0, self.lmax) if self.circle
+                  else base_leaves(self.nlat0, self.lmax, self.polar_merge))
         for _ in range(self.lmax + 2):
             mesh = self._mesh_cls(self.nlat0, self.lmax, leaves)
             m = masses(mesh)

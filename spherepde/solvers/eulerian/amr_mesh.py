@@ -2,8 +2,8 @@
 
 Base grid.  ``nlat0`` equiangular latitude rows of height π/nlat0 from the south pole and
 ``nlon0 = 2·nlat0`` longitudes; near the poles a row's cells are merged in longitude by the
-largest power of two ≤ 1/cos φ (at most nlon0/4), so no base cell is much thinner than tall
-(a reduced grid).  Merged cells never refine.
+largest power of two ≤ 1/cos φ (at most nlon0/4, and at most the stepper's ``polar_merge``), so
+no base cell is much thinner than tall (a reduced grid).  Merged cells never refine.
 
 Leaves.  Every leaf is a lon-lat rectangle of the *raster*, the grid refined ``lmax`` times:
 ``NX = nlon0·2^lmax`` columns of Δλ_f = 2π/NX and ``NY = nlat0·2^lmax`` rows of Δφ_f = π/NY.
@@ -35,21 +35,25 @@ import numpy as np
 from spherepde.grids.geometry import lonlat_to_xyz
 
 
-def merge_factors(nlat0: int) -> np.ndarray:
+def merge_factors(nlat0: int, max_merge: int | None = None) -> np.ndarray:
     """Longitude merge factor of each base row (nlat0,): the largest power of 2 ≤ 1/cos φ_row,
-    capped at nlon0/4 and at the largest power of 2 that divides nlon0."""
+    capped at nlon0/4, at the largest power of 2 that divides nlon0 and at ``max_merge`` (a
+    power of 2; 1: no merging)."""
     latc = -0.5 * math.pi + (np.arange(nlat0) + 0.5) * math.pi / nlat0
     nlon0 = 2 * nlat0
     kmax = min(int(math.log2(nlon0 // 4)), (nlon0 & -nlon0).bit_length() - 1)
+    if max_merge is not None:
+        kmax = min(kmax, int(math.log2(max_merge)))
     return np.array([2 ** min(kmax, int(math.floor(math.log2(1.0 / math.cos(p)) + 1e-9)))
                      for p in latc], dtype=np.int64)
 
 
-def base_leaves(nlat0: int, lmax: int) -> np.ndarray:
-    """The level-0 leaves of the reduced base grid as rows (x0, x1, y0, y1, level), int64."""
+def base_leaves(nlat0: int, lmax: int, max_merge: int | None = None) -> np.ndarray:
+    """The level-0 leaves of the reduced base grid as rows (x0, x1, y0, y1, level), int64
+    (polar rows merged by at most ``max_merge``: :func:`merge_factors`)."""
     S = 2**lmax
     rows = []
-    for j, f in enumerate(merge_factors(nlat0)):
+    for j, f in enumerate(merge_factors(nlat0, max_merge)):
         w = int(f) * S
         i = np.arange(2 * nlat0 // int(f), dtype=np.int64)
         rows.append(np.stack([i * w, (i + 1) * w, np.full_like(i, j * S),
