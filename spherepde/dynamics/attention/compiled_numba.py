@@ -352,3 +352,29 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
         for i in range(nb):
             for f in range(4):
                 out[f, b0 + i] = acc[f, i]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out):
+    """An upper bound on Σ_j w_j e^{κ_i(⟨u_i, y_j⟩ − 1)} over unit sources y_j in tiles t (centre
+    c_t, angular radius r_t, total weight W_t): Σ_t W_t e^{κ_i(cos(max(∠(u_i, c_t) − r_t, 0)) − 1)},
+    summed only until it is known to lie below ``theta`` or not.  Tiles in decreasing W_t,
+    suffix[q] = Σ_{t ≥ q} W_t (suffix[nt] = 0): each term is ≤ W_t, so after q tiles the bound is
+    at most s + suffix[q].  out[i]: that bound where it is < theta (the sum so far plus the
+    suffix), else a number ≥ theta.  Each target alone: the same bits on any number of
+    threads."""
+    nt = W.shape[0]
+    for i in prange(u.shape[0]):
+        u0, u1, u2, k = u[i, 0], u[i, 1], u[i, 2], kap[i]
+        s = 0.0
+        for q in range(nt + 1):
+            if s + suffix[q] < theta or q == nt or s >= theta:
+                s = s + suffix[q]
+                break
+            ct = u0 * cen[q, 0] + u1 * cen[q, 1] + u2 * cen[q, 2]
+            if ct >= cosr[q]:
+                cc = 1.0
+            else:
+                cc = ct * cosr[q] + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sinr[q]
+            s += W[q] * math.exp(k * (min(cc + COS_MARGIN, 1.0) - 1.0))
+        out[i] = s

@@ -29,6 +29,19 @@ _SPLIT_MAX_FRACTION = 0.5
 DENSITY_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32")
 #: "auto" uses the per-target Funk–Hecke path for B not ∝ orthogonal up to this β‖B‖₂
 GENERAL_MAX_KAPPA = 150.0
+#: any B (_TargetBessel): targets whose S̃_1 is certainly too small for the certification (a
+#: bound over tiles of cells, _TargetBessel.surely_below) skip the first spectral synthesis and
+#: go straight to the split pass (issue 23: the synthesis of targets the certification rejects
+#: was half the time of the concentrated β = 100 rows); False synthesises every target first
+SKIP_SURELY_REJECTED = True
+
+
+def _weighted_quantile(a: np.ndarray, weight: np.ndarray, q: float) -> float:
+    """The smallest a_i with Σ_{a_j ≤ a_i} weight_j ≥ q·Σ weight (weights ≥ 0, not all 0)."""
+    order = np.argsort(a, kind="stable")
+    cum = np.cumsum(weight[order])
+    k = min(int(np.searchsorted(cum, q * cum[-1], side="left")), a.size - 1)
+    return float(a[order[k]])
 
 
 def _general_plan(attention: Attention, grid):
@@ -216,9 +229,9 @@ class DensityAttention:
         wg = w.reshape(self.grid.shape)
         stats = {"method": "spectral", "targets": x.shape[0], "degree": spec.L}
 
-        def split(idx, u, z, den, eta, rows):
+        def split(idx, u, z, den, eta, rows, weight=None):
             lower = np.maximum(den - eta, spec.near_terms(wg, u))
-            return self._split_pass(idx, u, z, w, lower, rows)
+            return self._split_pass(idx, u, z, w, lower, rows, weight)
 
         def exact(idx):
             m, st = att.mean_and_stats(x[idx], self._y, w, method="direct", tol=tol / 8.0)
@@ -227,14 +240,19 @@ class DensityAttention:
                 stats["pairs"] = stats.get("pairs", 0) + st["pairs"]
             return m
 
+        general = isinstance(spec, _TargetBessel)
+        upper = None
+        if general and SKIP_SURELY_REJECTED:
+            def upper(u, theta):
+                return spec.upper_bound(wg, u, theta)
         out, counts = _certified_mean(att, self._c, tol, x, spec.err, lambda u: spec.sums(wg, u),
-                                      exact, split, general=isinstance(spec, _TargetBessel))
+                                      exact, split, general=general, upper=upper)
         stats.update(counts)
         if att.kind == "usa":
             out *= total
         return out, stats
 
-    def _split_pass(self, idx, u, z, w, lower, rows=None):
+    def _split_pass(self, idx, u, z, w, lower, rows=None, weight=None):
         """Second pass for targets the plain spectral sums cannot certify (far from the mass).
 
         The weights are split at a density level τ: w_lo = min(w, τ|cell|) goes through the
@@ -242,9 +260,12 @@ class DensityAttention:
         w_hi = w − w_lo (the cells above τ: the bulk of a concentrated density) is summed
         exactly in the log domain, culled against the known lower bound ``lower`` on S_1 (what is
         dropped weighs < tol_hi·S_1, tol_hi = tol/64).  τ is the largest level with
-        η_lo ≤ (tol/16)·lower for all but the worst _SPLIT_QUANTILE of the targets.  Returns
-        (accepted mask over the targets, their means).  ``rows``: the positions of u among the
-        targets of the first pass, whose kept point tables then serve the spectral sums here.
+        η_lo ≤ (tol/16)·lower for all but the worst _SPLIT_QUANTILE of the targets (``weight``
+        given: the quantile of ``lower`` with these weights, where the first pass summed only a
+        sample of the targets; τ only decides how much the split pass settles, each target is
+        still accepted by its own sums).  Returns (accepted mask over the targets, their means).
+        ``rows``: the positions of u among the targets of the first pass, whose kept point
+        tables then serve the spectral sums here.
         """
         att, spec, c, tol = self.attention, self._spec, self._c, self.tol
         assert spec is not None  # called only with a spectral plan
@@ -258,7 +279,9 @@ class DensityAttention:
         below = np.r_[0.0, np.cumsum(rs * a_s)]  # mass of the cells with ρ < rs[k]
         above = np.r_[np.cumsum(a_s[::-1])[::-1], 0.0]  # area of the cells from k on
         m_lo = below[:-1] + rs * above[:-1]  # M_lo(rs[k])
-        target = float(np.quantile(lower, _SPLIT_QUANTILE)) * tol / 16.0 / spec.err
+        q = (float(np.quantile(lower, _SPLIT_QUANTILE)) if weight is None
+             else _weighted_quantile(lower, weight, _SPLIT_QUANTILE))
+        target = q * tol / 16.0 / spec.err
         k = int(np.searchsorted(m_lo, target, side="right")) - 1  # last break point within
         if k < 0:
             return none
