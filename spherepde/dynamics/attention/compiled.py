@@ -50,6 +50,17 @@ the angle is near 0 or π), which only keeps more.  Kept tiles that follow each 
 source order are summed as one range (:data:`CULL_RUNS`), each range in the blocks of the
 path's plain loops, so the order of a row's sum is fixed by the tiles and the targets'
 layout alone, whatever the thread count.
+
+Two refinements (issue 23, :data:`CULL_CUMULATIVE`, :data:`CULL_SHIFT_BY_BOUND`): each target
+skips its tiles by a budget — with T_t = n_t·e^{bound_t − lb_i} a bound on tile t's total
+relative to e^{lb_i} (W_t·e^{ζ_i cos(…)} by tile mass), the tiles with the smallest T_t go while
+their T_t sum to ≤ tol·(the share of the sources the block's first level kept), in 64 bins per 16
+units of log below tol (compiled_numba.cull_budget; the per-tile rule above where that keeps
+fewer sources) — so what is skipped is again < tol·e^{lb_i} ≤ tol·den_i·e^{M_i}.  And on the
+cody-waite path a culled row's terms are e^{ℓ_ij − M̂_i}, M̂_i = the largest bound of a kept
+tile (≥ M_i; used when M̂_i − lb_i ≤ compiled_numba.SHIFT_SLACK = 64, else M_i itself): no
+pass for the row's maximum; M̂_i is returned as M (the means num/den and num·e^{M − β} do not
+change; the terms near the maximum stay ≥ e^{−64}, far above the exponential's flush).
 """
 from __future__ import annotations
 
@@ -76,6 +87,13 @@ TILE = 64
 #: it skipped only 1–8 % more pairs, and no time gain showed above the load's scatter
 #: (docs/prototypes/issue23/cull_mass.json)
 CULL_BY_TILE_MASS = False
+#: cull each target's tiles by a budget (compiled_numba.cull_budget): the tiles with the
+#: smallest bounds on their totals are skipped while those bounds sum to ≤ tol·e^{lb}, in place
+#: of skipping each tile whose every term is < (tol/m)·e^{lb} (kept whenever that keeps fewer)
+CULL_CUMULATIVE = True
+#: culled rows on the cody-waite path: shift the logits by the kept tiles' bound on their
+#: maximum (compiled_numba.SHIFT_SLACK) instead of a first pass for the maximum itself
+CULL_SHIFT_BY_BOUND = True
 #: how the culling groups sources into tiles and targets into blocks: "kd" (geometry.kd_tiles:
 #: at most TILE / TARGET_BLOCK points each, small where the points crowd) or "lat-lon"
 #: (geometry.lat_lon_tiles: equal-area cells, the layout before issue 23's second session)
@@ -262,9 +280,14 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     zn = np.maximum(np.linalg.norm(zc, axis=1, keepdims=True), 1e-300)
     torder, tstarts = _tiles(zc / zn, TARGET_BLOCK)
     kept = np.empty(n, np.int64)
+    if CULL_CUMULATIVE:  # ln of what multiplies a tile's term bound into a bound on its total
+        lscale = (np.full(starts.size - 1, math.log(m / (starts.size - 1))) if CULL_BY_TILE_MASS
+                  else np.log(np.diff(starts).astype(float)))
+    else:
+        lscale = np.empty(0)
     sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, np.cos(rad),
                  np.sin(rad), bmax, yrep, lrep, cut, torder, tstarts, CULL_MAX_FRACTION, cw,
-                 CULL_RUNS, num, den, mx, kept)
+                 CULL_RUNS, num, den, mx, kept, lscale, math.log(tol), CULL_SHIFT_BY_BOUND)
     return num, den, mx, int(kept.sum())
 
 
