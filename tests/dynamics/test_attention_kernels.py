@@ -296,3 +296,31 @@ def test_cumulative_culling_and_shift_by_bound(by_mass, monkeypatch):
                 err = np.linalg.norm((m - ref).astype(float), axis=1)
                 assert np.all(err <= bound), (beta, cum, shift, float(np.max(err / bound)))
         assert pairs[True, True] <= pairs[False, True] < x.shape[0] * y.shape[0]
+
+
+def test_lb_extra_culls_against_the_whole_sum():
+    """compiled.sums(lb_extra=…): the sources split in two parts, the second's row sums known
+    (here exactly), the first culled against a lower bound on the whole sum: the mean over
+    both within 2·tol (+ the error model) of long double, fewer pairs than culling the first
+    part on its own, and rows that keep nothing give num = den = 0."""
+    rng = np.random.default_rng(31)
+    y = concentrated(4000, rng)
+    logw = np.log(rng.uniform(0.2, 5.0, 4000) / 4000)
+    part = (y @ MU) < 0.9  # the wide blob: the part known otherwise (the tight one is culled)
+    x = unit(rng.normal(size=(300, 3)))
+    z = x @ matrix("spd-random", rng)
+    beta, tol = 100.0, 1e-8
+    ref, M = reference_ld(z, y, logw, beta)
+    nk, dk, mk, _ = C.sums(z, y[part], logw[part], beta, None)
+    lbx = np.log(dk) + mk  # log Σ over the known part: a lower bound on the whole
+    own = C.sums(z, y[~part], logw[~part], beta, tol)
+    got = C.sums(z, y[~part], logw[~part], beta, tol, lb_extra=lbx)
+    assert got[3] < own[3]
+    with np.errstate(under="ignore", invalid="ignore"):
+        f = np.exp(got[2] - mk)
+    f[~np.isfinite(got[2])] = 0.0
+    assert np.all(got[1][f == 0.0] == 0.0) or np.all(f > 0)
+    m = (nk + got[0] * f[:, None]) / (dk + got[1] * f)[:, None]
+    err = np.linalg.norm((m - ref).astype(float), axis=1)
+    bound = model_bound(z, y, logw, beta, M.astype(float), "cody-waite") + 2.0 * tol
+    assert np.all(err <= bound), float(np.max(err / bound))

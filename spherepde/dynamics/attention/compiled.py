@@ -238,11 +238,14 @@ def _all_pairs(kernel, pairs: int, *args) -> None:
 
 
 def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float | None = None,
-         path: str | None = None):
+         path: str | None = None, lb_extra: np.ndarray | None = None):
     """(num (n, d), den (n,), M (n,), pairs summed) of the module docstring, for targets z = Bᵀx
     (n, d), sources y (m, d) and log-weights (m,) (finite).  ``tol``: cull (d = 3, unit sources,
     m ≥ CULL_MIN_SOURCES) so that what is skipped weighs < tol·den per target; None sums all.
-    ``path``: the exponential path (:func:`kernel_path`)."""
+    ``path``: the exponential path (:func:`kernel_path`).``lb_extra`` (n,): optional lower bounds on the logarithm of a sum the
+    row's terms are part of (Σ_j e^{ℓ_ij} + something ≥ 0, e.g. a split's spectral part): the
+    culling then skips what weighs < tol·e^{max(lb_i, lb_extra_i)}, so a row may keep nothing
+    (num = den = 0, M = −inf)."""
     sums3, sums_any, sums3_culled, _ = _kernels()
     cw = kernel_path(path) == "cody-waite"
     if cw:
@@ -287,7 +290,8 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
         lscale = np.empty(0)
     sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, np.cos(rad),
                  np.sin(rad), bmax, yrep, lrep, cut, torder, tstarts, CULL_MAX_FRACTION, cw,
-                 CULL_RUNS, num, den, mx, kept, lscale, math.log(tol), CULL_SHIFT_BY_BOUND)
+                 CULL_RUNS, num, den, mx, kept, lscale, math.log(tol), CULL_SHIFT_BY_BOUND,
+                 np.empty(0) if lb_extra is None else np.ascontiguousarray(lb_extra, dtype=float))
     return num, den, mx, int(kept.sum())
 
 

@@ -219,7 +219,7 @@ COS_MARGIN = 1e-7
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder,
-                 tstarts, full, cw, runs, num, den, mx, kept, lscale, lntol, shift_by_bound):
+                 tstarts, full, cw, runs, num, den, mx, kept, lscale, lntol, shift_by_bound, lbx):
     """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
     blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i;
     ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops);
@@ -231,7 +231,9 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
     first level skipped counted in).  ``shift_by_bound`` (cody-waite path): a culled row's
     terms are e^{ℓ − M} with M the kept tiles' largest bound on a logit (within SHIFT_SLACK of
     lb ≤ max ℓ, else the maximum itself, by a pass of its own), not the row's maximum: one pass
-    over the kept sources instead of two; mx[i] = that M."""
+    over the kept sources instead of two; mx[i] = that M.  ``lbx`` (n,) or empty: the caller's
+    lower bounds on log Σ_j e^{ℓ_ij} (of a larger sum the row is a part of), which replace lb
+    where larger (a row may then keep no tile: num = den = 0, mx = −inf)."""
     nt = starts.shape[0] - 1
     m = y0.shape[0]
     cumul = lscale.shape[0] == nt
@@ -268,6 +270,11 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             ct = c0 * yrep[t, 0] + c1 * yrep[t, 1] + c2 * yrep[t, 2]
             cc = math.cos(min(math.acos(min(1.0, max(-1.0, ct))) + rb, math.pi))
             LB = max(LB, (zmin if cc >= 0.0 else zmax) * cc + lrep[t])
+        if lbx.shape[0] > 0:  # the caller's lower bounds, the block's smallest
+            lbmin = np.inf
+            for k in range(tstarts[b], tstarts[b + 1]):
+                lbmin = min(lbmin, lbx[torder[k]])
+            LB = max(LB, lbmin)
         # ... and the tiles that can matter to any target of the block
         blk = np.empty(nt, np.int64)
         nkb = 0
@@ -292,7 +299,7 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             zeta = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
             inv = 1.0 / max(zeta, 1e-300)
             u0, u1, u2 = a0 * inv, a1 * inv, a2 * inv
-            lb = LB
+            lb = LB if lbx.shape[0] == 0 else max(LB, lbx[i])
             for q in range(nkb):
                 t = blk[q]
                 lb = max(lb, a0 * yrep[t, 0] + a1 * yrep[t, 1] + a2 * yrep[t, 2] + lrep[t])

@@ -29,6 +29,11 @@ _SPLIT_MAX_FRACTION = 0.5
 DENSITY_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32")
 #: "auto" uses the per-target Funk–Hecke path for B not ∝ orthogonal up to this β‖B‖₂
 GENERAL_MAX_KAPPA = 150.0
+#: the split pass culls its exact part (the cells above τ) against a lower bound on the whole
+#: sum — the first pass's, or the split's own spectral part minus its error bound — rather than
+#: against the exact part alone (compiled.sums' lb_extra): what is skipped still weighs
+#: < tol/64 of the whole sum, the error the split's certification counts
+SPLIT_CULL_BY_TOTAL = True
 #: any B (_TargetBessel): targets whose S̃_1 is certainly too small for the certification (a
 #: bound over tiles of cells, _TargetBessel.surely_below) skip the first spectral synthesis and
 #: go straight to the split pass (issue 23: the synthesis of targets the certification rejects
@@ -308,7 +313,12 @@ class DensityAttention:
         if tol_hi >= compiled.MIN_TOL and compiled.available():
             # compiled sums, culled against the bulk's own maximum (what is dropped weighs
             # < tol_hi of the bulk), rescaled from e^{M} to e^{shift} (M ≤ shift: unit mass)
-            nb, db, mx, _ = compiled.sums(z, y_hi, lw_hi, beta, tol_hi)
+            # (SPLIT_CULL_BY_TOTAL: against the whole sum, whose spectral part is known here)
+            lbx = None
+            if SPLIT_CULL_BY_TOTAL:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    lbx = np.log(np.maximum(lower, den - eta)) + shift
+            nb, db, mx, _ = compiled.sums(z, y_hi, lw_hi, beta, tol_hi, lb_extra=lbx)
             with np.errstate(under="ignore"):
                 f = np.exp(mx - shift)
             num += nb * f[:, None]
