@@ -61,6 +61,14 @@ def _accepted(kind: str, num: np.ndarray, den: np.ndarray, eta: float, tol: floa
     return finite & (sd * eta + extra <= tol / 4.0 * nnum)
 
 
+def _reject_level(kind: str, d: int, tol: float, eta: float) -> float:
+    """θ such that a target with S_1 < θ fails :func:`_accepted` whatever its sums (each off by
+    ≤ η): softmax S_1 + η < 8η/tol, usa S_1 + √d·η < 4√d·η/tol (|S_y| ≤ S_1, unit sources)."""
+    if kind == "softmax":
+        return (8.0 / tol - 1.0) * eta
+    return math.sqrt(d) * (4.0 / tol - 1.0) * eta
+
+
 def _certified_mean(att, c: float | None, tol: float, x: np.ndarray, eta: float, sums,
                     exact, second_pass=None, general=False, upper=None) -> tuple[np.ndarray, dict]:
     """The attention mean at targets x (n, d) from spectral sums, every target certified.
@@ -104,8 +112,7 @@ def _certified_mean(att, c: float | None, tol: float, x: np.ndarray, eta: float,
     if upper is None:
         S = sums(u)
     else:
-        sd = math.sqrt(d)
-        theta = (8.0 / tol - 1.0) * eta if att.kind == "softmax" else sd * (4.0 / tol - 1.0) * eta
+        theta = _reject_level(att.kind, d, tol, eta)
         skip = upper(u, theta) < theta
         # every SKIPPED_SAMPLE-th skipped target is summed all the same: the second pass
         # estimates the distribution of S_1 over its targets from them

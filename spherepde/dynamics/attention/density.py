@@ -23,6 +23,10 @@ from spherepde.dynamics.attention.model import Attention, nonnegative_weights
 
 #: the split pass chooses its level τ so that all but this fraction of its targets can pass
 _SPLIT_QUANTILE = 0.02
+#: where the first pass summed only a sample (any B, SKIP_SURELY_REJECTED): the quantiles tried
+#: after _SPLIT_QUANTILE when its τ is below every cell's density or leaves too many cells above
+#: (the targets below the quantile then mostly go on to the exact sums)
+_SPLIT_QUANTILES_MORE = (0.1, 0.25, 0.5)
 #: ... and is skipped when more than this fraction of the cells would lie above τ
 _SPLIT_MAX_FRACTION = 0.5
 #: methods of :class:`DensityAttention`
@@ -284,17 +288,23 @@ class DensityAttention:
         below = np.r_[0.0, np.cumsum(rs * a_s)]  # mass of the cells with ρ < rs[k]
         above = np.r_[np.cumsum(a_s[::-1])[::-1], 0.0]  # area of the cells from k on
         m_lo = below[:-1] + rs * above[:-1]  # M_lo(rs[k])
-        q = (float(np.quantile(lower, _SPLIT_QUANTILE)) if weight is None
-             else _weighted_quantile(lower, weight, _SPLIT_QUANTILE))
-        target = q * tol / 16.0 / spec.err
-        k = int(np.searchsorted(m_lo, target, side="right")) - 1  # last break point within
-        if k < 0:
-            return none
-        # on [rs[k], rs[k+1]] the cells 0..k lie below τ: M_lo(τ) = below[k+1] + τ·above[k+1]
-        tau = rs[k] if above[k + 1] <= 0 else min(
-            rs[k] + (target - m_lo[k]) / above[k + 1], rs[k + 1] if k + 1 < rs.size else np.inf)
-        hi = np.flatnonzero(rho > tau)
-        if hi.size > _SPLIT_MAX_FRACTION * rho.size or hi.size == 0:
+        hi, tau = None, 0.0
+        for quant in (_SPLIT_QUANTILE,) + (_SPLIT_QUANTILES_MORE if weight is not None else ()):
+            q = (float(np.quantile(lower, quant)) if weight is None
+                 else _weighted_quantile(lower, weight, quant))
+            target = q * tol / 16.0 / spec.err
+            k = int(np.searchsorted(m_lo, target, side="right")) - 1  # last break point within
+            if k < 0:
+                continue
+            # on [rs[k], rs[k+1]] the cells 0..k lie below τ: M_lo(τ) = below[k+1] + τ·above[k+1]
+            tau = rs[k] if above[k + 1] <= 0 else min(
+                rs[k] + (target - m_lo[k]) / above[k + 1], rs[k + 1] if k + 1 < rs.size else np.inf)
+            hi = np.flatnonzero(rho > tau)
+            if hi.size > _SPLIT_MAX_FRACTION * rho.size or hi.size == 0:
+                hi = None
+                continue
+            break
+        if hi is None:
             return none
         w_lo = np.minimum(w, tau * area)
         w_hi = (w - w_lo)[hi]

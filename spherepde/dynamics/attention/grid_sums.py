@@ -50,7 +50,7 @@ TARGET_CACHE_BYTES = 64 * 2**20
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 16-cell tiles find 95–98 % of the targets the first pass rejects, 64-cell
 #: tiles 89–94 %: docs/prototypes/issue23/skip_rejected.json)
-BOUND_TILE = 16
+BOUND_TILE = 32
 
 
 class _TargetCache(Generic[_Tables]):
