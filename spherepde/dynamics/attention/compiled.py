@@ -242,10 +242,10 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     """(num (n, d), den (n,), M (n,), pairs summed) of the module docstring, for targets z = Bᵀx
     (n, d), sources y (m, d) and log-weights (m,) (finite).  ``tol``: cull (d = 3, unit sources,
     m ≥ CULL_MIN_SOURCES) so that what is skipped weighs < tol·den per target; None sums all.
-    ``path``: the exponential path (:func:`kernel_path`).``lb_extra`` (n,): optional lower bounds on the logarithm of a sum the
-    row's terms are part of (Σ_j e^{ℓ_ij} + something ≥ 0, e.g. a split's spectral part): the
-    culling then skips what weighs < tol·e^{max(lb_i, lb_extra_i)}, so a row may keep nothing
-    (num = den = 0, M = −inf)."""
+    ``path``: the exponential path (:func:`kernel_path`).  ``lb_extra`` (n,): optional lower
+    bounds on the logarithm of a sum the row's terms are part of (Σ_j e^{ℓ_ij} + something ≥ 0,
+    e.g. a split's spectral part): the culling then skips what weighs
+    < tol·e^{max(lb_i, lb_extra_i)}, so a row may keep nothing (num = den = 0, M = −inf)."""
     sums3, sums_any, sums3_culled, _ = _kernels()
     cw = kernel_path(path) == "cody-waite"
     if cw:
