@@ -283,6 +283,7 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     zn = np.maximum(np.linalg.norm(zc, axis=1, keepdims=True), 1e-300)
     torder, tstarts = _tiles(zc / zn, TARGET_BLOCK)
     kept = np.empty(n, np.int64)
+    assert tol is not None  # (cut is finite: the culled branch)
     if CULL_CUMULATIVE:  # ln of what multiplies a tile's term bound into a bound on its total
         lscale = (np.full(starts.size - 1, math.log(m / (starts.size - 1))) if CULL_BY_TILE_MASS
                   else np.log(np.diff(starts).astype(float)))
