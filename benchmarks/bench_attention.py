@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 from spherepde import GaussGrid  # noqa: E402
 from spherepde.dynamics.attention import compiled  # noqa: E402
 from spherepde.dynamics.attention import density as density_module  # noqa: E402
+from spherepde.dynamics.attention import grid_sums  # noqa: E402
 from spherepde.dynamics.attention import Attention, DensityAttention  # noqa: E402
 from spherepde.solvers import make_stepper  # noqa: E402
 from spherepde.solvers.eulerian.transport import FFSLSphere  # noqa: E402
@@ -119,7 +120,8 @@ BEFORE = ((density_module, "SKIP_SURELY_REJECTED", False),
           (density_module, "SPLIT_CULL_BY_TOTAL", False),
           (density_module, "_SPLIT_QUANTILES_MORE", ()),
           (compiled, "CULL_CUMULATIVE", False),
-          (compiled, "CULL_SHIFT_BY_BOUND", False))
+          (compiled, "CULL_SHIFT_BY_BOUND", False),
+          (grid_sums, "PER_TARGET_DEGREE", False))
 
 
 def _before(fn):

@@ -227,3 +227,18 @@ def test_skipping_surely_rejected_targets(bname, kind, monkeypatch):
     s1, s0 = got[True][1], got[False][1]
     assert s1["spectral"] == s0["spectral"] and s1["spectral"] > 0
     assert s1["split"] + s1["exact"] > 0
+
+
+@pytest.mark.parametrize("kappa", [45.0, 150.0])
+def test_degree_levels_keep_the_tail(kappa):
+    """funk_hecke.degree_levels: for every κ up to each level's κ_j, the tail at that level's
+    degree is within the tail at the full κ and degree (grid_sums.PER_TARGET_DEGREE)."""
+    from spherepde.dynamics.attention.funk_hecke import _SphereKernel, degree_levels
+
+    L = 51 if kappa < 100 else 110
+    tail = float(_SphereKernel(kappa, L).tail[L])
+    ks, ls = degree_levels(kappa, L, tail)
+    assert ls[-1] == L and np.all(np.diff(ls) >= 0) and ls[0] < L
+    for kj, lj in zip(ks, ls):
+        for k in np.linspace(1e-3, kj, 25):
+            assert _SphereKernel(float(k), L).tail[lj] <= tail * (1 + 1e-9), (k, kj, lj)

@@ -171,13 +171,17 @@ def _kernels():
     return K.sums3, K.sums_any, K.sums3_culled, K.bessel_synthesis
 
 
-def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) -> np.ndarray:
+def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int,
+                degrees: np.ndarray | None = None) -> np.ndarray:
     """S_f(i) = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_m Re(a_f,lm y_lm(u_i) e^{imλ_i}) for f = 0..3: the scaled
     sums Σ_j w_j f(y_j) e^{κ_i(⟨u_i, y_j⟩ − 1)} of a measure with real-field coefficients a
     (shape (L+1, L+1, 4) complex, [m, l, f], factor 2 for m > 0), at unit points u (n, 3) with
     their own κ_i > 0 (the attention of any B: κ_i = β|Bᵀx_i|, u_i = Bᵀx_i/|Bᵀx_i|).  ĩ_l by
     Miller's recurrence per target (as funk_hecke.spherical_ive), orthonormal y_lm by the
-    recursion ``rec`` = (a, b, c) of grids.rings.legendre_recursion (L).  Shape (4, n)."""
+    recursion ``rec`` = (a, b, c) of grids.rings.legendre_recursion (L).  Shape (4, n).
+    ``degrees`` (n,): optional, a degree ≤ L per target (the sum stops there); the targets are
+    then synthesised in the order of their degrees, so that each block of the kernel holds
+    similar ones (a block sums to its largest degree)."""
     bessel_synthesis = _kernels()[3]
     n = u.shape[0]
     out = np.empty((4, n))
@@ -187,11 +191,23 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) ->
     N = L + 32 + int(math.sqrt(100.0 * kmax + 100.0))
     ra, rb = rec[0], rec[1]
     rc = np.r_[1.0, rec[2]]  # rc[m] = √((2m+1)/(2m)), m ≥ 1: y_mm = rc[m] sinθ y_{m−1,m−1}
+    kappa = np.asarray(kappa, dtype=float)
+    order = None
+    Lt = np.empty(0, np.int64)
+    if degrees is not None:
+        order = np.argsort(degrees, kind="stable")
+        u, kappa = u[order], kappa[order]
+        Lt = np.ascontiguousarray(np.asarray(degrees)[order], dtype=np.int64)
     bessel_synthesis(np.ascontiguousarray(np.clip(u[:, 2], -1.0, 1.0)),
                      np.ascontiguousarray(np.arctan2(u[:, 1], u[:, 0])),
-                     np.ascontiguousarray(kappa, dtype=float),
+                     np.ascontiguousarray(kappa),
                      np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag),
-                     np.ascontiguousarray(ra.T), np.ascontiguousarray(rb.T), rc, int(L), int(N), out)
+                     np.ascontiguousarray(ra.T), np.ascontiguousarray(rb.T), rc, int(L), int(N), out,
+                     Lt)
+    if order is not None:
+        back = np.empty_like(out)
+        back[:, order] = out
+        return back
     return out
 
 

@@ -366,9 +366,10 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             kept[i] = npair
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
+def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt):
     """out[f, i] = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_{m} y_lm(μ_i) Re(a_f,ml e^{imλ_i}) (real-field
-    synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`)."""
+    synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`).  ``Lt`` (n,)
+    or empty: a degree per target (≤ L); a block of targets sums to its largest."""
     BS = 32
     n = mu.size
     y0 = 1.0 / math.sqrt(4.0 * math.pi)
@@ -402,7 +403,12 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
         for l in range(1, L + 1):
             for i in range(BS):
                 Ib[l, i] *= Ib[l - 1, i]
-        for m in range(L + 1):
+        Lb = L
+        if Lt.shape[0] > 0:
+            Lb = 0
+            for i in range(nb):
+                Lb = max(Lb, min(Lt[b0 + i], L))
+        for m in range(Lb + 1):
             if m > 0:
                 big = 0.0
                 for i in range(BS):
@@ -420,7 +426,7 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
                 for f in range(4):
                     q[2 * f, i] = w * ar[m, m, f]
                     q[2 * f + 1, i] = w * ai[m, m, f]
-            for l in range(m + 1, L + 1):
+            for l in range(m + 1, Lb + 1):
                 a_, b_ = raT[m, l], rbT[m, l]
                 c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
                 c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]

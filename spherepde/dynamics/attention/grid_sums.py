@@ -24,7 +24,7 @@ import numpy as np
 
 from spherepde.dynamics.attention import compiled
 from spherepde.dynamics.attention.funk_hecke import (SERIES_TAIL, TARGET_ROUNDOFF, _per_target_synthesis,
-                                                     _SphereKernel)
+                                                     _SphereKernel, degree_levels)
 from spherepde.grids.rings import RingLayout, legendre_recursion, legendre_table
 
 if TYPE_CHECKING:
@@ -47,6 +47,9 @@ TARGET_CACHE = True
 #: the kept tables of one spectral object take at most this many bytes; beyond, they are
 #: recomputed on every call (only the copy of the targets and O(1) numbers per target are kept)
 TARGET_CACHE_BYTES = 64 * 2**20
+#: _TargetBessel: each target's synthesis stops at the degree its own κ = β|Bᵀx| needs for the
+#: tail at β‖B‖₂ and L (funk_hecke.degree_levels), not at L for every target
+PER_TARGET_DEGREE = True
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 32-cell tiles find 93–96 % of the targets the first pass rejects, in about
 #: half the time of 16-cell tiles, which find 96–98 %: docs/prototypes/issue23/skip_rejected.json)
@@ -307,6 +310,7 @@ class _TargetBessel(_SpectralSphere):
         self._targets: _TargetCache[_SphereTargets] = _TargetCache()
         self._sh: SphericalHarmonics | None = None
         self._bound_tiles: tuple | None = None  # upper_bound's tiles of the cells
+        self._levels: tuple | None = None  # funk_hecke.degree_levels, for PER_TARGET_DEGREE
         lmax = grid.lmax
         self.possible = lmax * lmax >= 2.0 * self.kappa and compiled.available()
         if not self.possible:
@@ -360,5 +364,8 @@ class _TargetBessel(_SpectralSphere):
         dens = w * self._inv_area
         xyz = self.grid.xyz
         q = sh.analyse(np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens]))
-        return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L)
+        if PER_TARGET_DEGREE and self._levels is None:
+            self._levels = degree_levels(self.kappa, self.L, float(self.tail[self.L]))
+        return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L,
+                                     self._levels if PER_TARGET_DEGREE else None)
 
