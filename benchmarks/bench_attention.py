@@ -6,7 +6,9 @@ DensityAttention against the float64 log-domain reference, side by side in one r
                                                                    # results/attention.json
     options: --reps N, --subset K (reference targets), --out PATH, --skip-steps, --skip-kernel,
              --skip-rows, --only 'density=concentrated,beta=100' (rows to run),
-             --compare-legacy (each row's auto path also timed on the legacy exponential)
+             --compare-legacy (each row's auto path also timed on the legacy exponential),
+             --compare-before (each row's auto path also timed with the switches of BEFORE
+             off: ``t_auto_before``, ``before_over_after``, ``before_ratios``, errors)
 
 Set-up: density on GaussGrid(128) (32 768 cells = sources), targets the 65 792 face points of the
 FFSL transport (what the mean-field stepper asks for, twice a step), tol = 1e-8 (the default).
@@ -55,6 +57,8 @@ sys.path.insert(0, str(ROOT))
 
 from spherepde import GaussGrid  # noqa: E402
 from spherepde.dynamics.attention import compiled  # noqa: E402
+from spherepde.dynamics.attention import density as density_module  # noqa: E402
+from spherepde.dynamics.attention import grid_sums  # noqa: E402
 from spherepde.dynamics.attention import Attention, DensityAttention  # noqa: E402
 from spherepde.solvers import make_stepper  # noqa: E402
 from spherepde.solvers.eulerian.transport import FFSLSphere  # noqa: E402
@@ -110,7 +114,30 @@ def _legacy(fn):
             os.environ[compiled.PATH_ENV] = env0
 
 
-def run_row(grid, pts, sub, bname, B, beta, dname, reps, compare_legacy=False) -> dict:
+#: the switches of issue 23's fifth session (module, name, value before it): --compare-before
+#: times each row's auto path with them at these values as well
+BEFORE = ((density_module, "SKIP_SURELY_REJECTED", False),
+          (density_module, "SPLIT_CULL_BY_TOTAL", False),
+          (density_module, "_SPLIT_QUANTILES_MORE", ()),
+          (compiled, "CULL_CUMULATIVE", False),
+          (compiled, "CULL_SHIFT_BY_BOUND", False),
+          (grid_sums, "PER_TARGET_DEGREE", False))
+
+
+def _before(fn):
+    """fn() with the switches of BEFORE at their earlier values (then restored)."""
+    old = [getattr(mod, name) for mod, name, _ in BEFORE]
+    try:
+        for mod, name, value in BEFORE:
+            setattr(mod, name, value)
+        return fn()
+    finally:
+        for (mod, name, _), value in zip(BEFORE, old):
+            setattr(mod, name, value)
+
+
+def run_row(grid, pts, sub, bname, B, beta, dname, reps, compare_legacy=False,
+            compare_before=False) -> dict:
     rho = density(dname, grid.xyz)
     y, w = grid.xyz.reshape(-1, 3), (rho * grid.cell_area).reshape(-1)
     att = Attention(np.eye(3), B, np.eye(3), beta)
@@ -123,6 +150,11 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps, compare_legacy=False) -
     t_ref, c_ref, t_auto, c_auto, ratio, t_leg = [], [], [], [], [], []
     if compare_legacy:
         _legacy(lambda: da.mean(pts, rho))  # compiles the legacy kernels
+    t_bef, extra_before = [], {}
+    if compare_before:
+        m_bef, st_bef = _before(lambda: da.mean_and_stats(pts, rho))
+        wb, mb = errors(m_bef[sub], m_ref, density(dname, xs))
+        extra_before = {"weighted_error_before": wb, "max_error_before": mb, "stats_before": st_bef}
     for r in range(reps):
         order = [0, 1] if r % 2 == 0 else [1, 0]
         got = {}
@@ -133,6 +165,8 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps, compare_legacy=False) -
                 got[1] = timed(lambda: da.mean(pts, rho))
                 if compare_legacy:  # right after: the same load, the other exponential path
                     t_leg.append(timed(lambda: _legacy(lambda: da.mean(pts, rho)))[0])
+                if compare_before:  # right after: the same load, the switches as before
+                    t_bef.append(timed(lambda: _before(lambda: da.mean(pts, rho)))[0])
         t_ref.append(got[0][0] * scale)
         c_ref.append(got[0][1] * scale)
         t_auto.append(got[1][0])
@@ -142,7 +176,11 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps, compare_legacy=False) -
     extra = {} if not compare_legacy else {
         "t_auto_legacy": float(np.median(t_leg)),
         "legacy_over_cody_waite": float(np.median([a / b for a, b in zip(t_leg, t_auto)]))}
-    return extra | {"B": bname, "beta": beta, "density": dname, "nlat": grid.nlat, "tol": TOL,
+    if compare_before:
+        rb = [a / b for a, b in zip(t_bef, t_auto)]
+        extra_before |= {"t_auto_before": float(np.median(t_bef)), "before_ratios": rb,
+                         "before_over_after": float(np.median(rb))}
+    return extra | extra_before | {"B": bname, "beta": beta, "density": dname, "nlat": grid.nlat, "tol": TOL,
             "speedup": float(np.median(ratio)), "weighted_error": wrel, "max_error": mrel,
             "method": stats.get("method"), "stats": stats,
             "pairs_fraction": (stats["pairs"] / pairs if "pairs" in stats else None),
@@ -267,6 +305,9 @@ def main(argv=None) -> int:
                     help="rows to run, e.g. 'density=concentrated,beta=100' (keys B, beta, density)")
     ap.add_argument("--compare-legacy", action="store_true",
                     help="also time each row's auto path on the legacy exponential (issue 23)")
+    ap.add_argument("--compare-before", action="store_true",
+                    help="also time each row's auto path with the switches of BEFORE as they "
+                         "were (issue 23, fifth session)")
     args = ap.parse_args(argv)
     if args.reps is not None and args.reps < 1:
         ap.error(f"--reps must be ≥ 1, got {args.reps}")
@@ -296,7 +337,8 @@ def main(argv=None) -> int:
                 want = {"B": bname, "beta": f"{beta:g}", "density": dname}
                 if any(want.get(k) != v for k, v in only.items()):
                     continue
-                r = run_row(grid, pts, sub, bname, B, beta, dname, reps, args.compare_legacy)
+                r = run_row(grid, pts, sub, bname, B, beta, dname, reps, args.compare_legacy,
+                            args.compare_before)
                 if r["stats"].get("pairs"):  # the pairs the path summed, per core, against exp
                     r["pairs_per_core_over_np_exp"] = (r["stats"]["pairs"] / r["t_auto"] / threads
                                                        / limits["np_exp_per_s_per_core"])
@@ -306,6 +348,9 @@ def main(argv=None) -> int:
                 pf = "" if r["pairs_fraction"] is None else f" pairs {r['pairs_fraction']:.3f}"
                 leg = ("" if not args.compare_legacy else
                        f"  legacy {r['t_auto_legacy']:.3f} s (×{r['legacy_over_cody_waite']:.2f})")
+                if args.compare_before:
+                    leg += (f"  before {r['t_auto_before']:.3f} s (×{r['before_over_after']:.2f} "
+                            f"[{min(r['before_ratios']):.2f}, {max(r['before_ratios']):.2f}])")
                 print(f"{bname:>15} {beta:6g} {dname:>12}  {r['t_ref']:7.2f} {r['t_auto']:8.3f} "
                       f"{r['speedup']:8.1f}  {r['weighted_error']:8.1e} {r['max_error']:8.1e}  "
                       f"{r['method']}{pf}{flag}{leg}", flush=True)

@@ -174,3 +174,71 @@ def test_singular_B():
         assert np.all(np.isfinite(m))
         dm, nr = np.linalg.norm(m - ref, axis=1), np.linalg.norm(ref, axis=1)
         assert np.all(dm <= 10 * TOL * nr), np.max(dm / nr)
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
+@pytest.mark.parametrize("beta", [10.0, 40.0])
+def test_upper_bound_bounds_the_sums(bname, beta):
+    """_TargetBessel.upper_bound: where it is below theta it bounds S̃_1 (long double) from above
+    (elsewhere it only says ≥ theta: it stops summing there)."""
+    g = GaussGrid(48)
+    B = matrix(bname)
+    spec = grid_sums._TargetBessel(g, B, beta)
+    x = targets(g, np.random.default_rng(5), 3)
+    w = density("vmf100", g.xyz) * g.cell_area
+    w /= w.sum()
+    xl, yl = x.astype(np.longdouble), g.xyz.reshape(-1, 3).astype(np.longdouble)
+    zl = xl @ B.astype(np.longdouble)
+    r = np.sqrt(np.sum(zl * zl, axis=1))
+    s1 = (np.exp(beta * (zl @ yl.T - r[:, None])) @ w.reshape(-1).astype(np.longdouble)).astype(float)
+    for theta in (1e-12, 1e-6, 1e-3, 2.0):
+        ub = spec.upper_bound(w, x, theta)
+        below = ub < theta
+        assert np.all(ub[below] >= s1[below]), theta
+        if theta == 2.0:  # above the total mass: every target, and a true bound everywhere
+            assert below.all() and np.all(ub >= s1)
+    # the concentrated density has far targets, which the bound finds at the rejection level
+    assert (spec.upper_bound(w, x, 1e-6) < 1e-6).any()
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "spd-random"])
+@pytest.mark.parametrize("kind", ["softmax", "usa"])
+def test_skipping_surely_rejected_targets(bname, kind, monkeypatch):
+    """density.SKIP_SURELY_REJECTED: the first pass accepts the same targets; every mean within
+    the error model against the reference either way."""
+    from spherepde.dynamics.attention import density as dmod
+
+    g = GaussGrid(64)
+    x = targets(g, np.random.default_rng(6), 2)
+    rho = density("vmf100", g.xyz)
+    att = Attention(np.eye(3), matrix(bname), np.eye(3), 30.0, kind=kind)
+    ref = att.mean(x, g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1), method="reference")
+    got = {}
+    for skip in (True, False):
+        monkeypatch.setattr(dmod, "SKIP_SURELY_REJECTED", skip)
+        da = DensityAttention(att, g, method="spectral")
+        assert isinstance(da._spec, grid_sums._TargetBessel)
+        got[skip] = da.mean_and_stats(x, rho)
+        m, st = got[skip]
+        nr = np.linalg.norm(ref, axis=1)
+        big = nr >= M_TINY * (nr.max() if kind == "usa" else 1.0)
+        rel = np.linalg.norm(m - ref, axis=1)[big] / nr[big]
+        assert rel.max() <= 10 * TOL, (skip, rel.max(), st)
+    s1, s0 = got[True][1], got[False][1]
+    assert s1["spectral"] == s0["spectral"] and s1["spectral"] > 0
+    assert s1["split"] + s1["exact"] > 0
+
+
+@pytest.mark.parametrize("kappa", [45.0, 150.0])
+def test_degree_levels_keep_the_tail(kappa):
+    """funk_hecke.degree_levels: for every κ up to each level's κ_j, the tail at that level's
+    degree is within the tail at the full κ and degree (grid_sums.PER_TARGET_DEGREE)."""
+    from spherepde.dynamics.attention.funk_hecke import _SphereKernel, degree_levels
+
+    L = 51 if kappa < 100 else 110
+    tail = float(_SphereKernel(kappa, L).tail[L])
+    ks, ls = degree_levels(kappa, L, tail)
+    assert ls[-1] == L and np.all(np.diff(ls) >= 0) and ls[0] < L
+    for kj, lj in zip(ks, ls):
+        for k in np.linspace(1e-3, kj, 25):
+            assert _SphereKernel(float(k), L).tail[lj] <= tail * (1 + 1e-9), (k, kj, lj)

@@ -268,3 +268,59 @@ def test_culled_rows_sent_to_the_plain_loops_give_the_all_pairs_bits(path, monke
         assert got[3] == 120 * 2500
         for a, b in zip(got[:3], full[:3]):
             np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("by_mass", [False, True], ids=["tile-max", "tile-mass"])
+def test_cumulative_culling_and_shift_by_bound(by_mass, monkeypatch):
+    """CULL_CUMULATIVE (a per-target budget for the skipped tiles' bounds) and
+    CULL_SHIFT_BY_BOUND (the kept tiles' bound on the maximum as the shift), each on and off:
+    within the error model plus 2·tol of long double; the budget never keeps more pairs than the
+    per-tile rule."""
+    monkeypatch.setattr(C, "CULL_BY_TILE_MASS", by_mass)
+    rng = np.random.default_rng(21)
+    y = concentrated(3000, rng)
+    logw = np.log(rng.uniform(0.2, 5.0, y.shape[0]) / y.shape[0])
+    x = np.vstack([y[::15], unit(rng.normal(size=(100, 3)))])
+    B = matrix("general-random", rng)
+    tol = 1e-8
+    for beta in (100.0, 1000.0):
+        z = x @ B
+        ref, M = reference_ld(z, y, logw, beta)
+        bound = model_bound(z, y, logw, beta, M.astype(float), "cody-waite") + 2.0 * tol
+        pairs = {}
+        for cum in (False, True):
+            for shift in (False, True):
+                monkeypatch.setattr(C, "CULL_CUMULATIVE", cum)
+                monkeypatch.setattr(C, "CULL_SHIFT_BY_BOUND", shift)
+                m, pairs[cum, shift] = C.mean(z, y, logw, beta, "softmax", tol=tol)
+                err = np.linalg.norm((m - ref).astype(float), axis=1)
+                assert np.all(err <= bound), (beta, cum, shift, float(np.max(err / bound)))
+        assert pairs[True, True] <= pairs[False, True] < x.shape[0] * y.shape[0]
+
+
+def test_lb_extra_culls_against_the_whole_sum():
+    """compiled.sums(lb_extra=…): the sources split in two parts, the second's row sums known
+    (here exactly), the first culled against a lower bound on the whole sum: the mean over
+    both within 2·tol (+ the error model) of long double, fewer pairs than culling the first
+    part on its own, and rows that keep nothing give num = den = 0."""
+    rng = np.random.default_rng(31)
+    y = concentrated(4000, rng)
+    logw = np.log(rng.uniform(0.2, 5.0, 4000) / 4000)
+    part = (y @ MU) < 0.9  # the wide blob: the part known otherwise (the tight one is culled)
+    x = unit(rng.normal(size=(300, 3)))
+    z = x @ matrix("spd-random", rng)
+    beta, tol = 100.0, 1e-8
+    ref, M = reference_ld(z, y, logw, beta)
+    nk, dk, mk, _ = C.sums(z, y[part], logw[part], beta, None)
+    lbx = np.log(dk) + mk  # log Σ over the known part: a lower bound on the whole
+    own = C.sums(z, y[~part], logw[~part], beta, tol)
+    got = C.sums(z, y[~part], logw[~part], beta, tol, lb_extra=lbx)
+    assert got[3] < own[3]
+    with np.errstate(under="ignore", invalid="ignore"):
+        f = np.exp(got[2] - mk)
+    f[~np.isfinite(got[2])] = 0.0
+    assert np.all(got[1][f == 0.0] == 0.0) or np.all(f > 0)
+    m = (nk + got[0] * f[:, None]) / (dk + got[1] * f)[:, None]
+    err = np.linalg.norm((m - ref).astype(float), axis=1)
+    bound = model_bound(z, y, logw, beta, M.astype(float), "cody-waite") + 2.0 * tol
+    assert np.all(err <= bound), float(np.max(err / bound))

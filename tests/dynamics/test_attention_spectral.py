@@ -223,8 +223,8 @@ def test_sphere_far_field_uses_split_and_exact_passes():
         pairs.append(z.shape[0] * y.shape[0])
         return direct(z, y, *args)
 
-    def spy_compiled(*args):
-        out = compiled_sums(*args)
+    def spy_compiled(*args, **kw):
+        out = compiled_sums(*args, **kw)
         pairs.append(out[3])  # the pairs the compiled sums actually summed
         return out
 

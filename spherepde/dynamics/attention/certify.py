@@ -11,6 +11,10 @@ import math
 
 import numpy as np
 
+#: :func:`_certified_mean` with ``upper``: of the targets whose sums would fail, every this
+#: many-th is summed anyway (the second pass's estimate of their S_1)
+SKIPPED_SAMPLE = 16
+
 # ============================================================================================
 # Spectral (Funk–Hecke) fast path: accuracy and certification
 # ============================================================================================
@@ -57,8 +61,16 @@ def _accepted(kind: str, num: np.ndarray, den: np.ndarray, eta: float, tol: floa
     return finite & (sd * eta + extra <= tol / 4.0 * nnum)
 
 
+def _reject_level(kind: str, d: int, tol: float, eta: float) -> float:
+    """θ such that a target with S_1 < θ fails :func:`_accepted` whatever its sums (each off by
+    ≤ η): softmax S_1 + η < 8η/tol, usa S_1 + √d·η < 4√d·η/tol (|S_y| ≤ S_1, unit sources)."""
+    if kind == "softmax":
+        return (8.0 / tol - 1.0) * eta
+    return math.sqrt(d) * (4.0 / tol - 1.0) * eta
+
+
 def _certified_mean(att, c: float | None, tol: float, x: np.ndarray, eta: float, sums,
-                    exact, second_pass=None, general=False) -> tuple[np.ndarray, dict]:
+                    exact, second_pass=None, general=False, upper=None) -> tuple[np.ndarray, dict]:
     """The attention mean at targets x (n, d) from spectral sums, every target certified.
 
     With u = Bᵀx/c, ``sums(u)`` returns (d + 1, k): the scaled sums S_y (rows 0..d−1) and S_1
@@ -73,6 +85,13 @@ def _certified_mean(att, c: float | None, tol: float, x: np.ndarray, eta: float,
     point_sums._TargetPoints (any B), evaluated
     at the targets x themselves (u = x) and scaled by each target's own e^{β|Bᵀx|} (c = |Bᵀx| per
     target; ``c`` is ignored); non-unit targets, β|Bᵀx|·||x| − 1| > tol/16, go to ``exact``.
+    ``upper(u, theta)``: optional, per target an upper bound on S_1 where it is < theta, else
+    a number ≥ theta (grid_sums._TargetBessel.upper_bound).  Targets with
+    S_1 + η < 8η/tol (softmax; usa S_1 + √d·η < 4√d·η/tol: |S_y| ≤ S_1 for unit sources) fail
+    the test above whatever their sums, so ``sums`` is not called for them but for every
+    :data:`SKIPPED_SAMPLE`-th; the second pass sees S = −inf for the others (no lower bound
+    from their sums) and ``second_pass(..., weight=…)``: per target how many targets its sums
+    stand for (1, the sample's 1/fraction, 0 for those not summed).
     Returns (means (n, d), counts of targets settled by each pass).
     """
     d, beta = att.d, att.beta
@@ -87,12 +106,31 @@ def _certified_mean(att, c: float | None, tol: float, x: np.ndarray, eta: float,
         nz = np.linalg.norm(z, axis=1)
         ok = np.flatnonzero(beta * np.abs(nz - c) <= tol / 16.0)
         u = z[ok] / c
-    S = sums(u)
-    num, den = S[:d].T, S[d]
-    out = np.empty((n, d))
     if not eta > 0:  # the tests below then need den, |S_y| > 0 (callers pass unit mass)
         raise ValueError(f"spectral error bound must be positive and finite, got {eta!r}")
+    bound = None
+    if upper is None:
+        S = sums(u)
+    else:
+        theta = _reject_level(att.kind, d, tol, eta)
+        skip = upper(u, theta) < theta
+        # every SKIPPED_SAMPLE-th skipped target is summed all the same: the second pass
+        # estimates the distribution of S_1 over its targets from them
+        weight = np.ones(u.shape[0])
+        sk = np.flatnonzero(skip)
+        sample = sk[::SKIPPED_SAMPLE]
+        weight[sk] = 0.0
+        weight[sample] = sk.size / max(sample.size, 1)
+        summed = weight > 0
+        S = np.full((d + 1, u.shape[0]), -np.inf)
+        if summed.any():
+            S[:, summed] = sums(u[summed])
+        bound = weight
+    num, den = S[:d].T, S[d]
+    out = np.empty((n, d))
     good = _accepted(att.kind, num, den, eta, tol)
+    if bound is not None:  # the sample of the skipped targets: known to fail
+        good[skip] = False
     if att.kind == "softmax":
         out[ok[good]] = num[good] / den[good, None]
     else:
@@ -104,7 +142,8 @@ def _certified_mean(att, c: float | None, tol: float, x: np.ndarray, eta: float,
     nsplit = 0
     bad = np.flatnonzero(~good)
     if bad.size and second_pass is not None:
-        done, m_split = second_pass(ok[bad], u[bad], z[ok[bad]], den[bad], eta, bad)
+        more = {} if bound is None else {"weight": bound[bad]}
+        done, m_split = second_pass(ok[bad], u[bad], z[ok[bad]], den[bad], eta, bad, **more)
         out[ok[bad][done]] = m_split
         todo[ok[bad][done]] = False
         nsplit = int(done.sum())

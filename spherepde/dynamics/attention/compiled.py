@@ -50,6 +50,17 @@ the angle is near 0 or π), which only keeps more.  Kept tiles that follow each 
 source order are summed as one range (:data:`CULL_RUNS`), each range in the blocks of the
 path's plain loops, so the order of a row's sum is fixed by the tiles and the targets'
 layout alone, whatever the thread count.
+
+Two refinements (issue 23, :data:`CULL_CUMULATIVE`, :data:`CULL_SHIFT_BY_BOUND`): each target
+skips its tiles by a budget — with T_t = n_t·e^{bound_t − lb_i} a bound on tile t's total
+relative to e^{lb_i} (W_t·e^{ζ_i cos(…)} by tile mass), the tiles with the smallest T_t go while
+their T_t sum to ≤ tol·(the share of the sources the block's first level kept), in 64 bins per 16
+units of log below tol (compiled_numba.cull_budget; the per-tile rule above where that keeps
+fewer sources) — so what is skipped is again < tol·e^{lb_i} ≤ tol·den_i·e^{M_i}.  And on the
+cody-waite path a culled row's terms are e^{ℓ_ij − M̂_i}, M̂_i = the largest bound of a kept
+tile (≥ M_i; used when M̂_i − lb_i ≤ compiled_numba.SHIFT_SLACK = 64, else M_i itself): no
+pass for the row's maximum; M̂_i is returned as M (the means num/den and num·e^{M − β} do not
+change; the terms near the maximum stay ≥ e^{−64}, far above the exponential's flush).
 """
 from __future__ import annotations
 
@@ -76,6 +87,13 @@ TILE = 64
 #: it skipped only 1–8 % more pairs, and no time gain showed above the load's scatter
 #: (docs/prototypes/issue23/cull_mass.json)
 CULL_BY_TILE_MASS = False
+#: cull each target's tiles by a budget (compiled_numba.cull_budget): the tiles with the
+#: smallest bounds on their totals are skipped while those bounds sum to ≤ tol·e^{lb}, in place
+#: of skipping each tile whose every term is < (tol/m)·e^{lb} (kept whenever that keeps fewer)
+CULL_CUMULATIVE = True
+#: culled rows on the cody-waite path: shift the logits by the kept tiles' bound on their
+#: maximum (compiled_numba.SHIFT_SLACK) instead of a first pass for the maximum itself
+CULL_SHIFT_BY_BOUND = True
 #: how the culling groups sources into tiles and targets into blocks: "kd" (geometry.kd_tiles:
 #: at most TILE / TARGET_BLOCK points each, small where the points crowd) or "lat-lon"
 #: (geometry.lat_lon_tiles: equal-area cells, the layout before issue 23's second session)
@@ -153,13 +171,17 @@ def _kernels():
     return K.sums3, K.sums_any, K.sums3_culled, K.bessel_synthesis
 
 
-def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) -> np.ndarray:
+def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int,
+                degrees: np.ndarray | None = None) -> np.ndarray:
     """S_f(i) = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_m Re(a_f,lm y_lm(u_i) e^{imλ_i}) for f = 0..3: the scaled
     sums Σ_j w_j f(y_j) e^{κ_i(⟨u_i, y_j⟩ − 1)} of a measure with real-field coefficients a
     (shape (L+1, L+1, 4) complex, [m, l, f], factor 2 for m > 0), at unit points u (n, 3) with
     their own κ_i > 0 (the attention of any B: κ_i = β|Bᵀx_i|, u_i = Bᵀx_i/|Bᵀx_i|).  ĩ_l by
     Miller's recurrence per target (as funk_hecke.spherical_ive), orthonormal y_lm by the
-    recursion ``rec`` = (a, b, c) of grids.rings.legendre_recursion (L).  Shape (4, n)."""
+    recursion ``rec`` = (a, b, c) of grids.rings.legendre_recursion (L).  Shape (4, n).
+    ``degrees`` (n,): optional, a degree ≤ L per target (the sum stops there); the targets are
+    then synthesised in the order of their degrees, so that each block of the kernel holds
+    similar ones (a block sums to its largest degree)."""
     bessel_synthesis = _kernels()[3]
     n = u.shape[0]
     out = np.empty((4, n))
@@ -169,11 +191,23 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int) ->
     N = L + 32 + int(math.sqrt(100.0 * kmax + 100.0))
     ra, rb = rec[0], rec[1]
     rc = np.r_[1.0, rec[2]]  # rc[m] = √((2m+1)/(2m)), m ≥ 1: y_mm = rc[m] sinθ y_{m−1,m−1}
+    kappa = np.asarray(kappa, dtype=float)
+    order = None
+    Lt = np.empty(0, np.int64)
+    if degrees is not None:
+        order = np.argsort(degrees, kind="stable")
+        u, kappa = u[order], kappa[order]
+        Lt = np.ascontiguousarray(np.asarray(degrees)[order], dtype=np.int64)
     bessel_synthesis(np.ascontiguousarray(np.clip(u[:, 2], -1.0, 1.0)),
                      np.ascontiguousarray(np.arctan2(u[:, 1], u[:, 0])),
-                     np.ascontiguousarray(kappa, dtype=float),
+                     np.ascontiguousarray(kappa),
                      np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag),
-                     np.ascontiguousarray(ra.T), np.ascontiguousarray(rb.T), rc, int(L), int(N), out)
+                     np.ascontiguousarray(ra.T), np.ascontiguousarray(rb.T), rc, int(L), int(N), out,
+                     Lt)
+    if order is not None:
+        back = np.empty_like(out)
+        back[:, order] = out
+        return back
     return out
 
 
@@ -220,11 +254,14 @@ def _all_pairs(kernel, pairs: int, *args) -> None:
 
 
 def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float | None = None,
-         path: str | None = None):
+         path: str | None = None, lb_extra: np.ndarray | None = None):
     """(num (n, d), den (n,), M (n,), pairs summed) of the module docstring, for targets z = Bᵀx
     (n, d), sources y (m, d) and log-weights (m,) (finite).  ``tol``: cull (d = 3, unit sources,
     m ≥ CULL_MIN_SOURCES) so that what is skipped weighs < tol·den per target; None sums all.
-    ``path``: the exponential path (:func:`kernel_path`)."""
+    ``path``: the exponential path (:func:`kernel_path`).  ``lb_extra`` (n,): optional lower
+    bounds on the logarithm of a sum the row's terms are part of (Σ_j e^{ℓ_ij} + something ≥ 0,
+    e.g. a split's spectral part): the culling then skips what weighs
+    < tol·e^{max(lb_i, lb_extra_i)}, so a row may keep nothing (num = den = 0, M = −inf)."""
     sums3, sums_any, sums3_culled, _ = _kernels()
     cw = kernel_path(path) == "cody-waite"
     if cw:
@@ -262,9 +299,16 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     zn = np.maximum(np.linalg.norm(zc, axis=1, keepdims=True), 1e-300)
     torder, tstarts = _tiles(zc / zn, TARGET_BLOCK)
     kept = np.empty(n, np.int64)
+    assert tol is not None  # (cut is finite: the culled branch)
+    if CULL_CUMULATIVE:  # ln of what multiplies a tile's term bound into a bound on its total
+        lscale = (np.full(starts.size - 1, math.log(m / (starts.size - 1))) if CULL_BY_TILE_MASS
+                  else np.log(np.diff(starts).astype(float)))
+    else:
+        lscale = np.empty(0)
     sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, np.cos(rad),
                  np.sin(rad), bmax, yrep, lrep, cut, torder, tstarts, CULL_MAX_FRACTION, cw,
-                 CULL_RUNS, num, den, mx, kept)
+                 CULL_RUNS, num, den, mx, kept, lscale, math.log(tol), CULL_SHIFT_BY_BOUND,
+                 np.empty(0) if lb_extra is None else np.ascontiguousarray(lb_extra, dtype=float))
     return num, den, mx, int(kept.sum())
 
 

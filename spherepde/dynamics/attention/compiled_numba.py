@@ -157,6 +157,61 @@ def kd_order(p, size):
     return order, starts
 
 
+#: a culled row on the cody-waite path shifts its logits by the kept tiles' bound on their
+#: maximum when it lies within this of the lower bound lb (e^{−SHIFT_SLACK} stays far above the
+#: exponential's flush at e^{−708}: the terms near the maximum keep their relative accuracy)
+SHIFT_SLACK = 64.0
+#: bins of the cumulative culling (:func:`cull_budget`), over CUM_SPAN below ln tol
+CUM_BINS = 64
+CUM_SPAN = 16.0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def cull_budget(bq, blk, starts, lscale, lb, lntol, budget, ebin, cnt, keep):
+    """keep[q] for the target's tiles q (tile t = blk[q], a bound bq[q] on each of its terms'
+    logits): with T_q = e^{bq[q] + lscale[t] − lb} a bound on the tile's total relative to
+    e^{lb}, skip the tiles with the smallest T_q while their bounds sum to ≤ ``budget``.  The
+    T_q fall into CUM_BINS bins of width CUM_SPAN/CUM_BINS below e^{lntol} (everything lower in
+    the first), each counted as its bin's upper edge (ebin); the tiles of the longest prefix of
+    bins whose total stays within the budget are skipped, the others kept (T_q ≥ e^{lntol}
+    always).  ``keep`` holds the rule bq ≥ lb − cut on entry (its skipped total is within the
+    budget too); it is replaced only when this rule keeps fewer sources."""
+    nb = ebin.shape[0]
+    h = CUM_SPAN / nb
+    base = lntol - CUM_SPAN
+    for k in range(nb):
+        cnt[k] = 0.0
+    for q in range(bq.shape[0]):
+        v = bq[q] + lscale[blk[q]] - lb
+        if v < lntol:
+            cnt[min(int(math.floor((v - base) / h)) if v > base else 0, nb - 1)] += 1.0
+    tot = 0.0
+    kmax = -1
+    for k in range(nb):
+        tot += cnt[k] * ebin[k]
+        if tot > budget:
+            break
+        kmax = k
+    if kmax < 0:
+        return
+    n_old = n_new = 0
+    for q in range(bq.shape[0]):
+        t = blk[q]
+        v = bq[q] + lscale[t] - lb
+        k = min(int(math.floor((v - base) / h)) if v > base else 0, nb - 1)
+        size = starts[t + 1] - starts[t]
+        if keep[q]:
+            n_old += size
+        if not (v < lntol and k <= kmax):
+            n_new += size
+    if n_new >= n_old:
+        return
+    for q in range(bq.shape[0]):
+        v = bq[q] + lscale[blk[q]] - lb
+        k = min(int(math.floor((v - base) / h)) if v > base else 0, nb - 1)
+        keep[q] = not (v < lntol and k <= kmax)
+
+
 #: absolute margin on the cosine of a tile bound (compiled.py: ``cos(max(α − r, 0))`` by the
 #: addition formula, whose rounding near α = 0 or π stays below 2e-8)
 COS_MARGIN = 1e-7
@@ -164,16 +219,31 @@ COS_MARGIN = 1e-7
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder,
-                 tstarts, full, cw, runs, num, den, mx, kept):
+                 tstarts, full, cw, runs, num, den, mx, kept, lscale, lntol, shift_by_bound, lbx):
     """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
     blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i;
     ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops);
     ``runs``: kept tiles that follow each other in the source order are summed as one range
-    (else tile by tile)."""
+    (else tile by tile).  ``lscale`` (nt,) empty: a tile is kept when its bound on a term
+    is ≥ lb − cut; else skipped by the budget of :func:`cull_budget`: e^{bound + lscale[t]}
+    bounds the tile's total (lscale = ln n_t, or ln(m/T) with bmax by tile mass), and the
+    smallest tiles are skipped while their bounds sum to ≤ e^{lntol}·e^{lb} (what the block's
+    first level skipped counted in).  ``shift_by_bound`` (cody-waite path): a culled row's
+    terms are e^{ℓ − M} with M the kept tiles' largest bound on a logit (within SHIFT_SLACK of
+    lb ≤ max ℓ, else the maximum itself, by a pass of its own), not the row's maximum: one pass
+    over the kept sources instead of two; mx[i] = that M.  ``lbx`` (n,) or empty: the caller's
+    lower bounds on log Σ_j e^{ℓ_ij} (of a larger sum the row is a part of), which replace lb
+    where larger (a row may then keep no tile: num = den = 0, mx = −inf)."""
     nt = starts.shape[0] - 1
+    m = y0.shape[0]
+    cumul = lscale.shape[0] == nt
+    ebin = np.empty(CUM_BINS)  # the bins' upper edges, relative to e^{lb}
+    for k in range(CUM_BINS):
+        ebin[k] = math.exp(lntol - CUM_SPAN + (k + 1) * (CUM_SPAN / CUM_BINS))
     for b in prange(tstarts.shape[0] - 1):
         ebuf = np.empty(max(TILE_BUF, y0.shape[0]))  # cw_row3 keeps a row's logits in it
         acc = np.empty(4)
+        cnt = np.empty(CUM_BINS)
         # the block: mean direction c, angular radius rb, smallest/largest |βz|
         c0 = c1 = c2 = 0.0
         zmin, zmax = np.inf, 0.0
@@ -200,6 +270,11 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             ct = c0 * yrep[t, 0] + c1 * yrep[t, 1] + c2 * yrep[t, 2]
             cc = math.cos(min(math.acos(min(1.0, max(-1.0, ct))) + rb, math.pi))
             LB = max(LB, (zmin if cc >= 0.0 else zmax) * cc + lrep[t])
+        if lbx.shape[0] > 0:  # the caller's lower bounds, the block's smallest
+            lbmin = np.inf
+            for k in range(tstarts[b], tstarts[b + 1]):
+                lbmin = min(lbmin, lbx[torder[k]])
+            LB = max(LB, lbmin)
         # ... and the tiles that can matter to any target of the block
         blk = np.empty(nt, np.int64)
         nkb = 0
@@ -210,15 +285,21 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                 blk[nkb] = t
                 nkb += 1
         keep = np.empty(nkb, np.bool_)
+        bq = np.empty(nkb)
         rlo = np.empty(nkb, np.int64)
         rhi = np.empty(nkb, np.int64)
+        # what the first level skipped: each source < (tol/m)·e^{LB} ≤ (tol/m)·e^{lb_i}
+        inblk = 0
+        for q in range(nkb):
+            inblk += starts[blk[q] + 1] - starts[blk[q]]
+        budget = math.exp(lntol) * (inblk / m) if m > 0 else 0.0
         for k in range(tstarts[b], tstarts[b + 1]):
             i = torder[k]
             a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
             zeta = math.sqrt(a0 * a0 + a1 * a1 + a2 * a2)
             inv = 1.0 / max(zeta, 1e-300)
             u0, u1, u2 = a0 * inv, a1 * inv, a2 * inv
-            lb = LB
+            lb = LB if lbx.shape[0] == 0 else max(LB, lbx[i])
             for q in range(nkb):
                 t = blk[q]
                 lb = max(lb, a0 * yrep[t, 0] + a1 * yrep[t, 1] + a2 * yrep[t, 2] + lrep[t])
@@ -232,10 +313,17 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                     cc = 1.0
                 else:
                     cc = ct * cosr[t] + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sinr[t]
-                keep[q] = zeta * (cc + COS_MARGIN) + bmax[t] >= lb - cut
+                bq[q] = zeta * (cc + COS_MARGIN) + bmax[t]
+                keep[q] = bq[q] >= lb - cut
+            if cumul:
+                cull_budget(bq, blk, starts, lscale, lb, lntol, budget, ebin, cnt, keep)
+            Mb = -np.inf  # the kept tiles' largest bound on a logit: ≥ the row's maximum
+            for q in range(nkb):
+                t = blk[q]
                 if keep[q]:
                     lo, hi = starts[t], starts[t + 1]
                     npair += hi - lo
+                    Mb = max(Mb, bq[q])
                     if runs and nrun > 0 and rhi[nrun - 1] == lo:
                         rhi[nrun - 1] = hi
                     else:
@@ -250,9 +338,12 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                 kept[i] = y0.shape[0]
                 continue
             if cw:
-                M = -np.inf
-                for q in range(nrun):
-                    M = cw_max(a0, a1, a2, y0, y1, y2, lw, rlo[q], rhi[q], M)
+                if shift_by_bound and Mb - lb <= SHIFT_SLACK:
+                    M = Mb  # no pass for the maximum: the terms are e^{ℓ − M} ≤ 1 all the same
+                else:
+                    M = -np.inf
+                    for q in range(nrun):
+                        M = cw_max(a0, a1, a2, y0, y1, y2, lw, rlo[q], rhi[q], M)
                 acc[:] = 0.0
                 for q in range(nrun):
                     cw_sums(a0, a1, a2, y0, y1, y2, lw, M, rlo[q], rhi[q], ebuf, acc)
@@ -275,9 +366,10 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             kept[i] = npair
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
+def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt):
     """out[f, i] = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_{m} y_lm(μ_i) Re(a_f,ml e^{imλ_i}) (real-field
-    synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`)."""
+    synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`).  ``Lt`` (n,)
+    or empty: a degree per target (≤ L); a block of targets sums to its largest."""
     BS = 32
     n = mu.size
     y0 = 1.0 / math.sqrt(4.0 * math.pi)
@@ -311,7 +403,12 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
         for l in range(1, L + 1):
             for i in range(BS):
                 Ib[l, i] *= Ib[l - 1, i]
-        for m in range(L + 1):
+        Lb = L
+        if Lt.shape[0] > 0:
+            Lb = 0
+            for i in range(nb):
+                Lb = max(Lb, min(Lt[b0 + i], L))
+        for m in range(Lb + 1):
             if m > 0:
                 big = 0.0
                 for i in range(BS):
@@ -329,7 +426,7 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
                 for f in range(4):
                     q[2 * f, i] = w * ar[m, m, f]
                     q[2 * f + 1, i] = w * ai[m, m, f]
-            for l in range(m + 1, L + 1):
+            for l in range(m + 1, Lb + 1):
                 a_, b_ = raT[m, l], rbT[m, l]
                 c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
                 c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
@@ -352,3 +449,29 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out):
         for i in range(nb):
             for f in range(4):
                 out[f, b0 + i] = acc[f, i]
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out):
+    """An upper bound on Σ_j w_j e^{κ_i(⟨u_i, y_j⟩ − 1)} over unit sources y_j in tiles t (centre
+    c_t, angular radius r_t, total weight W_t): Σ_t W_t e^{κ_i(cos(max(∠(u_i, c_t) − r_t, 0)) − 1)},
+    summed only until it is known to lie below ``theta`` or not.  Tiles in decreasing W_t,
+    suffix[q] = Σ_{t ≥ q} W_t (suffix[nt] = 0): each term is ≤ W_t, so after q tiles the bound is
+    at most s + suffix[q].  out[i]: that bound where it is < theta (the sum so far plus the
+    suffix), else a number ≥ theta.  Each target alone: the same bits on any number of
+    threads."""
+    nt = W.shape[0]
+    for i in prange(u.shape[0]):
+        u0, u1, u2, k = u[i, 0], u[i, 1], u[i, 2], kap[i]
+        s = 0.0
+        for q in range(nt + 1):
+            if s + suffix[q] < theta or q == nt or s >= theta:
+                s = s + suffix[q]
+                break
+            ct = u0 * cen[q, 0] + u1 * cen[q, 1] + u2 * cen[q, 2]
+            if ct >= cosr[q]:
+                cc = 1.0
+            else:
+                cc = ct * cosr[q] + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sinr[q]
+            s += W[q] * math.exp(k * (min(cc + COS_MARGIN, 1.0) - 1.0))
+        out[i] = s

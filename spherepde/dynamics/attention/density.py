@@ -23,12 +23,34 @@ from spherepde.dynamics.attention.model import Attention, nonnegative_weights
 
 #: the split pass chooses its level τ so that all but this fraction of its targets can pass
 _SPLIT_QUANTILE = 0.02
+#: where the first pass summed only a sample (any B, SKIP_SURELY_REJECTED): the quantiles tried
+#: after _SPLIT_QUANTILE when its τ is below every cell's density or leaves too many cells above
+#: (the targets below the quantile then mostly go on to the exact sums)
+_SPLIT_QUANTILES_MORE = (0.1, 0.25, 0.5)
 #: ... and is skipped when more than this fraction of the cells would lie above τ
 _SPLIT_MAX_FRACTION = 0.5
 #: methods of :class:`DensityAttention`
 DENSITY_METHODS = ("auto", "spectral", "reference", "culled", "float32", "torch", "torch-float32")
 #: "auto" uses the per-target Funk–Hecke path for B not ∝ orthogonal up to this β‖B‖₂
 GENERAL_MAX_KAPPA = 150.0
+#: the split pass culls its exact part (the cells above τ) against a lower bound on the whole
+#: sum — the first pass's, or the split's own spectral part minus its error bound — rather than
+#: against the exact part alone (compiled.sums' lb_extra): what is skipped still weighs
+#: < tol/64 of the whole sum, the error the split's certification counts
+SPLIT_CULL_BY_TOTAL = True
+#: any B (_TargetBessel): targets whose S̃_1 is certainly too small for the certification (a
+#: bound over tiles of cells, _TargetBessel.surely_below) skip the first spectral synthesis and
+#: go straight to the split pass (issue 23: the synthesis of targets the certification rejects
+#: was half the time of the concentrated β = 100 rows); False synthesises every target first
+SKIP_SURELY_REJECTED = True
+
+
+def _weighted_quantile(a: np.ndarray, weight: np.ndarray, q: float) -> float:
+    """The smallest a_i with Σ_{a_j ≤ a_i} weight_j ≥ q·Σ weight (weights ≥ 0, not all 0)."""
+    order = np.argsort(a, kind="stable")
+    cum = np.cumsum(weight[order])
+    k = min(int(np.searchsorted(cum, q * cum[-1], side="left")), a.size - 1)
+    return float(a[order[k]])
 
 
 def _general_plan(attention: Attention, grid):
@@ -216,9 +238,9 @@ class DensityAttention:
         wg = w.reshape(self.grid.shape)
         stats = {"method": "spectral", "targets": x.shape[0], "degree": spec.L}
 
-        def split(idx, u, z, den, eta, rows):
+        def split(idx, u, z, den, eta, rows, weight=None):
             lower = np.maximum(den - eta, spec.near_terms(wg, u))
-            return self._split_pass(idx, u, z, w, lower, rows)
+            return self._split_pass(idx, u, z, w, lower, rows, weight)
 
         def exact(idx):
             m, st = att.mean_and_stats(x[idx], self._y, w, method="direct", tol=tol / 8.0)
@@ -227,14 +249,19 @@ class DensityAttention:
                 stats["pairs"] = stats.get("pairs", 0) + st["pairs"]
             return m
 
+        general = isinstance(spec, _TargetBessel)
+        upper = None
+        if general and SKIP_SURELY_REJECTED:
+            def upper(u, theta):
+                return spec.upper_bound(wg, u, theta)
         out, counts = _certified_mean(att, self._c, tol, x, spec.err, lambda u: spec.sums(wg, u),
-                                      exact, split, general=isinstance(spec, _TargetBessel))
+                                      exact, split, general=general, upper=upper)
         stats.update(counts)
         if att.kind == "usa":
             out *= total
         return out, stats
 
-    def _split_pass(self, idx, u, z, w, lower, rows=None):
+    def _split_pass(self, idx, u, z, w, lower, rows=None, weight=None):
         """Second pass for targets the plain spectral sums cannot certify (far from the mass).
 
         The weights are split at a density level τ: w_lo = min(w, τ|cell|) goes through the
@@ -242,9 +269,12 @@ class DensityAttention:
         w_hi = w − w_lo (the cells above τ: the bulk of a concentrated density) is summed
         exactly in the log domain, culled against the known lower bound ``lower`` on S_1 (what is
         dropped weighs < tol_hi·S_1, tol_hi = tol/64).  τ is the largest level with
-        η_lo ≤ (tol/16)·lower for all but the worst _SPLIT_QUANTILE of the targets.  Returns
-        (accepted mask over the targets, their means).  ``rows``: the positions of u among the
-        targets of the first pass, whose kept point tables then serve the spectral sums here.
+        η_lo ≤ (tol/16)·lower for all but the worst _SPLIT_QUANTILE of the targets (``weight``
+        given: the quantile of ``lower`` with these weights, where the first pass summed only a
+        sample of the targets; τ only decides how much the split pass settles, each target is
+        still accepted by its own sums).  Returns (accepted mask over the targets, their means).
+        ``rows``: the positions of u among the targets of the first pass, whose kept point
+        tables then serve the spectral sums here.
         """
         att, spec, c, tol = self.attention, self._spec, self._c, self.tol
         assert spec is not None  # called only with a spectral plan
@@ -258,15 +288,23 @@ class DensityAttention:
         below = np.r_[0.0, np.cumsum(rs * a_s)]  # mass of the cells with ρ < rs[k]
         above = np.r_[np.cumsum(a_s[::-1])[::-1], 0.0]  # area of the cells from k on
         m_lo = below[:-1] + rs * above[:-1]  # M_lo(rs[k])
-        target = float(np.quantile(lower, _SPLIT_QUANTILE)) * tol / 16.0 / spec.err
-        k = int(np.searchsorted(m_lo, target, side="right")) - 1  # last break point within
-        if k < 0:
-            return none
-        # on [rs[k], rs[k+1]] the cells 0..k lie below τ: M_lo(τ) = below[k+1] + τ·above[k+1]
-        tau = rs[k] if above[k + 1] <= 0 else min(
-            rs[k] + (target - m_lo[k]) / above[k + 1], rs[k + 1] if k + 1 < rs.size else np.inf)
-        hi = np.flatnonzero(rho > tau)
-        if hi.size > _SPLIT_MAX_FRACTION * rho.size or hi.size == 0:
+        hi, tau = None, 0.0
+        for quant in (_SPLIT_QUANTILE,) + (_SPLIT_QUANTILES_MORE if weight is not None else ()):
+            q = (float(np.quantile(lower, quant)) if weight is None
+                 else _weighted_quantile(lower, weight, quant))
+            target = q * tol / 16.0 / spec.err
+            k = int(np.searchsorted(m_lo, target, side="right")) - 1  # last break point within
+            if k < 0:
+                continue
+            # on [rs[k], rs[k+1]] the cells 0..k lie below τ: M_lo(τ) = below[k+1] + τ·above[k+1]
+            tau = rs[k] if above[k + 1] <= 0 else min(
+                rs[k] + (target - m_lo[k]) / above[k + 1], rs[k + 1] if k + 1 < rs.size else np.inf)
+            hi = np.flatnonzero(rho > tau)
+            if hi.size > _SPLIT_MAX_FRACTION * rho.size or hi.size == 0:
+                hi = None
+                continue
+            break
+        if hi is None:
             return none
         w_lo = np.minimum(w, tau * area)
         w_hi = (w - w_lo)[hi]
@@ -285,7 +323,12 @@ class DensityAttention:
         if tol_hi >= compiled.MIN_TOL and compiled.available():
             # compiled sums, culled against the bulk's own maximum (what is dropped weighs
             # < tol_hi of the bulk), rescaled from e^{M} to e^{shift} (M ≤ shift: unit mass)
-            nb, db, mx, _ = compiled.sums(z, y_hi, lw_hi, beta, tol_hi)
+            # (SPLIT_CULL_BY_TOTAL: against the whole sum, whose spectral part is known here)
+            lbx = None
+            if SPLIT_CULL_BY_TOTAL:
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    lbx = np.log(np.maximum(lower, den - eta)) + shift
+            nb, db, mx, _ = compiled.sums(z, y_hi, lw_hi, beta, tol_hi, lb_extra=lbx)
             with np.errstate(under="ignore"):
                 f = np.exp(mx - shift)
             num += nb * f[:, None]

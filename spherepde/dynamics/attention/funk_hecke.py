@@ -149,9 +149,25 @@ class _SphereKernel:
 TARGET_ROUNDOFF = 5e-16
 
 
-def _per_target_synthesis(q, sh, B, beta, x, rec, L) -> np.ndarray:
+def degree_levels(kappa: float, L: int, tail_L: float, levels: int = 32):
+    """(κ_j, L_j), j = 1..levels: κ_j = κ·j/levels and L_j ≤ L the smallest degree whose tail at
+    κ_j is ≤ tail_L (the tail at κ and L).  The tail grows with κ while L < κ² (the comment
+    block above), so a target with κ_x ≤ κ_j truncated at L_j is off by no more than at L."""
+    ks = kappa * np.arange(1, levels + 1) / levels
+    out = np.empty(levels, np.int64)
+    for j, k in enumerate(ks):
+        t = _SphereKernel(float(k), L).tail
+        ok = np.flatnonzero(t[: L + 1] <= tail_L)
+        out[j] = int(ok[0]) if ok.size else L
+    out[-1] = L
+    return ks, np.maximum.accumulate(out)
+
+
+def _per_target_synthesis(q, sh, B, beta, x, rec, L, levels=None) -> np.ndarray:
     """Σ_{l ≤ L} 4π ĩ_l(β|Bᵀx|) Σ_m Y_lm(Bᵀx/|Bᵀx|) q_lm per target x (n, 3), for the real-field
-    coefficients q (4, nlm) of the transform ``sh``: shape (4, n) (compiled.bessel_sums)."""
+    coefficients q (4, nlm) of the transform ``sh``: shape (4, n) (compiled.bessel_sums).
+    ``levels``: optional (κ_j, L_j) of :func:`degree_levels`: each target stops at the degree of
+    the first level with κ_j ≥ its κ."""
     a = np.zeros((L + 1, L + 1, 4), dtype=np.complex128)  # [m, l, f], factor 2 for m > 0
     a[sh.m, sh.l] = q.T
     a[1:] *= 2.0
@@ -159,6 +175,10 @@ def _per_target_synthesis(q, sh, B, beta, x, rec, L) -> np.ndarray:
     z = x @ B
     # (B singular: at Bᵀx = 0 the kernel is the constant 1, which κ → 0 gives: ĩ_0 = 1, rest 0)
     r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
-    return compiled.bessel_sums(a, beta * r, z / r[:, None], rec, L)
+    degrees = None
+    if levels is not None:
+        ks, ls = levels
+        degrees = ls[np.minimum(np.searchsorted(ks, beta * r, side="left"), ls.size - 1)]
+    return compiled.bessel_sums(a, beta * r, z / r[:, None], rec, L, degrees)
 
 
