@@ -25,17 +25,23 @@ import numpy as np
 TIMES = (8.0, 10.0, 12.0)
 
 
+def _reached(paths: list[str]) -> dict:
+    """{spec: (run, its outputs by time)} of the runs in ``paths`` compared with the reference
+    at every one of :data:`TIMES`."""
+    out = {}
+    for p in paths:
+        for spec, r in json.load(open(p))["runs"].items():
+            by_t = {s["t"]: s for s in r["series"]}
+            if all(t in by_t and "rel_error" in by_t[t] for t in TIMES):
+                out[spec] = (r, by_t)
+    return out
+
+
 def table(paths: list[str]) -> str:
     """The Markdown table of the runs in ``paths`` that reached t = 12, cheapest first."""
-    runs = {}
-    for p in paths:
-        runs.update(json.load(open(p))["runs"])
     ref = None
     rows = []
-    for spec, r in runs.items():
-        by_t = {s["t"]: s for s in r["series"]}
-        if not all(t in by_t and "rel_error" in by_t[t] for t in TIMES):
-            continue
+    for r, by_t in _reached(paths).values():
         ref = ref or {t: (by_t[t]["ref_energy"], 100 * by_t[t]["rel_stderr"]) for t in TIMES}
         name = (f"amr nlat0 {r['nlat0']}, lmax {r['lmax']}, mass_per_cell {r['mass_per_cell']:g}"
                 if r["scheme"] == "amr-fv" else f"ffsl-ppm nlat {r['nlat']}")
@@ -60,15 +66,11 @@ def same_accuracy(paths: list[str]) -> dict:
     """For every adaptive run of ``paths`` that reached t = 12: its error and CPU seconds, and the
     ``ffsl-ppm`` nlat and CPU seconds at the same error from the fitted power laws (module
     docstring).  Needs ≥ 2 ffsl runs at different nlat; {} otherwise."""
-    runs = {}
-    for p in paths:
-        runs.update(json.load(open(p))["runs"])
-    err, ffsl, amr = {}, [], []
-    for spec, r in runs.items():
-        by_t = {s["t"]: s for s in r["series"]}
-        if all(t in by_t and "rel_error" in by_t[t] for t in TIMES):
-            err[spec] = max(abs(by_t[t]["rel_error"]) for t in TIMES)
-            (amr if r["scheme"] == "amr-fv" else ffsl).append(spec)
+    reached = _reached(paths)
+    runs = {spec: r for spec, (r, _) in reached.items()}
+    err = {spec: max(abs(by_t[t]["rel_error"]) for t in TIMES) for spec, (_, by_t) in reached.items()}
+    amr = [spec for spec, r in runs.items() if r["scheme"] == "amr-fv"]
+    ffsl = [spec for spec, r in runs.items() if r["scheme"] != "amr-fv"]
     if len({runs[s]["nlat"] for s in ffsl}) < 2:
         return {}
     nlat = np.array([runs[s]["nlat"] for s in ffsl], float)

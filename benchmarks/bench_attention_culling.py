@@ -60,6 +60,11 @@ A_DIR = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
 KAPPA, FLOOR = 50.0, 1e-12
 
 
+def _spread(values) -> dict:
+    """median, min and max of a list of ratios."""
+    return {"median": float(np.median(values)), "min": float(np.min(values)), "max": float(np.max(values))}
+
+
 def interleaved(fns: dict, reps: int) -> dict[str, list[float]]:
     """Seconds of each call in ``fns`` over ``reps`` rounds, the order rotated every round so
     that no call always runs first (for two calls: alternately reversed)."""
@@ -206,11 +211,8 @@ def main(argv=None) -> int:
                    "threads": nt, "tol": TOL,
                    "t_median": {k: float(np.median(v)) for k, v in times.items()},
                    "times": times,
-                   "baseline_over_new": {"median": float(np.median(ratio)),
-                                         "min": float(np.min(ratio)), "max": float(np.max(ratio))},
-                   "all_pairs_over_new": {"median": float(np.median(ratio_all)),
-                                          "min": float(np.min(ratio_all)),
-                                          "max": float(np.max(ratio_all))},
+                   "baseline_over_new": _spread(ratio),
+                   "all_pairs_over_new": _spread(ratio_all),
                    "pairs_fraction": {k: res[k][3] / (n * m) for k in fns},
                    "max_deviation_from_all_pairs": dev,
                    "within_2tol": all(v <= 2 * TOL + 1e-12 for v in dev.values())}
@@ -237,8 +239,7 @@ def main(argv=None) -> int:
                    "n": case["n"], "m": case["m"], "threads": nt, "tol": TOL,
                    "t_median": {k: float(np.median(v)) for k, v in times.items()},
                    "times": times,
-                   "baseline_over_new": {"median": float(np.median(ratio)),
-                                         "min": float(np.min(ratio)), "max": float(np.max(ratio))},
+                   "baseline_over_new": _spread(ratio),
                    "max_deviation_baseline_new": dev}
             rows.append(row)
             print(f"{case['name']:26s} threads {nt}: baseline {row['t_median']['baseline']:.3f} s, "

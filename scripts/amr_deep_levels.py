@@ -42,7 +42,7 @@ from spherepde.experiments.metastability import initial_density
 from spherepde.grids import GaussGrid
 from spherepde.io.summary import jsonable
 from spherepde.runs.compare import compare_runs
-from spherepde.solvers.eulerian.amr_mesh import LeafMesh
+from spherepde.solvers.eulerian.amr import stored_leaves
 from spherepde.validation.fits import fit_order
 from spherepde.validation.metrics import w2_two_point, two_point_weight_cells
 from spherepde.validation.resolution import trajectory_change
@@ -82,9 +82,8 @@ def _w2_split_by_area(folder: Path, cfg: dict) -> list[float]:
     with netCDF4.Dataset(folder / "run.nc") as ds:
         ds.set_auto_mask(False)
         for state in ds["density_leaves"][:]:
-            n, _, nlat0, lmax = (int(v) for v in state[0, :4])
-            mesh = LeafMesh(nlat0, lmax, state[1:n + 1, :5].astype(np.int64))
-            out.append(w2_two_point(mesh.xc, state[1:n + 1, 5], E_Y, a))
+            mesh, m = stored_leaves(state)
+            out.append(w2_two_point(mesh.xc, m, E_Y, a))
     return out
 
 

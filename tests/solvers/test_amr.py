@@ -16,7 +16,7 @@ import pytest
 from spherepde.dynamics.attention import Attention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.solvers.controller import Controller, Stepper
-from spherepde.solvers.eulerian.amr import BETA_H2, SPLIT_MASS, AMRDensity, levels_for_beta
+from spherepde.solvers.eulerian.amr import BETA_H2, SPLIT_MASS, AMRDensity, levels_for_beta, stored_leaves
 from spherepde.solvers.eulerian.amr_mesh import LeafMesh
 from spherepde.solvers.eulerian.amr_remap import gauss_to_leaves, leaf_integrals, leaves_to_gauss
 
@@ -72,6 +72,14 @@ def test_controller_runs_it_and_restart_is_bit_for_bit():
     resumed = Controller(small()).run(np.load(buf), (1.0, 2.0)).state
     assert np.array_equal(straight, resumed)
     assert int(straight[0, 1]) > 0  # the step counter (regrid cadence) travels with the state
+
+
+def test_a_stored_state_reads_without_its_stepper():
+    st = small()
+    state = Controller(st).run(st.initial_state(rho0), (0.0, 0.5)).state
+    mesh, m = stored_leaves(state)
+    ref_mesh, ref_m, _ = st.unpack(state)
+    assert np.array_equal(mesh.leaves, ref_mesh.leaves) and np.array_equal(m, ref_m)
 
 
 def test_state_of_another_layout_is_refused():

@@ -87,6 +87,14 @@ _STAGE2 = 0.9
 _ATT_BLOCK = 2048
 
 
+def stored_leaves(state: np.ndarray) -> tuple[LeafMesh, np.ndarray]:
+    """(mesh, leaf masses (n,)) of a stored S² state array (max_cells + 1, 6) — one time of
+    run.nc's ``density_leaves``: header row (n, steps, nlat0, lmax, …), then the n leaves — for
+    reading a run without its stepper (:meth:`AMRDensity.unpack` also checks the layout)."""
+    n, _, nlat0, lmax = (int(v) for v in state[0, :4])
+    return LeafMesh(nlat0, lmax, state[1:n + 1, :5].astype(np.int64)), state[1:n + 1, 5].copy()
+
+
 def memory_estimate(max_cells: int, nlat_out: int, circle: bool = False) -> int:
     """Bytes the stepper may hold at once: the state, per-leaf work arrays at ``max_cells``
     leaves (geometry, faces, RK stages), the transfer onto the output grid (S²: the leaf–cell

@@ -39,7 +39,7 @@ from spherepde.experiments.metastability import initial_density
 from spherepde.grids import GaussGrid
 from spherepde.io.rundata import read_run
 from spherepde.io.summary import jsonable
-from spherepde.solvers.eulerian.amr_mesh import LeafMesh
+from spherepde.solvers.eulerian.amr import stored_leaves
 from spherepde.validation.metrics import two_point_weight_cells
 
 HERE = Path(__file__).resolve().parent
@@ -59,9 +59,8 @@ def leaves(folder: Path):
     with netCDF4.Dataset(folder / "run.nc") as ds:
         ds.set_auto_mask(False)
         for st in ds["density_leaves"][:]:
-            n, _, nlat0, lmax = (int(v) for v in st[0, :4])
-            L = st[1:n + 1, :5].astype(np.int64)
-            out.append((LeafMesh(nlat0, lmax, L).xc, st[1:n + 1, 5].copy(), L[:, 4]))
+            mesh, m = stored_leaves(st)
+            out.append((mesh.xc, m, mesh.level))
     return out
 
 

@@ -20,6 +20,7 @@ import numpy as np
 
 from spherepde.dynamics.attention import Attention
 from spherepde.grids.geometry import lonlat_to_xyz
+from spherepde.solvers.eulerian.amr import stored_leaves
 from spherepde.solvers.eulerian.amr_mesh import LeafMesh
 
 E_Y = np.array([0.0, 1.0, 0.0])
@@ -54,10 +55,8 @@ def main(argv=None) -> int:
         times = ds["time"][:]
         for i in args.idx:
             st = ds["density_leaves"][i]
-            n = int(st[0, 0])
-            mesh = LeafMesh(int(st[0, 2]), int(st[0, 3]), st[1:n + 1, :5].astype(np.int64))
-            m = st[1:n + 1, 5]
-            x = mesh.xc
+            mesh, m = stored_leaves(st)
+            n, x = mesh.n, mesh.xc
             X0 = att.velocity_from_mean(x, att.mean_and_stats(x, x, m, method="culled", tol=1e-10)[0])
             s = np.abs(x @ E_Y)
             band = np.digitize(s, BANDS) - 1

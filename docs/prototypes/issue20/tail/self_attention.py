@@ -16,7 +16,7 @@ import netCDF4
 import numpy as np
 
 from spherepde.dynamics.attention import Attention
-from spherepde.solvers.eulerian.amr_mesh import LeafMesh
+from spherepde.solvers.eulerian.amr import stored_leaves
 
 E_Y = np.array([0.0, 1.0, 0.0])
 
@@ -38,9 +38,8 @@ def main(argv=None) -> int:
             times = ds["time"][:]
             for i in args.idx:
                 st = ds["density_leaves"][i]
-                n = int(st[0, 0])
-                mesh = LeafMesh(int(st[0, 2]), int(st[0, 3]), st[1:n + 1, :5].astype(np.int64))
-                m, x = st[1:n + 1, 5], mesh.xc
+                mesh, m = stored_leaves(st)
+                x = mesh.xc
                 tail = np.abs(x @ E_Y) < 0.5
                 xt = x[tail]
                 logits = att.beta * (xt @ att.B) @ x.T  # ⟨Bᵀx_t, x_j⟩ = x_tᵀ B x_j
