@@ -456,7 +456,49 @@ def benchmarks() -> tuple[list[str], dict]:
                     "rk4_1e4_compiled": _range(compiled)}}
 
 
+def demo_terminal() -> tuple[list[str], dict]:
+    """The demo's terminal phase under amr (docs/prototypes/issue20/hybrid): E_β and the distance
+    to V's eigenspace at t = 18 per representation and base:levels, the attention share of the
+    coarse leaves, and the sensitivity of the t = 18 values to a relative perturbation ε of ρ₀."""
+    d = "docs/prototypes/issue20/hybrid/"
+    files = [d + "hybrid.json", d + "attention_refine.json", d + "attention_share.json"]
+    hyb, att, share = (_read(f) for f in files)
+
+    def at(run, t):
+        return next(r for r in run["rows"] if abs(r["t"] - t) < 1e-9)
+
+    def cell(run):
+        return {"energy_18": at(run, 18.0)["energy"], "dist_V_18": at(run, 18.0)["dist_V"],
+                "energy_16": at(run, 16.0)["energy"], "cpu_s": run["cpu_s"]}
+
+    out: dict = {"amr": {}, "points": {}, "attention": {}, "points_attention": {}, "sensitivity": []}
+    base = None
+    for r in hyb["runs"]:
+        key = f"b{r['nlat0']}l{r['lmax']}"
+        if r.get("eps") or r.get("amplitude", 0.5) != 0.5:
+            continue
+        out["amr" if r["conv"] is None else "points"][key] = cell(r)
+        if r["conv"] is None and key == "b24l2":
+            base = r
+    assert base is not None
+    for r in hyb["runs"]:
+        eps = r.get("eps") or r.get("amplitude", 0.5) / 0.5 - 1
+        if r["conv"] is None and eps:
+            out["sensitivity"].append(
+                {"eps": eps, "generic": bool(r.get("eps")),
+                 "energy_18": (at(r, 18.0)["energy"] / at(base, 18.0)["energy"] - 1) / eps,
+                 "dist_V_18": (at(r, 18.0)["dist_V"] / at(base, 18.0)["dist_V"] - 1) / eps})
+    for r in att["runs"]:
+        key = f"b{r['nlat0']}l{r['lmax']}" + ("" if r.get("r_factor", 1.0) == 1.0 else f"r{r['r_factor']:g}")
+        out["attention" if r["mode"] == "attention" else "points_attention"][key] = cell(r)
+    sens = [abs(v) for s in out["sensitivity"] for v in (s["energy_18"], s["dist_V_18"])]
+    out["sensitivity_range"] = [min(sens), max(sens)]
+    out["share_t12"] = next(r for r in share["rows"] if r["t"] == 12.0)
+    return files, out
+
+
 DERIVED = {"docs/data/derived_paper1.json": paper1,
+           "docs/data/derived_demo_terminal.json": demo_terminal,
            "docs/data/derived_paper1_quick.json": paper1_quick,
            "docs/data/derived_transport_validation.json": transport_validation,
            "docs/data/derived_transport.json": transport,

@@ -17,7 +17,8 @@ from spherepde.dynamics.attention import Attention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.solvers.controller import Controller, Stepper
 from spherepde.solvers.eulerian.amr import BETA_H2, SPLIT_MASS, AMRDensity, levels_for_beta, stored_leaves
-from spherepde.solvers.eulerian.amr_mesh import LeafMesh
+from spherepde.solvers.eulerian.amr_adapt import adapt
+from spherepde.solvers.eulerian.amr_mesh import LIMITERS, LeafMesh, base_leaves
 from spherepde.solvers.eulerian.amr_remap import gauss_to_leaves, leaf_integrals, leaves_to_gauss
 
 DATA = Path(__file__).resolve().parents[1] / "data"
@@ -169,6 +170,28 @@ def test_polar_merge_one_refines_a_bump_on_the_pole_and_keeps_mass_exact_and_pos
     half = Controller(_polar(polar_merge=1)[0]).run(s1, (0.0, 0.2)).state
     resumed = Controller(_polar(polar_merge=1)[0]).run(half.copy(), (0.2, 0.4)).state
     assert np.array_equal(straight, resumed)
+
+
+def test_adapt_indicator_refines_where_it_is_large_and_moves_the_masses_exactly():
+    # a uniform density below the split threshold: mass alone splits nothing; an indicator above
+    # the threshold on one leaf splits that leaf (and what the 2:1 balance needs), and the masses
+    # are carried exactly
+    leaves = base_leaves(8, 2)
+    mesh = LeafMesh(8, 2, leaves)
+    m = mesh.area / mesh.area.sum()
+    m_split = 2.0 * float(m.max())
+    assert adapt(mesh, m, m_split, LIMITERS["mc"], 10_000) is None
+    ind = np.zeros(mesh.n)
+    i = int(np.argmax(mesh.area))
+    ind[i] = 3.0 * m_split
+    new_leaves, new_m = adapt(mesh, m, m_split, LIMITERS["mc"], 10_000, indicator=ind)
+    new = LeafMesh(8, 2, new_leaves)
+    assert new.n > mesh.n and new.level.max() == 1
+    inside = ((new.x0 >= mesh.x0[i]) & (new.x1 <= mesh.x1[i]) & (new.y0 >= mesh.y0[i])
+              & (new.y1 <= mesh.y1[i]))
+    assert inside.sum() == 4 and (new.level[inside] == 1).all()
+    assert abs(new_m.sum() - 1.0) <= 1e-14 and new_m.min() >= 0.0
+    assert abs(new_m[inside].sum() - m[i]) <= 1e-15
 
 
 def test_polar_merge_is_refused_on_the_circle():

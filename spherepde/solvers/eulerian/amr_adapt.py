@@ -57,10 +57,13 @@ def flags(mesh: FaceMesh, m: np.ndarray, m_split: float) -> tuple[np.ndarray, np
     return split, merge, key
 
 
-def adapt(mesh: FaceMesh, m: np.ndarray, m_split: float, limiter, capacity: int):
+def adapt(mesh: FaceMesh, m: np.ndarray, m_split: float, limiter, capacity: int,
+          indicator: np.ndarray | None = None):
     """New (leaves (n', 5) int64, masses (n',)) after one pass of splitting and merging, or
-    None when nothing changes.  RuntimeError when the leaves would exceed ``capacity``."""
-    split, merge, key = flags(mesh, m, m_split)
+    None when nothing changes.  RuntimeError when the leaves would exceed ``capacity``.
+    ``indicator`` (n,) ≥ 0: what the criterion equidistributes instead of the mass (the leaves are
+    flagged by max(m, indicator)); the masses are moved as always."""
+    split, merge, key = flags(mesh, m if indicator is None else np.maximum(m, indicator), m_split)
     if not split.any() and not merge.any():
         return None
     c = mesh.nchildren
