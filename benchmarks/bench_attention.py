@@ -126,9 +126,8 @@ BEFORE = ((density_module, "SKIP_SURELY_REJECTED", False),
 
 
 #: the switches of issue 23's sixth session (``--before-set sixth``): the any-B series truncated
-#: at SERIES_TAIL, and every split target synthesised to the degree of the pass's one bound
-BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0),
-                (density_module, "SPLIT_DEGREE_BY_TARGET", False))
+#: at SERIES_TAIL again
+BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0),)
 #: --before-set: which switches --compare-before turns back
 BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH}
 _BEFORE_SET = ["fifth"]

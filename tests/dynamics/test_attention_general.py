@@ -242,3 +242,34 @@ def test_degree_levels_keep_the_tail(kappa):
     for kj, lj in zip(ks, ls):
         for k in np.linspace(1e-3, kj, 25):
             assert _SphereKernel(float(k), L).tail[lj] <= tail * (1 + 1e-9), (k, kj, lj)
+
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "spd-random"])
+@pytest.mark.parametrize("kind", ["softmax", "usa"])
+def test_tail_share(bname, kind, monkeypatch):
+    """grid_sums.TARGET_TAIL_SHARE: the series stops where the kernel tail is that share of the
+    round-off term (a lower degree than at SERIES_TAIL, err larger by at most the share); every
+    mean within the error model against the reference either way."""
+    from spherepde.dynamics.attention.funk_hecke import TARGET_ROUNDOFF
+
+    g = GaussGrid(64)
+    x = targets(g, np.random.default_rng(9), 2)
+    rho = density("vmf100", g.xyz)
+    att = Attention(np.eye(3), matrix(bname), np.eye(3), 30.0, kind=kind)
+    ref = att.mean(x, g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1), method="reference")
+    nr = np.linalg.norm(ref, axis=1)
+    big = nr >= M_TINY * (nr.max() if kind == "usa" else 1.0)
+    specs = {}
+    for share in (0.05, 0.0):
+        monkeypatch.setattr(grid_sums, "TARGET_TAIL_SHARE", share)
+        da = DensityAttention(att, g, method="spectral")
+        spec = specs[share] = da._spec
+        assert isinstance(spec, grid_sums._TargetBessel)
+        ro = TARGET_ROUNDOFF * (spec.L + 16.0)
+        assert spec.tail[spec.L] <= max(grid_sums.SERIES_TAIL, share * ro)
+        m, st = da.mean_and_stats(x, rho)
+        assert st["split"] > 0, st
+        rel = np.linalg.norm(m - ref, axis=1)[big] / nr[big]
+        assert rel.max() <= 10 * TOL, (share, rel.max(), st)
+    assert specs[0.05].L < specs[0.0].L and specs[0.05].err <= 1.05 * specs[0.0].err

@@ -47,11 +47,10 @@ SKIPPED_SAMPLE = 16
 
 
 
-def _accepted(kind: str, num: np.ndarray, den: np.ndarray, eta, tol: float,
+def _accepted(kind: str, num: np.ndarray, den: np.ndarray, eta: float, tol: float,
               extra=0.0) -> np.ndarray:
     """The certification test for sums S_y = ``num`` (k, d) and S_1 = ``den`` (k,), each off by
-    at most η (a number or one per row; + ``extra``, a number or one per row, for an exactly
-    summed part): softmax
+    at most η (+ ``extra``, a number or one per row, for an exactly summed part): softmax
     η + extra ≤ (tol/8)·S_1 and √d·η + extra ≤ (tol/8)·|S_y|; usa √d·η + extra ≤ (tol/4)·|S_y|.
     Rows with NaN or inf are never accepted.  Boolean mask (k,)."""
     sd = math.sqrt(num.shape[1])

@@ -475,22 +475,3 @@ def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out):
                 cc = ct * cosr[q] + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sinr[q]
             s += W[q] * math.exp(k * (min(cc + COS_MARGIN, 1.0) - 1.0))
         out[i] = s
-
-
-@njit(parallel=True, cache=True, nogil=True)
-def window_sums(u, kap, row, col, xyz, w, half, out):
-    """out[i] = Σ w[a, b] e^{κ_i(⟨u_i, xyz[a, b]⟩ − 1)} over the rows a = row_i − half …
-    row_i + half − 1 (those on the grid) and the columns b = col_i − half + 1 … col_i + half
-    (mod nlon; at most nlon of them) of the cells of a lat–lon grid: part of the sum over all
-    cells, each target alone (the same bits on any number of threads)."""
-    nlat, nlon = w.shape
-    nc = min(2 * half, nlon)
-    for i in prange(u.shape[0]):
-        u0, u1, u2, k = u[i, 0], u[i, 1], u[i, 2], kap[i]
-        s = 0.0
-        for a in range(max(row[i] - half, 0), min(row[i] + half, nlat)):
-            for q in range(nc):
-                b = (col[i] - half + 1 + q) % nlon
-                s += w[a, b] * math.exp(k * (u0 * xyz[a, b, 0] + u1 * xyz[a, b, 1]
-                                             + u2 * xyz[a, b, 2] - 1.0))
-        out[i] = s

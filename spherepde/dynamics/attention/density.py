@@ -43,16 +43,6 @@ SPLIT_CULL_BY_TOTAL = True
 #: go straight to the split pass (issue 23: the synthesis of targets the certification rejects
 #: was half the time of the concentrated β = 100 rows); False synthesises every target first
 SKIP_SURELY_REJECTED = True
-#: any B (_TargetBessel): in the split pass each target's synthesis stops at the degree whose
-#: kernel tail keeps its sums' error bound below max(η_lo, (tol/SPLIT_DEGREE_SHARE)·ℓ), ℓ a lower
-#: bound on its S̃_1 (the first pass's, or the exact sum over the cells around it:
-#: _TargetBessel.window_sums), not at the degree of η_lo for all (issue 23, sixth session: the
-#: synthesis was half of the concentrated β = 100 rows); each target is certified with its own
-#: bound.  False: every target at the degree of η_lo
-SPLIT_DEGREE_BY_TARGET = True
-#: ... so that the spectral part's bound takes at most 1/SPLIT_DEGREE_SHARE of tol·S̃_1 (the
-#: certification allows tol/8 in all, tol/64 of it taken by the exact part)
-SPLIT_DEGREE_SHARE = 128.0
 
 
 def _weighted_quantile(a: np.ndarray, weight: np.ndarray, q: float) -> float:
@@ -318,17 +308,8 @@ class DensityAttention:
             return none
         w_lo = np.minimum(w, tau * area)
         w_hi = (w - w_lo)[hi]
-        m_lo = float(w_lo.sum())
-        eta: float | np.ndarray = spec.err * m_lo
-        if isinstance(spec, _TargetBessel) and SPLIT_DEGREE_BY_TARGET and m_lo > 0:
-            # each target's own degree and bound η_i = (its tail + round-off)·Σw_lo
-            ell = np.maximum(lower, spec.window_sums(w.reshape(self.grid.shape), u))
-            ro = spec.err - float(spec.tail[spec.L])
-            degrees, tails = spec.tail_levels(u, (tol / SPLIT_DEGREE_SHARE) * ell / m_lo - ro)
-            eta = (tails + ro) * m_lo
-            S = spec.sums(w_lo.reshape(self.grid.shape), u, rows, degrees)
-        else:
-            S = spec.sums(w_lo.reshape(self.grid.shape), u, rows)
+        eta = spec.err * float(w_lo.sum())
+        S = spec.sums(w_lo.reshape(self.grid.shape), u, rows)
         num, den = S[:d].T.copy(), S[d].copy()
         # exact part, in the same scaled units: terms e^{β⟨z, y⟩ + log w − βc}
         tol_hi = tol / 64.0

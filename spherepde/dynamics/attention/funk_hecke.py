@@ -163,31 +163,11 @@ def degree_levels(kappa: float, L: int, tail_L: float, levels: int = 32):
     return ks, np.maximum.accumulate(out)
 
 
-def degree_table(kappa: float, L: int, tails, levels: int = 32):
-    """(κ_j, D) with D[k, j] ≤ L the smallest degree whose tail at κ_j = κ·j/levels is ≤
-    ``tails[k]`` (ascending; D[0] is :func:`degree_levels` of tails[0], its last entry L), made
-    non-decreasing in j.  A target with κ_x ≤ κ_j truncated at D[k, j] is off by at most
-    tails[k] per unit mass: the tail grows with κ while κ < L_j²/2 (ĩ_l(κ) grows with κ for
-    κ < l(l+1)/2), which every entry checks (else it is L)."""
-    ks = kappa * np.arange(1, levels + 1) / levels
-    tails = np.asarray(tails, float)
-    out = np.full((tails.size, levels), L, np.int64)
-    for j, k in enumerate(ks):
-        t = _SphereKernel(float(k), L).tail[: L + 1]
-        for r, tl in enumerate(tails):
-            ok = np.flatnonzero(t <= tl)
-            if ok.size and ok[0] * (ok[0] + 1) >= 2.0 * k:
-                out[r, j] = int(ok[0])
-    out[0, -1] = L
-    return ks, np.maximum.accumulate(out, axis=1)
-
-
-def _per_target_synthesis(q, sh, B, beta, x, rec, L, levels=None, degrees=None) -> np.ndarray:
+def _per_target_synthesis(q, sh, B, beta, x, rec, L, levels=None) -> np.ndarray:
     """Σ_{l ≤ L} 4π ĩ_l(β|Bᵀx|) Σ_m Y_lm(Bᵀx/|Bᵀx|) q_lm per target x (n, 3), for the real-field
     coefficients q (4, nlm) of the transform ``sh``: shape (4, n) (compiled.bessel_sums).
     ``levels``: optional (κ_j, L_j) of :func:`degree_levels`: each target stops at the degree of
-    the first level with κ_j ≥ its κ.  ``degrees``: optional, a degree ≤ L per target (then
-    ``levels`` is not used)."""
+    the first level with κ_j ≥ its κ."""
     a = np.zeros((L + 1, L + 1, 4), dtype=np.complex128)  # [m, l, f], factor 2 for m > 0
     a[sh.m, sh.l] = q.T
     a[1:] *= 2.0
@@ -195,7 +175,8 @@ def _per_target_synthesis(q, sh, B, beta, x, rec, L, levels=None, degrees=None) 
     z = x @ B
     # (B singular: at Bᵀx = 0 the kernel is the constant 1, which κ → 0 gives: ĩ_0 = 1, rest 0)
     r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
-    if degrees is None and levels is not None:
+    degrees = None
+    if levels is not None:
         ks, ls = levels
         degrees = ls[np.minimum(np.searchsorted(ks, beta * r, side="left"), ls.size - 1)]
     return compiled.bessel_sums(a, beta * r, z / r[:, None], rec, L, degrees)

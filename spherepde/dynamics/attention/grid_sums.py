@@ -24,7 +24,7 @@ import numpy as np
 
 from spherepde.dynamics.attention import compiled
 from spherepde.dynamics.attention.funk_hecke import (SERIES_TAIL, TARGET_ROUNDOFF, _per_target_synthesis,
-                                                     _SphereKernel, degree_levels, degree_table)
+                                                     _SphereKernel, degree_levels)
 from spherepde.grids.rings import RingLayout, legendre_recursion, legendre_table
 
 if TYPE_CHECKING:
@@ -51,16 +51,11 @@ TARGET_CACHE_BYTES = 64 * 2**20
 #: tail at β‖B‖₂ and L (funk_hecke.degree_levels), not at L for every target
 PER_TARGET_DEGREE = True
 #: _TargetBessel truncates its series where the kernel tail drops below this share of its
-#: round-off term TARGET_ROUNDOFF·(L + 16) (or SERIES_TAIL, if larger), not at SERIES_TAIL: the
-#: bound ``err`` = tail + round-off grows by at most this share, the synthesis (O(L²) per target)
-#: shrinks (κ = 100: L = 84 in place of 90; issue 23, sixth session).  0 truncates at SERIES_TAIL
+#: round-off term TARGET_ROUNDOFF·(L + 16) (or below SERIES_TAIL, if larger), not at SERIES_TAIL:
+#: its bound ``err`` = tail + round-off grows by at most this share, and the synthesis, O(L²)
+#: per target, shrinks (κ = 100: L = 84 in place of 90; issue 23, sixth session:
+#: benchmarks/results/attention_tail_share.json).  0 truncates at SERIES_TAIL, as before
 TARGET_TAIL_SHARE = 0.05
-#: _TargetBessel.tail_levels: the kernel tails (per unit mass, in units of the round-off term
-#: TARGET_ROUNDOFF·(L + 16) of ``err``) a target's synthesis may stop at when its sums need
-#: less than ``err`` (the split pass of density.py, SPLIT_DEGREE_BY_TARGET)
-TAIL_LEVELS = (0.1, 1.0, 10.0, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8)
-#: _TargetBessel.window_sums: half the side, in cells, of the window summed around a target
-WINDOW_HALF = 3
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 32-cell tiles find 93–96 % of the targets the first pass rejects, in about
 #: half the time of 16-cell tiles, which find 96–98 %: docs/prototypes/issue23/skip_rejected.json)
@@ -322,7 +317,6 @@ class _TargetBessel(_SpectralSphere):
         self._sh: SphericalHarmonics | None = None
         self._bound_tiles: tuple | None = None  # upper_bound's tiles of the cells
         self._levels: tuple | None = None  # funk_hecke.degree_levels, for PER_TARGET_DEGREE
-        self._table: tuple | None = None  # funk_hecke.degree_table, for allowed_tails
         lmax = grid.lmax
         self.possible = lmax * lmax >= 2.0 * self.kappa and compiled.available()
         if not self.possible:
@@ -371,28 +365,9 @@ class _TargetBessel(_SpectralSphere):
         # (1 + 1e-9: the rounding of the sums, a relative 1e-13 at most)
         return out * (1.0 + 1e-9)
 
-    def tail_levels(self, x: np.ndarray, allowed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(degrees, tails) for targets x (n, 3): per target the lowest degree whose kernel tail
-        at its κ = β|Bᵀx| is ≤ the largest level of :data:`TAIL_LEVELS` (times the round-off
-        term of ``err``; tail[L] the first level, always allowed) that is ≤ ``allowed`` (n,),
-        and that level: each sum is then off by at most (tails + err − tail[L])·Σw
-        (funk_hecke.degree_table; the split pass of density.py)."""
-        if self._table is None:
-            base = float(self.tail[self.L])
-            ro = self.err - base
-            levels = np.r_[base, [ro * f for f in TAIL_LEVELS if ro * f > base]]
-            self._table = levels, degree_table(self.kappa, self.L, levels)
-        levels, (ks, table) = self._table
-        k = np.maximum(np.searchsorted(levels, allowed, side="right") - 1, 0)
-        kap = self.beta * np.linalg.norm(x @ self.B, axis=1)
-        j = np.minimum(np.searchsorted(ks, kap, side="left"), ks.size - 1)
-        return table[k, j], levels[k]
-
-    def sums(self, w: np.ndarray, x: np.ndarray, rows=None, degrees=None) -> np.ndarray:
+    def sums(self, w: np.ndarray, x: np.ndarray, rows=None) -> np.ndarray:
         """S̃_f(x) for f = y_1, y_2, y_3, 1 (shape (4, n)); w cell weights (nlat, nlon), x (n, 3)
-        unit targets (``rows`` is accepted for the split pass and not needed).  ``degrees``
-        (n,): optional, a degree ≤ L per target (:meth:`tail_levels`), else as
-        PER_TARGET_DEGREE says."""
+        unit targets (``rows`` is accepted for the split pass and not needed)."""
         sh = self._transform()
         dens = w * self._inv_area
         xyz = self.grid.xyz
@@ -400,25 +375,5 @@ class _TargetBessel(_SpectralSphere):
         if PER_TARGET_DEGREE and self._levels is None:
             self._levels = degree_levels(self.kappa, self.L, float(self.tail[self.L]))
         return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L,
-                                     self._levels if PER_TARGET_DEGREE else None, degrees)
-
-    def window_sums(self, w: np.ndarray, x: np.ndarray, half: int = WINDOW_HALF) -> np.ndarray:
-        """(n,): Σ w_j e^{β⟨Bᵀx, y_j⟩ − β|Bᵀx|} over the 2·half × 2·half cells around
-        Bᵀx/|Bᵀx| (rows clipped at the poles, at most nlon columns): part of S̃_1(x), so a lower
-        bound on it up to the rounding of the sum (compiled_numba.window_sums)."""
-        from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
-
-        g = self.grid
-        z = x @ self.B
-        r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
-        u = z / r[:, None]
-        lat = np.arcsin(np.clip(u[:, 2], -1.0, 1.0))
-        lon = np.arctan2(u[:, 1], u[:, 0])
-        j = np.clip(np.searchsorted(-g.lat, -lat), 1, g.nlat - 1)
-        i = np.floor(np.mod(lon, 2 * np.pi) / g.dlon).astype(np.int64) % g.nlon
-        out = np.empty(x.shape[0])
-        K.window_sums(np.ascontiguousarray(u), self.beta * r, j.astype(np.int64), i,
-                      np.ascontiguousarray(g.xyz), np.ascontiguousarray(w, dtype=float),
-                      int(half), out)
-        return out
+                                     self._levels if PER_TARGET_DEGREE else None)
 
