@@ -366,13 +366,17 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             kept[i] = npair
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt):
+def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
     """out[f, i] = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_{m} y_lm(μ_i) Re(a_f,ml e^{imλ_i}) (real-field
     synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`).  ``Lt`` (n,)
-    or empty: a degree per target (≤ L); a block of targets sums to its largest."""
+    or empty: a degree per target (≤ L); a block of targets sums to its largest.  ``mir``
+    (4, n) or (4, 0): if (4, n), also the same sums at the mirror image (μ → −μ, same λ and κ)
+    of each target, mir[f, i]: y_lm(−μ) = (−1)^{l+m} y_lm(μ), so the terms with l + m even
+    and odd are summed apart (E, O) and out = E + O, mir = E − O: one recurrence for both."""
     BS = 32
     n = mu.size
     y0 = 1.0 / math.sqrt(4.0 * math.pi)
+    both = mir.shape[1] == n and n > 0
     for bi in prange((n + BS - 1) // BS):
         b0 = bi * BS
         nb = min(BS, n - b0)
@@ -382,7 +386,9 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt):
         er, ei, cl, sl = np.ones(BS), np.zeros(BS), np.ones(BS), np.zeros(BS)
         ymm, p1, p2 = np.full(BS, y0), np.empty(BS), np.empty(BS)
         q = np.empty((8, BS))
+        qo = np.empty((8, BS)) if both else q  # the odd l + m (the same array: one sum)
         acc = np.zeros((4, BS))
+        accm = np.zeros((4, BS)) if both else acc
         for i in range(nb):
             inv[i] = 1.0 / kap[b0 + i]
         for l in range(N, 0, -1):  # Miller: ĩ_l/ĩ_{l−1} = 1/((2l+1)/κ + ĩ_{l+1}/ĩ_l)
@@ -426,29 +432,65 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt):
                 for f in range(4):
                     q[2 * f, i] = w * ar[m, m, f]
                     q[2 * f + 1, i] = w * ai[m, m, f]
-            for l in range(m + 1, Lb + 1):
-                a_, b_ = raT[m, l], rbT[m, l]
-                c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
-                c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+            if both:
                 for i in range(BS):
-                    p = a_ * (x[i] * p1[i] - b_ * p2[i])
-                    p2[i] = p1[i]
-                    p1[i] = p
-                    w = Ib[l, i] * p
-                    q[0, i] += w * c0r
-                    q[1, i] += w * c0i
-                    q[2, i] += w * c1r
-                    q[3, i] += w * c1i
-                    q[4, i] += w * c2r
-                    q[5, i] += w * c2i
-                    q[6, i] += w * c3r
-                    q[7, i] += w * c3i
-            for i in range(BS):
-                for f in range(4):
-                    acc[f, i] += q[2 * f, i] * er[i] - q[2 * f + 1, i] * ei[i]
+                    for k in range(8):
+                        qo[k, i] = 0.0
+            if both:  # l − m odd into qo, even into q
+                for l in range(m + 1, Lb + 1):
+                    a_, b_ = raT[m, l], rbT[m, l]
+                    c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
+                    c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+                    qq = q if (l - m) % 2 == 0 else qo
+                    for i in range(BS):
+                        p = a_ * (x[i] * p1[i] - b_ * p2[i])
+                        p2[i] = p1[i]
+                        p1[i] = p
+                        w = Ib[l, i] * p
+                        qq[0, i] += w * c0r
+                        qq[1, i] += w * c0i
+                        qq[2, i] += w * c1r
+                        qq[3, i] += w * c1i
+                        qq[4, i] += w * c2r
+                        qq[5, i] += w * c2i
+                        qq[6, i] += w * c3r
+                        qq[7, i] += w * c3i
+            else:
+                for l in range(m + 1, Lb + 1):
+                    a_, b_ = raT[m, l], rbT[m, l]
+                    c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
+                    c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+                    for i in range(BS):
+                        p = a_ * (x[i] * p1[i] - b_ * p2[i])
+                        p2[i] = p1[i]
+                        p1[i] = p
+                        w = Ib[l, i] * p
+                        q[0, i] += w * c0r
+                        q[1, i] += w * c0i
+                        q[2, i] += w * c1r
+                        q[3, i] += w * c1i
+                        q[4, i] += w * c2r
+                        q[5, i] += w * c2i
+                        q[6, i] += w * c3r
+                        q[7, i] += w * c3i
+            if both:
+                for i in range(BS):
+                    for f in range(4):
+                        re = q[2 * f, i] * er[i] - q[2 * f + 1, i] * ei[i]
+                        ro = qo[2 * f, i] * er[i] - qo[2 * f + 1, i] * ei[i]
+                        acc[f, i] += re + ro
+                        accm[f, i] += re - ro
+            else:
+                for i in range(BS):
+                    for f in range(4):
+                        acc[f, i] += q[2 * f, i] * er[i] - q[2 * f + 1, i] * ei[i]
         for i in range(nb):
             for f in range(4):
                 out[f, b0 + i] = acc[f, i]
+        if both:
+            for i in range(nb):
+                for f in range(4):
+                    mir[f, b0 + i] = accm[f, i]
 
 
 @njit(parallel=True, cache=True, nogil=True)
