@@ -126,8 +126,8 @@ BEFORE = ((density_module, "SKIP_SURELY_REJECTED", False),
 
 
 #: the switches of issue 23's sixth session (``--before-set sixth``): the any-B series truncated
-#: at SERIES_TAIL again
-BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0),)
+#: at SERIES_TAIL again, and every target synthesised alone (no mirror pairs)
+BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0), (compiled, "MIRROR_PAIRS", False))
 #: --before-set: which switches --compare-before turns back
 BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH}
 _BEFORE_SET = ["fifth"]

@@ -273,3 +273,60 @@ def test_tail_share(bname, kind, monkeypatch):
         rel = np.linalg.norm(m - ref, axis=1)[big] / nr[big]
         assert rel.max() <= 10 * TOL, (share, rel.max(), st)
     assert specs[0.05].L < specs[0.0].L and specs[0.05].err <= 1.05 * specs[0.0].err
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "general-random"])
+def test_mirror_pairs_within_error_model(bname, monkeypatch):
+    """compiled.MIRROR_PAIRS: targets that are mirror images in the equator (GaussGrid face
+    points and cell centres with a diagonal B) share one synthesis; the sums stay within the
+    error model against long double, pairs or not, and equal the unpaired ones to rounding."""
+    from spherepde.dynamics.attention import compiled
+
+    g = GaussGrid(48)
+    B, beta = matrix(bname), 40.0
+    spec = grid_sums._TargetBessel(g, B, beta)
+    x = np.concatenate([FFSLSphere(g, lambda t, x: 0 * x).points[::3], g.xyz.reshape(-1, 3)[::7]])
+    w = density("vmf100", g.xyz) * g.cell_area
+    w /= w.sum()
+    z = x @ B
+    r = np.linalg.norm(z, axis=1)
+    first, second = compiled.mirror_pairs(z / r[:, None], beta * r)
+    if bname == "diag-0.1":
+        assert first.size > x.shape[0] // 4
+        assert np.array_equal(x[first] * [1, 1, -1], x[second])
+    else:  # no B-image of the grid is mirror symmetric
+        assert first.size == 0
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(compiled, "MIRROR_PAIRS", on)
+        got[on] = spec.sums(w, x)
+    xl, yl = x.astype(np.longdouble), g.xyz.reshape(-1, 3).astype(np.longdouble)
+    zl = xl @ B.astype(np.longdouble)
+    rl = np.sqrt(np.sum(zl * zl, axis=1))
+    k = np.exp(beta * (zl @ yl.T - rl[:, None])) * w.reshape(-1).astype(np.longdouble)
+    want = np.vstack([(k @ yl).T, k.sum(axis=1)]).astype(float)
+    for on, S in got.items():
+        assert np.max(np.abs(S - want)) <= spec.err, on
+    assert np.max(np.abs(got[True] - got[False])) <= 1e-14
+
+
+def test_mirror_pairs_same_bits_on_one_and_two_threads(monkeypatch):
+    """The paired synthesis (compiled.bessel_sums with mirror pairs) gives the same bits on one
+    and on two numba threads."""
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba started with one thread")
+    g = GaussGrid(48)
+    spec = grid_sums._TargetBessel(g, matrix("diag-0.1"), 40.0)
+    x = FFSLSphere(g, lambda t, x: 0 * x).points
+    w = density("vmf100", g.xyz) * g.cell_area
+    before = numba.get_num_threads()
+    got = {}
+    try:
+        for nt in (1, 2):
+            numba.set_num_threads(nt)
+            got[nt] = spec.sums(w, x)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(got[1], got[2])
