@@ -178,9 +178,12 @@ def test_singular_B():
 
 @pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
 @pytest.mark.parametrize("beta", [10.0, 40.0])
-def test_upper_bound_bounds_the_sums(bname, beta):
+@pytest.mark.parametrize("run", [16, 0])
+def test_upper_bound_bounds_the_sums(bname, beta, run, monkeypatch):
     """_TargetBessel.upper_bound: where it is below theta it bounds S̃_1 (long double) from above
-    (elsewhere it only says ≥ theta: it stops summing there)."""
+    (elsewhere it only says ≥ theta: it stops summing there); with runs of targets bounded at
+    once (grid_sums.BOUND_RUN) and one by one."""
+    monkeypatch.setattr(grid_sums, "BOUND_RUN", run)
     g = GaussGrid(48)
     B = matrix(bname)
     spec = grid_sums._TargetBessel(g, B, beta)

@@ -493,27 +493,68 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
                     mir[f, b0 + i] = accm[f, i]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _bound_sum(u0, u1, u2, k, cen, cosr, sinr, W, suffix, theta, cosb, sinb):
+    """below_bound's sum for one direction u (unit) and κ = k, the tiles widened by an angle b
+    (cos b, sin b; b = 0: cosb = 1, sinb = 0): Σ_t W_t e^{k(cos(max(∠(u, c_t) − r_t − b, 0)) − 1)}
+    until it is known to lie below theta or not (below_bound's rule)."""
+    nt = W.shape[0]
+    s = 0.0
+    for q in range(nt + 1):
+        if s + suffix[q] < theta or q == nt or s >= theta:
+            return s + suffix[q]
+        ct = u0 * cen[q, 0] + u1 * cen[q, 1] + u2 * cen[q, 2]
+        # cos R, sin R of R = r_t + b (R ≥ π: every angle is within R)
+        cR = cosr[q] * cosb - sinr[q] * sinb
+        sR = sinr[q] * cosb + cosr[q] * sinb
+        if sR < 0.0 or ct >= cR:
+            cc = 1.0
+        else:
+            cc = ct * cR + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sR
+        s += W[q] * math.exp(k * (min(cc + COS_MARGIN, 1.0) - 1.0))
+    return s
+
+
 @njit(parallel=True, cache=True, nogil=True)
-def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out):
+def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block):
     """An upper bound on Σ_j w_j e^{κ_i(⟨u_i, y_j⟩ − 1)} over unit sources y_j in tiles t (centre
     c_t, angular radius r_t, total weight W_t): Σ_t W_t e^{κ_i(cos(max(∠(u_i, c_t) − r_t, 0)) − 1)},
     summed only until it is known to lie below ``theta`` or not.  Tiles in decreasing W_t,
     suffix[q] = Σ_{t ≥ q} W_t (suffix[nt] = 0): each term is ≤ W_t, so after q tiles the bound is
     at most s + suffix[q].  out[i]: that bound where it is < theta (the sum so far plus the
-    suffix), else a number ≥ theta.  Each target alone: the same bits on any number of
-    threads."""
-    nt = W.shape[0]
-    for i in prange(u.shape[0]):
-        u0, u1, u2, k = u[i, 0], u[i, 1], u[i, 2], kap[i]
-        s = 0.0
-        for q in range(nt + 1):
-            if s + suffix[q] < theta or q == nt or s >= theta:
-                s = s + suffix[q]
-                break
-            ct = u0 * cen[q, 0] + u1 * cen[q, 1] + u2 * cen[q, 2]
-            if ct >= cosr[q]:
-                cc = 1.0
-            else:
-                cc = ct * cosr[q] + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sinr[q]
-            s += W[q] * math.exp(k * (min(cc + COS_MARGIN, 1.0) - 1.0))
-        out[i] = s
+    suffix), else a number ≥ theta.  ``block`` > 0: the targets are first taken in runs of that
+    many (in their order), each run bounded at once (its centre, angular radius b and smallest
+    κ — each term e^{κ(cc − 1)}, cc ≤ 1, falls with κ —: the tiles widened by b bound every
+    target of the run), and a run whose bound is < theta
+    gives it to each of its targets; the others are bounded one by one.  Each run alone: the
+    same bits on any number of threads."""
+    n = u.shape[0]
+    bs = max(block, 1)
+    for bi in prange((n + bs - 1) // bs):
+        lo, hi = bi * bs, min(bi * bs + bs, n)
+        if block > 0 and hi - lo > 1:
+            c0 = c1 = c2 = 0.0
+            kmin = np.inf
+            for i in range(lo, hi):
+                c0 += u[i, 0]
+                c1 += u[i, 1]
+                c2 += u[i, 2]
+                kmin = min(kmin, kap[i])
+            nrm = math.sqrt(c0 * c0 + c1 * c1 + c2 * c2)
+            if nrm > 1e-300:
+                c0, c1, c2 = c0 / nrm, c1 / nrm, c2 / nrm
+                rb = 0.0
+                for i in range(lo, hi):
+                    ct = u[i, 0] * c0 + u[i, 1] * c1 + u[i, 2] * c2
+                    rb = max(rb, math.acos(min(1.0, max(-1.0, ct))))
+                # a little more than the farthest target: a bound after rounding
+                rb = min(rb * (1.0 + 1e-12) + 1e-15, math.pi)
+                sb = _bound_sum(c0, c1, c2, kmin, cen, cosr, sinr, W, suffix, theta,
+                                math.cos(rb), math.sin(rb))
+                if sb < theta:
+                    for i in range(lo, hi):
+                        out[i] = sb
+                    continue
+        for i in range(lo, hi):
+            out[i] = _bound_sum(u[i, 0], u[i, 1], u[i, 2], kap[i], cen, cosr, sinr, W, suffix,
+                                theta, 1.0, 0.0)

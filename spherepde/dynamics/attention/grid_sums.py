@@ -56,6 +56,11 @@ PER_TARGET_DEGREE = True
 #: per target, shrinks (κ = 100: L = 84 in place of 90; issue 23, sixth session:
 #: benchmarks/results/attention_tail_share.json).  0 truncates at SERIES_TAIL, as before
 TARGET_TAIL_SHARE = 0.05
+#: _TargetBessel.upper_bound bounds runs of this many consecutive targets at once first (the
+#: face points of the transport come ring by ring: a run is a short arc), then one by one the
+#: targets of the runs whose bound is not below the level (compiled_numba.below_bound); 0: one
+#: by one only (issue 23, sixth session)
+BOUND_RUN = 16
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 32-cell tiles find 93–96 % of the targets the first pass rejects, in about
 #: half the time of 16-cell tiles, which find 96–98 %: docs/prototypes/issue23/skip_rejected.json)
@@ -361,7 +366,7 @@ class _TargetBessel(_SpectralSphere):
         r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
         out = np.empty(x.shape[0])
         K.below_bound(np.ascontiguousarray(z / r[:, None]), self.beta * r, cen, np.cos(rad),
-                      np.sin(rad), W, suffix, float(theta), out)
+                      np.sin(rad), W, suffix, float(theta), out, int(BOUND_RUN))
         # (1 + 1e-9: the rounding of the sums, a relative 1e-13 at most)
         return out * (1.0 + 1e-9)
 
