@@ -54,7 +54,7 @@ PER_TARGET_DEGREE = True
 #: round-off term TARGET_ROUNDOFF·(L + 16) (or below SERIES_TAIL, if larger), not at SERIES_TAIL:
 #: its bound ``err`` = tail + round-off grows by at most this share, and the synthesis, O(L²)
 #: per target, shrinks (κ = 100: L = 84 in place of 90; issue 23, sixth session:
-#: benchmarks/results/attention_tail_share.json).  0 truncates at SERIES_TAIL, as before
+#: benchmarks/results/attention_sixth_session.json).  0 truncates at SERIES_TAIL, as before
 TARGET_TAIL_SHARE = 0.05
 #: _TargetBessel.upper_bound bounds runs of this many consecutive targets at once first (the
 #: face points of the transport come ring by ring: a run is a short arc), then one by one the
