@@ -127,9 +127,9 @@ BEFORE = ((density_module, "SKIP_SURELY_REJECTED", False),
 
 #: the switches of issue 23's sixth session (``--before-set sixth``): the any-B series truncated
 #: at SERIES_TAIL again, every target synthesised alone (no mirror pairs), and the first pass's
-#: upper bounds target by target
+#: upper bounds target by target, by the tiles alone
 BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0), (compiled, "MIRROR_PAIRS", False),
-                (grid_sums, "BOUND_RUN", 0))
+                (grid_sums, "BOUND_RUN", 0), (grid_sums, "WINDOW_HALF", 0))
 #: --before-set: which switches --compare-before turns back
 BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH}
 _BEFORE_SET = ["fifth"]

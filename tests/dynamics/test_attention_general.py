@@ -178,12 +178,14 @@ def test_singular_B():
 
 @pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
 @pytest.mark.parametrize("beta", [10.0, 40.0])
-@pytest.mark.parametrize("run", [16, 0])
-def test_upper_bound_bounds_the_sums(bname, beta, run, monkeypatch):
+@pytest.mark.parametrize("run,window", [(16, 3), (16, 0), (0, 0)])
+def test_upper_bound_bounds_the_sums(bname, beta, run, window, monkeypatch):
     """_TargetBessel.upper_bound: where it is below theta it bounds S̃_1 (long double) from above
     (elsewhere it only says ≥ theta: it stops summing there); with runs of targets bounded at
-    once (grid_sums.BOUND_RUN) and one by one."""
+    once (grid_sums.BOUND_RUN) and one by one, with and without the window sums first
+    (grid_sums.WINDOW_HALF, a lower bound on S̃_1)."""
     monkeypatch.setattr(grid_sums, "BOUND_RUN", run)
+    monkeypatch.setattr(grid_sums, "WINDOW_HALF", window)
     g = GaussGrid(48)
     B = matrix(bname)
     spec = grid_sums._TargetBessel(g, B, beta)
@@ -202,6 +204,11 @@ def test_upper_bound_bounds_the_sums(bname, beta, run, monkeypatch):
             assert below.all() and np.all(ub >= s1)
     # the concentrated density has far targets, which the bound finds at the rejection level
     assert (spec.upper_bound(w, x, 1e-6) < 1e-6).any()
+    if window:  # the window sums: part of S̃_1, positive
+        z = x @ B
+        r = np.linalg.norm(z, axis=1)
+        win = grid_sums._window_terms(g, w, z / r[:, None], beta * r)
+        assert np.all(win > 0) and np.all(win <= s1 * (1 + 1e-12))
 
 
 @pytest.mark.parametrize("bname", ["diag-0.1", "spd-random"])

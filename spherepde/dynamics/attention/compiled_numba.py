@@ -516,7 +516,7 @@ def _bound_sum(u0, u1, u2, k, cen, cosr, sinr, W, suffix, theta, cosb, sinb):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block):
+def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block, runs_only):
     """An upper bound on Σ_j w_j e^{κ_i(⟨u_i, y_j⟩ − 1)} over unit sources y_j in tiles t (centre
     c_t, angular radius r_t, total weight W_t): Σ_t W_t e^{κ_i(cos(max(∠(u_i, c_t) − r_t, 0)) − 1)},
     summed only until it is known to lie below ``theta`` or not.  Tiles in decreasing W_t,
@@ -526,8 +526,8 @@ def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block):
     many (in their order), each run bounded at once (its centre, angular radius b and smallest
     κ — each term e^{κ(cc − 1)}, cc ≤ 1, falls with κ —: the tiles widened by b bound every
     target of the run), and a run whose bound is < theta
-    gives it to each of its targets; the others are bounded one by one.  Each run alone: the
-    same bits on any number of threads."""
+    gives it to each of its targets; the others are bounded one by one (``runs_only``: left at
+    −1 instead, for the caller).  Each run alone: the same bits on any number of threads."""
     n = u.shape[0]
     bs = max(block, 1)
     for bi in prange((n + bs - 1) // bs):
@@ -555,6 +555,29 @@ def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block):
                     for i in range(lo, hi):
                         out[i] = sb
                     continue
+        if runs_only:
+            for i in range(lo, hi):
+                out[i] = -1.0
+            continue
         for i in range(lo, hi):
             out[i] = _bound_sum(u[i, 0], u[i, 1], u[i, 2], kap[i], cen, cosr, sinr, W, suffix,
                                 theta, 1.0, 0.0)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def window_sums(u, kap, row, col, xyz, w, half, out):
+    """out[i] = Σ w[a, b] e^{κ_i(⟨u_i, xyz[a, b]⟩ − 1)} over the rows a = row_i − half …
+    row_i + half − 1 (those on the grid) and the columns b = col_i − half + 1 … col_i + half
+    (mod nlon; at most nlon of them) of the cells of a lat–lon grid: part of the sum over all
+    cells, each target alone (the same bits on any number of threads)."""
+    nlat, nlon = w.shape
+    nc = min(2 * half, nlon)
+    for i in prange(u.shape[0]):
+        u0, u1, u2, k = u[i, 0], u[i, 1], u[i, 2], kap[i]
+        s = 0.0
+        for a in range(max(row[i] - half, 0), min(row[i] + half, nlat)):
+            for q in range(nc):
+                b = (col[i] - half + 1 + q) % nlon
+                s += w[a, b] * math.exp(k * (u0 * xyz[a, b, 0] + u1 * xyz[a, b, 1]
+                                             + u2 * xyz[a, b, 2] - 1.0))
+        out[i] = s

@@ -61,6 +61,12 @@ TARGET_TAIL_SHARE = 0.05
 #: targets of the runs whose bound is not below the level (compiled_numba.below_bound); 0: one
 #: by one only (issue 23, sixth session)
 BOUND_RUN = 16
+#: _TargetBessel.upper_bound sums the 2·WINDOW_HALF × 2·WINDOW_HALF cells nearest to each target
+#: whose run (BOUND_RUN) is not below the level exactly (_window_terms), and bounds one by one only
+#: the targets where that stays below it (on a diffuse density every target reaches it there,
+#: while the tile bound, whose tiles come in the order of their weights, visits most tiles
+#: before it knows: issue 23, sixth session); 0: the tile bound for every target
+WINDOW_HALF = 3
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 32-cell tiles find 93–96 % of the targets the first pass rejects, in about
 #: half the time of 16-cell tiles, which find 96–98 %: docs/prototypes/issue23/skip_rejected.json)
@@ -282,6 +288,27 @@ def _near_cell_terms(grid, w: np.ndarray, u: np.ndarray, kappa) -> np.ndarray:
     return best
 
 
+def _window_terms(grid, w: np.ndarray, u: np.ndarray, kappa: np.ndarray,
+                  half: int | None = None) -> np.ndarray:
+    """(n,): Σ w_j e^{κ_i(⟨u_i, y_j⟩ − 1)} over the 2·half × 2·half cells of ``grid`` around
+    each unit u_i (n, 3) (half = :data:`WINDOW_HALF`; rows clipped at the poles, at most nlon
+    columns): part of the sum over every cell, so a lower bound on it up to the rounding of a
+    sum of positive terms (compiled_numba.window_sums; each target alone, the same bits on any
+    number of threads)."""
+    from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
+
+    g = grid
+    lat = np.arcsin(np.clip(u[:, 2], -1.0, 1.0))
+    lon = np.arctan2(u[:, 1], u[:, 0])
+    j = np.clip(np.searchsorted(-g.lat, -lat), 1, g.nlat - 1).astype(np.int64)
+    i = np.floor(np.mod(lon, 2 * np.pi) / g.dlon).astype(np.int64) % g.nlon
+    out = np.empty(u.shape[0])
+    K.window_sums(np.ascontiguousarray(u, dtype=float), np.ascontiguousarray(kappa, dtype=float),
+                  j, i, np.ascontiguousarray(g.xyz), np.ascontiguousarray(w, dtype=float),
+                  int(WINDOW_HALF if half is None else half), out)
+    return out
+
+
 def _ring_legendre(mu: np.ndarray, rec) -> np.ndarray:
     """Orthonormal y_lm(μ) without the Condon–Shortley phase (grids.rings.legendre_table), as
     [m, ring, l] (0 for m > l), for rings at μ (sin θ = √((1 − μ)(1 + μ))).  Elementwise in the
@@ -364,9 +391,26 @@ class _TargetBessel(_SpectralSphere):
         suffix = np.r_[np.cumsum(W[::-1])[::-1], 0.0]
         z = x @ self.B
         r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
+        u = np.ascontiguousarray(z / r[:, None])
+        kap = self.beta * r
+        args = (cen, np.cos(rad), np.sin(rad), W, suffix, float(theta))
         out = np.empty(x.shape[0])
-        K.below_bound(np.ascontiguousarray(z / r[:, None]), self.beta * r, cen, np.cos(rad),
-                      np.sin(rad), W, suffix, float(theta), out, int(BOUND_RUN))
+        if WINDOW_HALF > 0:
+            # runs first; then, for the targets of the runs not below theta, the exact sum over
+            # the cells around each, part of S̃_1: where it reaches theta the target cannot be
+            # skipped (that sum is "a number ≥ theta"); the rest one by one
+            K.below_bound(u, kap, *args, out, int(BOUND_RUN), True)
+            todo = np.flatnonzero(out < 0.0)
+            if todo.size:
+                out[todo] = _window_terms(self.grid, w, u[todo], kap[todo])
+                todo = todo[out[todo] < theta]
+            if todo.size:
+                ob = np.empty(todo.size)
+                K.below_bound(np.ascontiguousarray(u[todo]), np.ascontiguousarray(kap[todo]),
+                              *args, ob, 0, False)
+                out[todo] = ob
+        else:
+            K.below_bound(u, kap, *args, out, int(BOUND_RUN), False)
         # (1 + 1e-9: the rounding of the sums, a relative 1e-13 at most)
         return out * (1.0 + 1e-9)
 
