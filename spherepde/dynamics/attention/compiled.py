@@ -77,6 +77,8 @@ from spherepde.grids.geometry import lat_lon_tiles
 #: with l + m even and odd summed apart; issue 23, sixth session: the face points of a GaussGrid
 #: pair up for diagonal B, halving the synthesis of the concentrated β = 100 rows of diagonal B)
 MIRROR_PAIRS = True
+#: ... from this degree on (below, finding the pairs costs about what they save)
+MIRROR_MIN_DEGREE = 24
 #: smallest tolerance the compiled sums serve (their own error is ≤ 3e-14, see the docstring)
 MIN_TOL = 1e-12
 #: relative error of each exponential term (64 · 2 ulps, module docstring)
@@ -193,7 +195,7 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int,
     if n == 0:
         return out
     kappa = np.asarray(kappa, dtype=float)
-    if MIRROR_PAIRS and n >= 2:
+    if MIRROR_PAIRS and n >= 2 and L >= MIRROR_MIN_DEGREE:
         first, second = mirror_pairs(u, kappa)
         if first.size:  # each pair synthesised once (its first), the second from its mirror sums
             single = np.ones(n, bool)

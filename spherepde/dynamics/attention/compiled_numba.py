@@ -494,15 +494,18 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _bound_sum(u0, u1, u2, k, cen, cosr, sinr, W, suffix, theta, cosb, sinb):
+def _bound_sum(u0, u1, u2, k, cen, cosr, sinr, W, suffix, theta, cosb, sinb, max_tiles):
     """below_bound's sum for one direction u (unit) and κ = k, the tiles widened by an angle b
     (cos b, sin b; b = 0: cosb = 1, sinb = 0): Σ_t W_t e^{k(cos(max(∠(u, c_t) − r_t − b, 0)) − 1)}
-    until it is known to lie below theta or not (below_bound's rule)."""
+    until it is known to lie below theta or not (below_bound's rule); −1 when that is not
+    known after ``max_tiles`` tiles (> 0)."""
     nt = W.shape[0]
     s = 0.0
     for q in range(nt + 1):
         if s + suffix[q] < theta or q == nt or s >= theta:
             return s + suffix[q]
+        if max_tiles > 0 and q == max_tiles:
+            return -1.0
         ct = u0 * cen[q, 0] + u1 * cen[q, 1] + u2 * cen[q, 2]
         # cos R, sin R of R = r_t + b (R ≥ π: every angle is within R)
         cR = cosr[q] * cosb - sinr[q] * sinb
@@ -516,7 +519,7 @@ def _bound_sum(u0, u1, u2, k, cen, cosr, sinr, W, suffix, theta, cosb, sinb):
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block, runs_only):
+def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block, max_tiles):
     """An upper bound on Σ_j w_j e^{κ_i(⟨u_i, y_j⟩ − 1)} over unit sources y_j in tiles t (centre
     c_t, angular radius r_t, total weight W_t): Σ_t W_t e^{κ_i(cos(max(∠(u_i, c_t) − r_t, 0)) − 1)},
     summed only until it is known to lie below ``theta`` or not.  Tiles in decreasing W_t,
@@ -526,8 +529,9 @@ def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block, runs_only
     many (in their order), each run bounded at once (its centre, angular radius b and smallest
     κ — each term e^{κ(cc − 1)}, cc ≤ 1, falls with κ —: the tiles widened by b bound every
     target of the run), and a run whose bound is < theta
-    gives it to each of its targets; the others are bounded one by one (``runs_only``: left at
-    −1 instead, for the caller).  Each run alone: the same bits on any number of threads."""
+    gives it to each of its targets; the others are bounded one by one (``max_tiles`` > 0: out
+    = −1 where that is not known after so many tiles, for the caller).  Each run alone: the
+    same bits on any number of threads."""
     n = u.shape[0]
     bs = max(block, 1)
     for bi in prange((n + bs - 1) // bs):
@@ -550,18 +554,14 @@ def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block, runs_only
                 # a little more than the farthest target: a bound after rounding
                 rb = min(rb * (1.0 + 1e-12) + 1e-15, math.pi)
                 sb = _bound_sum(c0, c1, c2, kmin, cen, cosr, sinr, W, suffix, theta,
-                                math.cos(rb), math.sin(rb))
+                                math.cos(rb), math.sin(rb), 0)
                 if sb < theta:
                     for i in range(lo, hi):
                         out[i] = sb
                     continue
-        if runs_only:
-            for i in range(lo, hi):
-                out[i] = -1.0
-            continue
         for i in range(lo, hi):
             out[i] = _bound_sum(u[i, 0], u[i, 1], u[i, 2], kap[i], cen, cosr, sinr, W, suffix,
-                                theta, 1.0, 0.0)
+                                theta, 1.0, 0.0, max_tiles)
 
 
 @njit(parallel=True, cache=True, nogil=True)

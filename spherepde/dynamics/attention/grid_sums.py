@@ -62,11 +62,13 @@ TARGET_TAIL_SHARE = 0.05
 #: by one only (issue 23, sixth session)
 BOUND_RUN = 16
 #: _TargetBessel.upper_bound sums the 2·WINDOW_HALF × 2·WINDOW_HALF cells nearest to each target
-#: whose run (BOUND_RUN) is not below the level exactly (_window_terms), and bounds one by one only
-#: the targets where that stays below it (on a diffuse density every target reaches it there,
+#: that neither its run (BOUND_RUN) nor BOUND_TRY tiles settle exactly (_window_terms), and
+#: bounds by all the tiles only the targets where that stays below the level (on a diffuse density every target reaches it there,
 #: while the tile bound, whose tiles come in the order of their weights, visits most tiles
 #: before it knows: issue 23, sixth session); 0: the tile bound for every target
 WINDOW_HALF = 3
+#: ... after at most this many tiles per target (a broad kernel settles it in a few)
+BOUND_TRY = 8
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 32-cell tiles find 93–96 % of the targets the first pass rejects, in about
 #: half the time of 16-cell tiles, which find 96–98 %: docs/prototypes/issue23/skip_rejected.json)
@@ -396,10 +398,11 @@ class _TargetBessel(_SpectralSphere):
         args = (cen, np.cos(rad), np.sin(rad), W, suffix, float(theta))
         out = np.empty(x.shape[0])
         if WINDOW_HALF > 0:
-            # runs first; then, for the targets of the runs not below theta, the exact sum over
-            # the cells around each, part of S̃_1: where it reaches theta the target cannot be
-            # skipped (that sum is "a number ≥ theta"); the rest one by one
-            K.below_bound(u, kap, *args, out, int(BOUND_RUN), True)
+            # runs first, then each target of the runs not below theta by at most BOUND_TRY
+            # tiles; where that did not settle it, the exact sum over the cells around it, part of
+            # S̃_1: where it reaches theta the target cannot be skipped (that sum is "a number
+            # ≥ theta"); the rest by all the tiles
+            K.below_bound(u, kap, *args, out, int(BOUND_RUN), int(BOUND_TRY))
             todo = np.flatnonzero(out < 0.0)
             if todo.size:
                 out[todo] = _window_terms(self.grid, w, u[todo], kap[todo])
@@ -407,10 +410,10 @@ class _TargetBessel(_SpectralSphere):
             if todo.size:
                 ob = np.empty(todo.size)
                 K.below_bound(np.ascontiguousarray(u[todo]), np.ascontiguousarray(kap[todo]),
-                              *args, ob, 0, False)
+                              *args, ob, 0, 0)
                 out[todo] = ob
         else:
-            K.below_bound(u, kap, *args, out, int(BOUND_RUN), False)
+            K.below_bound(u, kap, *args, out, int(BOUND_RUN), 0)
         # (1 + 1e-9: the rounding of the sums, a relative 1e-13 at most)
         return out * (1.0 + 1e-9)
 
