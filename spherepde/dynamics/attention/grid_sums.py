@@ -63,9 +63,10 @@ TARGET_TAIL_SHARE = 0.05
 BOUND_RUN = 16
 #: _TargetBessel.upper_bound sums the 2·WINDOW_HALF × 2·WINDOW_HALF cells nearest to each target
 #: that neither its run (BOUND_RUN) nor BOUND_TRY tiles settle exactly (_window_terms), and
-#: bounds by all the tiles only the targets where that stays below the level (on a diffuse density every target reaches it there,
-#: while the tile bound, whose tiles come in the order of their weights, visits most tiles
-#: before it knows: issue 23, sixth session); 0: the tile bound for every target
+#: bounds by all the tiles only the targets where that stays below the level (on a diffuse
+#: density every target reaches it there, while the tile bound, whose tiles come in the order
+#: of their weights, visits most tiles before it knows: issue 23, sixth session); 0: the tile
+#: bound for every target
 WINDOW_HALF = 3
 #: ... after at most this many tiles per target (a broad kernel settles it in a few)
 BOUND_TRY = 8
