@@ -8,7 +8,8 @@ DensityAttention against the float64 log-domain reference, side by side in one r
              --skip-rows, --only 'density=concentrated,beta=100' (rows to run),
              --compare-legacy (each row's auto path also timed on the legacy exponential),
              --compare-before (each row's auto path also timed with the switches of BEFORE
-             off: ``t_auto_before``, ``before_over_after``, ``before_ratios``, errors)
+             off: ``t_auto_before``, ``before_over_after``, ``before_ratios``, errors),
+             --before-set sixth (--compare-before turns back BEFORE_SIXTH instead)
 
 Set-up: density on GaussGrid(128) (32 768 cells = sources), targets the 65 792 face points of the
 FFSL transport (what the mean-field stepper asks for, twice a step), tol = 1e-8 (the default).
@@ -124,15 +125,28 @@ BEFORE = ((density_module, "SKIP_SURELY_REJECTED", False),
           (grid_sums, "PER_TARGET_DEGREE", False))
 
 
+#: the switches of issue 23's sixth session (``--before-set sixth``): the any-B series truncated
+#: at SERIES_TAIL again, every target synthesised alone (no mirror pairs), and the first pass's
+#: upper bounds target by target, by the tiles alone
+BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0), (compiled, "MIRROR_PAIRS", False),
+                (grid_sums, "BOUND_RUN", 0), (grid_sums, "WINDOW_HALF", 0))
+#: --before-set: which switches --compare-before turns back
+BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH}
+_BEFORE_SET = ["fifth"]
+
+
 def _before(fn):
-    """fn() with the switches of BEFORE at their earlier values (then restored)."""
-    old = [getattr(mod, name) for mod, name, _ in BEFORE]
+    """fn() with the switches of the chosen set (BEFORE_SETS, ``--before-set``) at their
+    earlier values (then restored).  Objects built before (DensityAttention's spectral plan)
+    are rebuilt by the caller where a switch acts at construction (TARGET_TAIL_SHARE)."""
+    switches = BEFORE_SETS[_BEFORE_SET[0]]
+    old = [getattr(mod, name) for mod, name, _ in switches]
     try:
-        for mod, name, value in BEFORE:
+        for mod, name, value in switches:
             setattr(mod, name, value)
         return fn()
     finally:
-        for (mod, name, _), value in zip(BEFORE, old):
+        for (mod, name, _), value in zip(switches, old):
             setattr(mod, name, value)
 
 
@@ -152,7 +166,9 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps, compare_legacy=False,
         _legacy(lambda: da.mean(pts, rho))  # compiles the legacy kernels
     t_bef, extra_before = [], {}
     if compare_before:
-        m_bef, st_bef = _before(lambda: da.mean_and_stats(pts, rho))
+        # (an object of its own, built with the switches back: some act at construction)
+        da_bef = _before(lambda: DensityAttention(att, grid, tol=TOL))
+        m_bef, st_bef = _before(lambda: da_bef.mean_and_stats(pts, rho))
         wb, mb = errors(m_bef[sub], m_ref, density(dname, xs))
         extra_before = {"weighted_error_before": wb, "max_error_before": mb, "stats_before": st_bef}
     for r in range(reps):
@@ -166,7 +182,7 @@ def run_row(grid, pts, sub, bname, B, beta, dname, reps, compare_legacy=False,
                 if compare_legacy:  # right after: the same load, the other exponential path
                     t_leg.append(timed(lambda: _legacy(lambda: da.mean(pts, rho)))[0])
                 if compare_before:  # right after: the same load, the switches as before
-                    t_bef.append(timed(lambda: _before(lambda: da.mean(pts, rho)))[0])
+                    t_bef.append(timed(lambda: _before(lambda: da_bef.mean(pts, rho)))[0])
         t_ref.append(got[0][0] * scale)
         c_ref.append(got[0][1] * scale)
         t_auto.append(got[1][0])
@@ -308,7 +324,11 @@ def main(argv=None) -> int:
     ap.add_argument("--compare-before", action="store_true",
                     help="also time each row's auto path with the switches of BEFORE as they "
                          "were (issue 23, fifth session)")
+    ap.add_argument("--before-set", choices=sorted(BEFORE_SETS), default="fifth",
+                    help="the switches --compare-before turns back: 'fifth' (BEFORE, default) "
+                         "or 'sixth' (BEFORE_SIXTH)")
     args = ap.parse_args(argv)
+    _BEFORE_SET[0] = args.before_set
     if args.reps is not None and args.reps < 1:
         ap.error(f"--reps must be ≥ 1, got {args.reps}")
     reps = args.reps or (1 if args.quick else 3)
@@ -378,6 +398,10 @@ def main(argv=None) -> int:
                    "targets": int(pts.shape[0]), "tol": TOL, "reps": reps,
                    "aims": {"every_row": AIM, "diffuse_identity_diag": AIM_DIFFUSE},
                    "vmf_kappa": KAPPA, "floor": FLOOR, "a": A_DIR.tolist(),
+                   "before_set": (None if not args.compare_before else
+                                  {"name": args.before_set,
+                                   "switches": [[m.__name__, n, v] for m, n, v
+                                                in BEFORE_SETS[args.before_set]]}),
                    "machine": platform.platform(), "python": platform.python_version(),
                    "numpy": np.__version__, "cpus": os.cpu_count(),
                    "elapsed_s": time.perf_counter() - t0,

@@ -178,9 +178,14 @@ def test_singular_B():
 
 @pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
 @pytest.mark.parametrize("beta", [10.0, 40.0])
-def test_upper_bound_bounds_the_sums(bname, beta):
+@pytest.mark.parametrize("run,window", [(16, 3), (16, 0), (0, 0)])
+def test_upper_bound_bounds_the_sums(bname, beta, run, window, monkeypatch):
     """_TargetBessel.upper_bound: where it is below theta it bounds S̃_1 (long double) from above
-    (elsewhere it only says ≥ theta: it stops summing there)."""
+    (elsewhere it only says ≥ theta: it stops summing there); with runs of targets bounded at
+    once (grid_sums.BOUND_RUN) and one by one, with and without the window sums first
+    (grid_sums.WINDOW_HALF, a lower bound on S̃_1)."""
+    monkeypatch.setattr(grid_sums, "BOUND_RUN", run)
+    monkeypatch.setattr(grid_sums, "WINDOW_HALF", window)
     g = GaussGrid(48)
     B = matrix(bname)
     spec = grid_sums._TargetBessel(g, B, beta)
@@ -199,6 +204,11 @@ def test_upper_bound_bounds_the_sums(bname, beta):
             assert below.all() and np.all(ub >= s1)
     # the concentrated density has far targets, which the bound finds at the rejection level
     assert (spec.upper_bound(w, x, 1e-6) < 1e-6).any()
+    if window:  # the window sums: part of S̃_1, positive
+        z = x @ B
+        r = np.linalg.norm(z, axis=1)
+        win = grid_sums._window_terms(g, w, z / r[:, None], beta * r)
+        assert np.all(win > 0) and np.all(win <= s1 * (1 + 1e-12))
 
 
 @pytest.mark.parametrize("bname", ["diag-0.1", "spd-random"])
@@ -242,3 +252,91 @@ def test_degree_levels_keep_the_tail(kappa):
     for kj, lj in zip(ks, ls):
         for k in np.linspace(1e-3, kj, 25):
             assert _SphereKernel(float(k), L).tail[lj] <= tail * (1 + 1e-9), (k, kj, lj)
+
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "spd-random"])
+@pytest.mark.parametrize("kind", ["softmax", "usa"])
+def test_tail_share(bname, kind, monkeypatch):
+    """grid_sums.TARGET_TAIL_SHARE: the series stops where the kernel tail is that share of the
+    round-off term (a lower degree than at SERIES_TAIL, err larger by at most the share); every
+    mean within the error model against the reference either way."""
+    from spherepde.dynamics.attention.funk_hecke import TARGET_ROUNDOFF
+
+    g = GaussGrid(64)
+    x = targets(g, np.random.default_rng(9), 2)
+    rho = density("vmf100", g.xyz)
+    att = Attention(np.eye(3), matrix(bname), np.eye(3), 30.0, kind=kind)
+    ref = att.mean(x, g.xyz.reshape(-1, 3), (rho * g.cell_area).reshape(-1), method="reference")
+    nr = np.linalg.norm(ref, axis=1)
+    big = nr >= M_TINY * (nr.max() if kind == "usa" else 1.0)
+    specs = {}
+    for share in (0.05, 0.0):
+        monkeypatch.setattr(grid_sums, "TARGET_TAIL_SHARE", share)
+        da = DensityAttention(att, g, method="spectral")
+        spec = specs[share] = da._spec
+        assert isinstance(spec, grid_sums._TargetBessel)
+        ro = TARGET_ROUNDOFF * (spec.L + 16.0)
+        assert spec.tail[spec.L] <= max(grid_sums.SERIES_TAIL, share * ro)
+        m, st = da.mean_and_stats(x, rho)
+        assert st["split"] > 0, st
+        rel = np.linalg.norm(m - ref, axis=1)[big] / nr[big]
+        assert rel.max() <= 10 * TOL, (share, rel.max(), st)
+    assert specs[0.05].L < specs[0.0].L and specs[0.05].err <= 1.05 * specs[0.0].err
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "general-random"])
+def test_mirror_pairs_within_error_model(bname, monkeypatch):
+    """compiled.MIRROR_PAIRS: targets that are mirror images in the equator (GaussGrid face
+    points and cell centres with a diagonal B) share one synthesis; the sums stay within the
+    error model against long double, pairs or not, and equal the unpaired ones to rounding."""
+    from spherepde.dynamics.attention import compiled
+
+    g = GaussGrid(48)
+    B, beta = matrix(bname), 40.0
+    spec = grid_sums._TargetBessel(g, B, beta)
+    x = np.concatenate([FFSLSphere(g, lambda t, x: 0 * x).points[::3], g.xyz.reshape(-1, 3)[::7]])
+    w = density("vmf100", g.xyz) * g.cell_area
+    w /= w.sum()
+    z = x @ B
+    r = np.linalg.norm(z, axis=1)
+    first, second = compiled.mirror_pairs(z / r[:, None], beta * r)
+    if bname == "diag-0.1":
+        assert first.size > x.shape[0] // 4
+        assert np.array_equal(x[first] * [1, 1, -1], x[second])
+    else:  # no B-image of the grid is mirror symmetric
+        assert first.size == 0
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(compiled, "MIRROR_PAIRS", on)
+        got[on] = spec.sums(w, x)
+    xl, yl = x.astype(np.longdouble), g.xyz.reshape(-1, 3).astype(np.longdouble)
+    zl = xl @ B.astype(np.longdouble)
+    rl = np.sqrt(np.sum(zl * zl, axis=1))
+    k = np.exp(beta * (zl @ yl.T - rl[:, None])) * w.reshape(-1).astype(np.longdouble)
+    want = np.vstack([(k @ yl).T, k.sum(axis=1)]).astype(float)
+    for on, S in got.items():
+        assert np.max(np.abs(S - want)) <= spec.err, on
+    assert np.max(np.abs(got[True] - got[False])) <= 1e-14
+
+
+def test_mirror_pairs_same_bits_on_one_and_two_threads(monkeypatch):
+    """The paired synthesis (compiled.bessel_sums with mirror pairs) gives the same bits on one
+    and on two numba threads."""
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba started with one thread")
+    g = GaussGrid(48)
+    spec = grid_sums._TargetBessel(g, matrix("diag-0.1"), 40.0)
+    x = FFSLSphere(g, lambda t, x: 0 * x).points
+    w = density("vmf100", g.xyz) * g.cell_area
+    before = numba.get_num_threads()
+    got = {}
+    try:
+        for nt in (1, 2):
+            numba.set_num_threads(nt)
+            got[nt] = spec.sums(w, x)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(got[1], got[2])

@@ -72,6 +72,13 @@ import numpy as np
 
 from spherepde.grids.geometry import lat_lon_tiles
 
+#: bessel_sums synthesises each pair of targets that are mirror images in the equator (bitwise,
+#: same κ: :func:`mirror_pairs`) once, the second from the same Legendre recurrence (the terms
+#: with l + m even and odd summed apart; issue 23, sixth session: the face points of a GaussGrid
+#: pair up for diagonal B, halving the synthesis of the concentrated β = 100 rows of diagonal B)
+MIRROR_PAIRS = True
+#: ... from this degree on (below, finding the pairs costs about what they save)
+MIRROR_MIN_DEGREE = 24
 #: smallest tolerance the compiled sums serve (their own error is ≤ 3e-14, see the docstring)
 MIN_TOL = 1e-12
 #: relative error of each exponential term (64 · 2 ulps, module docstring)
@@ -187,6 +194,59 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int,
     out = np.empty((4, n))
     if n == 0:
         return out
+    kappa = np.asarray(kappa, dtype=float)
+    if MIRROR_PAIRS and n >= 2 and L >= MIRROR_MIN_DEGREE:
+        first, second = mirror_pairs(u, kappa)
+        if first.size:  # each pair synthesised once (its first), the second from its mirror sums
+            single = np.ones(n, bool)
+            single[second] = False
+            keep = np.flatnonzero(single)  # the firsts and the unpaired, in their order
+            pos = np.empty(n, np.int64)
+            pos[keep] = np.arange(keep.size)
+            deg = None
+            if degrees is not None:  # (a pair stops at the larger of its two degrees)
+                deg = np.array(degrees, dtype=np.int64)
+                deg[first] = np.maximum(deg[first], deg[second])
+                deg = deg[keep]
+            res, mir = _bessel_sums(bessel_synthesis, a, kappa[keep], u[keep], rec, L, deg, True)
+            out[:, keep] = res
+            out[:, second] = mir[:, pos[first]]
+            return out
+    return _bessel_sums(bessel_synthesis, a, kappa, u, rec, L, degrees, False)[0]
+
+
+def mirror_pairs(u: np.ndarray, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(first, second): the pairs of unit points whose coordinates are bitwise (u₀, u₁, ±u₂),
+    u₂ ≠ 0, with the same κ (bitwise), among u (n, 3) with their κ (n,): the mirror images in
+    the equator of one another (the face points and cell centres of a GaussGrid, whose
+    latitudes are symmetric, for B that keeps the equator: diagonal B).  ``first`` holds the
+    one with u₂ > 0.  Points that occur more than twice are left unpaired."""
+    ub = np.ascontiguousarray(u, dtype=float).view(np.uint64)
+    kb = np.ascontiguousarray(kappa, dtype=float).view(np.uint64)
+    # one sort by a hash of the bits of (u₀, u₁, |u₂|, κ); runs of exactly two equal hashes are
+    # then checked exactly (the order among equal hashes does not matter)
+    with np.errstate(over="ignore"):
+        h = (ub[:, 0] * np.uint64(0x9E3779B97F4A7C15)) ^ (ub[:, 1] * np.uint64(0xC2B2AE3D27D4EB4F))
+        h ^= (ub[:, 2] & np.uint64(0x7FFFFFFFFFFFFFFF)) * np.uint64(0x165667B19E3779F9)
+        h ^= kb * np.uint64(0x27D4EB2F165667C5)
+    order = np.argsort(h)
+    hs = h[order]
+    eq = hs[1:] == hs[:-1]
+    two = eq & np.r_[True, ~eq[:-1]] & np.r_[~eq[1:], True]
+    a, b = order[:-1][two], order[1:][two]
+    ua, ub2 = u[a], u[b]
+    ok = ((ua[:, 0] == ub2[:, 0]) & (ua[:, 1] == ub2[:, 1]) & (ua[:, 2] == -ub2[:, 2])
+          & (ua[:, 2] != 0.0) & (kappa[a] == kappa[b]))
+    a, b = a[ok], b[ok]
+    up = u[a, 2] > 0.0
+    return np.where(up, a, b), np.where(up, b, a)
+
+
+def _bessel_sums(bessel_synthesis, a, kappa, u, rec, L, degrees, mirror: bool):
+    """:func:`bessel_sums` by the kernel: (sums (4, n), mirror sums (4, n) or None)."""
+    n = u.shape[0]
+    out = np.empty((4, n))
+    mir = np.empty((4, n) if mirror else (4, 0))
     kmax = float(np.max(kappa))
     N = L + 32 + int(math.sqrt(100.0 * kmax + 100.0))
     ra, rb = rec[0], rec[1]
@@ -203,12 +263,16 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int,
                      np.ascontiguousarray(kappa),
                      np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag),
                      np.ascontiguousarray(ra.T), np.ascontiguousarray(rb.T), rc, int(L), int(N), out,
-                     Lt)
+                     Lt, mir)
     if order is not None:
         back = np.empty_like(out)
         back[:, order] = out
-        return back
-    return out
+        out = back
+        if mirror:
+            back = np.empty_like(mir)
+            back[:, order] = mir
+            mir = back
+    return out, (mir if mirror else None)
 
 
 def _tiles(p: np.ndarray, size: int):

@@ -366,13 +366,17 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             kept[i] = npair
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt):
+def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
     """out[f, i] = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_{m} y_lm(μ_i) Re(a_f,ml e^{imλ_i}) (real-field
     synthesis with per-target scaled Bessel weights; module :func:`bessel_sums`).  ``Lt`` (n,)
-    or empty: a degree per target (≤ L); a block of targets sums to its largest."""
+    or empty: a degree per target (≤ L); a block of targets sums to its largest.  ``mir``
+    (4, n) or (4, 0): if (4, n), also the same sums at the mirror image (μ → −μ, same λ and κ)
+    of each target, mir[f, i]: y_lm(−μ) = (−1)^{l+m} y_lm(μ), so the terms with l + m even
+    and odd are summed apart (E, O) and out = E + O, mir = E − O: one recurrence for both."""
     BS = 32
     n = mu.size
     y0 = 1.0 / math.sqrt(4.0 * math.pi)
+    both = mir.shape[1] == n and n > 0
     for bi in prange((n + BS - 1) // BS):
         b0 = bi * BS
         nb = min(BS, n - b0)
@@ -382,7 +386,9 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt):
         er, ei, cl, sl = np.ones(BS), np.zeros(BS), np.ones(BS), np.zeros(BS)
         ymm, p1, p2 = np.full(BS, y0), np.empty(BS), np.empty(BS)
         q = np.empty((8, BS))
+        qo = np.empty((8, BS)) if both else q  # the odd l + m (the same array: one sum)
         acc = np.zeros((4, BS))
+        accm = np.zeros((4, BS)) if both else acc
         for i in range(nb):
             inv[i] = 1.0 / kap[b0 + i]
         for l in range(N, 0, -1):  # Miller: ĩ_l/ĩ_{l−1} = 1/((2l+1)/κ + ĩ_{l+1}/ĩ_l)
@@ -426,52 +432,152 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt):
                 for f in range(4):
                     q[2 * f, i] = w * ar[m, m, f]
                     q[2 * f + 1, i] = w * ai[m, m, f]
-            for l in range(m + 1, Lb + 1):
-                a_, b_ = raT[m, l], rbT[m, l]
-                c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
-                c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+            if both:
                 for i in range(BS):
-                    p = a_ * (x[i] * p1[i] - b_ * p2[i])
-                    p2[i] = p1[i]
-                    p1[i] = p
-                    w = Ib[l, i] * p
-                    q[0, i] += w * c0r
-                    q[1, i] += w * c0i
-                    q[2, i] += w * c1r
-                    q[3, i] += w * c1i
-                    q[4, i] += w * c2r
-                    q[5, i] += w * c2i
-                    q[6, i] += w * c3r
-                    q[7, i] += w * c3i
-            for i in range(BS):
-                for f in range(4):
-                    acc[f, i] += q[2 * f, i] * er[i] - q[2 * f + 1, i] * ei[i]
+                    for k in range(8):
+                        qo[k, i] = 0.0
+            if both:  # l − m odd into qo, even into q
+                for l in range(m + 1, Lb + 1):
+                    a_, b_ = raT[m, l], rbT[m, l]
+                    c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
+                    c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+                    qq = q if (l - m) % 2 == 0 else qo
+                    for i in range(BS):
+                        p = a_ * (x[i] * p1[i] - b_ * p2[i])
+                        p2[i] = p1[i]
+                        p1[i] = p
+                        w = Ib[l, i] * p
+                        qq[0, i] += w * c0r
+                        qq[1, i] += w * c0i
+                        qq[2, i] += w * c1r
+                        qq[3, i] += w * c1i
+                        qq[4, i] += w * c2r
+                        qq[5, i] += w * c2i
+                        qq[6, i] += w * c3r
+                        qq[7, i] += w * c3i
+            else:
+                for l in range(m + 1, Lb + 1):
+                    a_, b_ = raT[m, l], rbT[m, l]
+                    c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
+                    c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+                    for i in range(BS):
+                        p = a_ * (x[i] * p1[i] - b_ * p2[i])
+                        p2[i] = p1[i]
+                        p1[i] = p
+                        w = Ib[l, i] * p
+                        q[0, i] += w * c0r
+                        q[1, i] += w * c0i
+                        q[2, i] += w * c1r
+                        q[3, i] += w * c1i
+                        q[4, i] += w * c2r
+                        q[5, i] += w * c2i
+                        q[6, i] += w * c3r
+                        q[7, i] += w * c3i
+            if both:
+                for i in range(BS):
+                    for f in range(4):
+                        re = q[2 * f, i] * er[i] - q[2 * f + 1, i] * ei[i]
+                        ro = qo[2 * f, i] * er[i] - qo[2 * f + 1, i] * ei[i]
+                        acc[f, i] += re + ro
+                        accm[f, i] += re - ro
+            else:
+                for i in range(BS):
+                    for f in range(4):
+                        acc[f, i] += q[2 * f, i] * er[i] - q[2 * f + 1, i] * ei[i]
         for i in range(nb):
             for f in range(4):
                 out[f, b0 + i] = acc[f, i]
+        if both:
+            for i in range(nb):
+                for f in range(4):
+                    mir[f, b0 + i] = accm[f, i]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bound_sum(u0, u1, u2, k, cen, cosr, sinr, W, suffix, theta, cosb, sinb, max_tiles):
+    """below_bound's sum for one direction u (unit) and κ = k, the tiles widened by an angle b
+    (cos b, sin b; b = 0: cosb = 1, sinb = 0): Σ_t W_t e^{k(cos(max(∠(u, c_t) − r_t − b, 0)) − 1)}
+    until it is known to lie below theta or not (below_bound's rule); −1 when that is not
+    known after ``max_tiles`` tiles (> 0)."""
+    nt = W.shape[0]
+    s = 0.0
+    for q in range(nt + 1):
+        if s + suffix[q] < theta or q == nt or s >= theta:
+            return s + suffix[q]
+        if max_tiles > 0 and q == max_tiles:
+            return -1.0
+        ct = u0 * cen[q, 0] + u1 * cen[q, 1] + u2 * cen[q, 2]
+        # cos R, sin R of R = r_t + b (R ≥ π: every angle is within R)
+        cR = cosr[q] * cosb - sinr[q] * sinb
+        sR = sinr[q] * cosb + cosr[q] * sinb
+        if sR < 0.0 or ct >= cR:
+            cc = 1.0
+        else:
+            cc = ct * cR + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sR
+        s += W[q] * math.exp(k * (min(cc + COS_MARGIN, 1.0) - 1.0))
+    return s
 
 
 @njit(parallel=True, cache=True, nogil=True)
-def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out):
+def below_bound(u, kap, cen, cosr, sinr, W, suffix, theta, out, block, max_tiles):
     """An upper bound on Σ_j w_j e^{κ_i(⟨u_i, y_j⟩ − 1)} over unit sources y_j in tiles t (centre
     c_t, angular radius r_t, total weight W_t): Σ_t W_t e^{κ_i(cos(max(∠(u_i, c_t) − r_t, 0)) − 1)},
     summed only until it is known to lie below ``theta`` or not.  Tiles in decreasing W_t,
     suffix[q] = Σ_{t ≥ q} W_t (suffix[nt] = 0): each term is ≤ W_t, so after q tiles the bound is
     at most s + suffix[q].  out[i]: that bound where it is < theta (the sum so far plus the
-    suffix), else a number ≥ theta.  Each target alone: the same bits on any number of
-    threads."""
-    nt = W.shape[0]
+    suffix), else a number ≥ theta.  ``block`` > 0: the targets are first taken in runs of that
+    many (in their order), each run bounded at once (its centre, angular radius b and smallest
+    κ — each term e^{κ(cc − 1)}, cc ≤ 1, falls with κ —: the tiles widened by b bound every
+    target of the run), and a run whose bound is < theta
+    gives it to each of its targets; the others are bounded one by one (``max_tiles`` > 0: out
+    = −1 where that is not known after so many tiles, for the caller).  Each run alone: the
+    same bits on any number of threads."""
+    n = u.shape[0]
+    bs = max(block, 1)
+    for bi in prange((n + bs - 1) // bs):
+        lo, hi = bi * bs, min(bi * bs + bs, n)
+        if block > 0 and hi - lo > 1:
+            c0 = c1 = c2 = 0.0
+            kmin = np.inf
+            for i in range(lo, hi):
+                c0 += u[i, 0]
+                c1 += u[i, 1]
+                c2 += u[i, 2]
+                kmin = min(kmin, kap[i])
+            nrm = math.sqrt(c0 * c0 + c1 * c1 + c2 * c2)
+            if nrm > 1e-300:
+                c0, c1, c2 = c0 / nrm, c1 / nrm, c2 / nrm
+                rb = 0.0
+                for i in range(lo, hi):
+                    ct = u[i, 0] * c0 + u[i, 1] * c1 + u[i, 2] * c2
+                    rb = max(rb, math.acos(min(1.0, max(-1.0, ct))))
+                # a little more than the farthest target: a bound after rounding
+                rb = min(rb * (1.0 + 1e-12) + 1e-15, math.pi)
+                sb = _bound_sum(c0, c1, c2, kmin, cen, cosr, sinr, W, suffix, theta,
+                                math.cos(rb), math.sin(rb), 0)
+                if sb < theta:
+                    for i in range(lo, hi):
+                        out[i] = sb
+                    continue
+        for i in range(lo, hi):
+            out[i] = _bound_sum(u[i, 0], u[i, 1], u[i, 2], kap[i], cen, cosr, sinr, W, suffix,
+                                theta, 1.0, 0.0, max_tiles)
+
+
+@njit(parallel=True, cache=True, nogil=True)
+def window_sums(u, kap, row, col, xyz, w, half, out):
+    """out[i] = Σ w[a, b] e^{κ_i(⟨u_i, xyz[a, b]⟩ − 1)} over the rows a = row_i − half …
+    row_i + half − 1 (those on the grid) and the columns b = col_i − half + 1 … col_i + half
+    (mod nlon; at most nlon of them) of the cells of a lat–lon grid: part of the sum over all
+    cells, each target alone (the same bits on any number of threads)."""
+    nlat, nlon = w.shape
+    nc = min(2 * half, nlon)
     for i in prange(u.shape[0]):
         u0, u1, u2, k = u[i, 0], u[i, 1], u[i, 2], kap[i]
         s = 0.0
-        for q in range(nt + 1):
-            if s + suffix[q] < theta or q == nt or s >= theta:
-                s = s + suffix[q]
-                break
-            ct = u0 * cen[q, 0] + u1 * cen[q, 1] + u2 * cen[q, 2]
-            if ct >= cosr[q]:
-                cc = 1.0
-            else:
-                cc = ct * cosr[q] + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sinr[q]
-            s += W[q] * math.exp(k * (min(cc + COS_MARGIN, 1.0) - 1.0))
+        for a in range(max(row[i] - half, 0), min(row[i] + half, nlat)):
+            for q in range(nc):
+                b = (col[i] - half + 1 + q) % nlon
+                s += w[a, b] * math.exp(k * (u0 * xyz[a, b, 0] + u1 * xyz[a, b, 1]
+                                             + u2 * xyz[a, b, 2] - 1.0))
         out[i] = s

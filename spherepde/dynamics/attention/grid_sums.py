@@ -50,6 +50,26 @@ TARGET_CACHE_BYTES = 64 * 2**20
 #: _TargetBessel: each target's synthesis stops at the degree its own κ = β|Bᵀx| needs for the
 #: tail at β‖B‖₂ and L (funk_hecke.degree_levels), not at L for every target
 PER_TARGET_DEGREE = True
+#: _TargetBessel truncates its series where the kernel tail drops below this share of its
+#: round-off term TARGET_ROUNDOFF·(L + 16) (or below SERIES_TAIL, if larger), not at SERIES_TAIL:
+#: its bound ``err`` = tail + round-off grows by at most this share, and the synthesis, O(L²)
+#: per target, shrinks (κ = 100: L = 84 in place of 90; issue 23, sixth session:
+#: benchmarks/results/attention_sixth_session.json).  0 truncates at SERIES_TAIL, as before
+TARGET_TAIL_SHARE = 0.05
+#: _TargetBessel.upper_bound bounds runs of this many consecutive targets at once first (the
+#: face points of the transport come ring by ring: a run is a short arc), then one by one the
+#: targets of the runs whose bound is not below the level (compiled_numba.below_bound); 0: one
+#: by one only (issue 23, sixth session)
+BOUND_RUN = 16
+#: _TargetBessel.upper_bound sums the 2·WINDOW_HALF × 2·WINDOW_HALF cells nearest to each target
+#: that neither its run (BOUND_RUN) nor BOUND_TRY tiles settle exactly (_window_terms), and
+#: bounds by all the tiles only the targets where that stays below the level (on a diffuse
+#: density every target reaches it there, while the tile bound, whose tiles come in the order
+#: of their weights, visits most tiles before it knows: issue 23, sixth session); 0: the tile
+#: bound for every target
+WINDOW_HALF = 3
+#: ... after at most this many tiles per target (a broad kernel settles it in a few)
+BOUND_TRY = 8
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 32-cell tiles find 93–96 % of the targets the first pass rejects, in about
 #: half the time of 16-cell tiles, which find 96–98 %: docs/prototypes/issue23/skip_rejected.json)
@@ -271,6 +291,27 @@ def _near_cell_terms(grid, w: np.ndarray, u: np.ndarray, kappa) -> np.ndarray:
     return best
 
 
+def _window_terms(grid, w: np.ndarray, u: np.ndarray, kappa: np.ndarray,
+                  half: int | None = None) -> np.ndarray:
+    """(n,): Σ w_j e^{κ_i(⟨u_i, y_j⟩ − 1)} over the 2·half × 2·half cells of ``grid`` around
+    each unit u_i (n, 3) (half = :data:`WINDOW_HALF`; rows clipped at the poles, at most nlon
+    columns): part of the sum over every cell, so a lower bound on it up to the rounding of a
+    sum of positive terms (compiled_numba.window_sums; each target alone, the same bits on any
+    number of threads)."""
+    from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
+
+    g = grid
+    lat = np.arcsin(np.clip(u[:, 2], -1.0, 1.0))
+    lon = np.arctan2(u[:, 1], u[:, 0])
+    j = np.clip(np.searchsorted(-g.lat, -lat), 1, g.nlat - 1).astype(np.int64)
+    i = np.floor(np.mod(lon, 2 * np.pi) / g.dlon).astype(np.int64) % g.nlon
+    out = np.empty(u.shape[0])
+    K.window_sums(np.ascontiguousarray(u, dtype=float), np.ascontiguousarray(kappa, dtype=float),
+                  j, i, np.ascontiguousarray(g.xyz), np.ascontiguousarray(w, dtype=float),
+                  int(WINDOW_HALF if half is None else half), out)
+    return out
+
+
 def _ring_legendre(mu: np.ndarray, rec) -> np.ndarray:
     """Orthonormal y_lm(μ) without the Condon–Shortley phase (grids.rings.legendre_table), as
     [m, ring, l] (0 for m > l), for rings at μ (sin θ = √((1 − μ)(1 + μ))).  Elementwise in the
@@ -316,7 +357,9 @@ class _TargetBessel(_SpectralSphere):
         if not self.possible:
             return
         _SphereKernel.__init__(self, self.kappa, lmax)
-        below = np.flatnonzero(self.tail <= SERIES_TAIL)
+        l = np.arange(self.tail.size)
+        below = np.flatnonzero(self.tail <= np.maximum(
+            SERIES_TAIL, TARGET_TAIL_SHARE * TARGET_ROUNDOFF * (l + 16.0)))
         L = max(1, min(lmax, int(below[0]) if below.size else lmax))
         self._truncate(L, TARGET_ROUNDOFF * (L + 16.0))
 
@@ -351,9 +394,27 @@ class _TargetBessel(_SpectralSphere):
         suffix = np.r_[np.cumsum(W[::-1])[::-1], 0.0]
         z = x @ self.B
         r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
+        u = np.ascontiguousarray(z / r[:, None])
+        kap = self.beta * r
+        args = (cen, np.cos(rad), np.sin(rad), W, suffix, float(theta))
         out = np.empty(x.shape[0])
-        K.below_bound(np.ascontiguousarray(z / r[:, None]), self.beta * r, cen, np.cos(rad),
-                      np.sin(rad), W, suffix, float(theta), out)
+        if WINDOW_HALF > 0:
+            # runs first, then each target of the runs not below theta by at most BOUND_TRY
+            # tiles; where that did not settle it, the exact sum over the cells around it, part of
+            # S̃_1: where it reaches theta the target cannot be skipped (that sum is "a number
+            # ≥ theta"); the rest by all the tiles
+            K.below_bound(u, kap, *args, out, int(BOUND_RUN), int(BOUND_TRY))
+            todo = np.flatnonzero(out < 0.0)
+            if todo.size:
+                out[todo] = _window_terms(self.grid, w, u[todo], kap[todo])
+                todo = todo[out[todo] < theta]
+            if todo.size:
+                ob = np.empty(todo.size)
+                K.below_bound(np.ascontiguousarray(u[todo]), np.ascontiguousarray(kap[todo]),
+                              *args, ob, 0, 0)
+                out[todo] = ob
+        else:
+            K.below_bound(u, kap, *args, out, int(BOUND_RUN), 0)
         # (1 + 1e-9: the rounding of the sums, a relative 1e-13 at most)
         return out * (1.0 + 1e-9)
 
