@@ -161,7 +161,8 @@ def sync_path(conv, out, *cli):
     with contextlib.redirect_stdout(buf):
         cli_main(args)
     data = {"script": "docs/prototypes/issue20/hybrid/hybrid.py", "conv": conv,
-            "command": "spherepde " + " ".join(a for a in args if not a.startswith("/")),
+            "command": "spherepde " + " ".join(a for i, a in enumerate(args)
+                                               if a != "--output" and (i == 0 or args[i - 1] != "--output")),
             **json.loads(buf.getvalue())}
     with open(out, "w") as f:
         json.dump(data, f, indent=1)
