@@ -436,43 +436,25 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
                 for i in range(BS):
                     for k in range(8):
                         qo[k, i] = 0.0
-            if both:  # l − m odd into qo, even into q
-                for l in range(m + 1, Lb + 1):
-                    a_, b_ = raT[m, l], rbT[m, l]
-                    c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
-                    c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
-                    qq = q if (l - m) % 2 == 0 else qo
-                    for i in range(BS):
-                        p = a_ * (x[i] * p1[i] - b_ * p2[i])
-                        p2[i] = p1[i]
-                        p1[i] = p
-                        w = Ib[l, i] * p
-                        qq[0, i] += w * c0r
-                        qq[1, i] += w * c0i
-                        qq[2, i] += w * c1r
-                        qq[3, i] += w * c1i
-                        qq[4, i] += w * c2r
-                        qq[5, i] += w * c2i
-                        qq[6, i] += w * c3r
-                        qq[7, i] += w * c3i
-            else:
-                for l in range(m + 1, Lb + 1):
-                    a_, b_ = raT[m, l], rbT[m, l]
-                    c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
-                    c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
-                    for i in range(BS):
-                        p = a_ * (x[i] * p1[i] - b_ * p2[i])
-                        p2[i] = p1[i]
-                        p1[i] = p
-                        w = Ib[l, i] * p
-                        q[0, i] += w * c0r
-                        q[1, i] += w * c0i
-                        q[2, i] += w * c1r
-                        q[3, i] += w * c1i
-                        q[4, i] += w * c2r
-                        q[5, i] += w * c2i
-                        q[6, i] += w * c3r
-                        q[7, i] += w * c3i
+            # l − m odd into qo, even into q (qo is q itself without a mirror pair: one sum)
+            for l in range(m + 1, Lb + 1):
+                a_, b_ = raT[m, l], rbT[m, l]
+                c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
+                c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+                qq = q if (l - m) % 2 == 0 else qo
+                for i in range(BS):
+                    p = a_ * (x[i] * p1[i] - b_ * p2[i])
+                    p2[i] = p1[i]
+                    p1[i] = p
+                    w = Ib[l, i] * p
+                    qq[0, i] += w * c0r
+                    qq[1, i] += w * c0i
+                    qq[2, i] += w * c1r
+                    qq[3, i] += w * c1i
+                    qq[4, i] += w * c2r
+                    qq[5, i] += w * c2i
+                    qq[6, i] += w * c3r
+                    qq[7, i] += w * c3i
             if both:
                 for i in range(BS):
                     for f in range(4):
