@@ -89,7 +89,7 @@ def run(mode, nlat0, lmax, dt, mpc=0.83, t_end=18.0, every=0.5):
     n_out, n_end = round(every / dt), round(t_end / dt)
     for k in range(n_end + 1):
         if k % n_out == 0:
-            x, w = st.points(s) if mode == "hybrid-attention" else st.measure(s)
+            x, w = st.measure(s)
             rows.append({"t": round(t, 10), "energy": scaled_interaction_energy(x, w, att.beta),
                          "dist_V": float(np.sqrt(np.sum(w * (x[:, 1] ** 2 + x[:, 2] ** 2)) / w.sum())),
                          "mass_error": float(w.sum() - 1), "leaves": int(s[0, 0])})

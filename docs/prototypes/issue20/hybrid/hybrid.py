@@ -100,10 +100,6 @@ class HybridAMR(AMRDensity):
         m[i] = 0.0
         return self.pack(mesh.leaves, m, steps)
 
-    def points(self, state):
-        xl, ml = self.measure(state)
-        return np.concatenate([xl, self.X]), np.concatenate([ml, self.W])
-
     # ---- common noise without attention, through the run pipeline ------------------------
     # (the atoms live on the stepper, not in the state array: enough for one straight run)
     def step(self, state, t, dt):
@@ -122,6 +118,7 @@ class HybridAMR(AMRDensity):
         return self.convert(super().step(state, t, dt))
 
     def measure(self, state):
+        """Leaves (centres, masses) and the points."""
         xl, ml = super().measure(state)
         return (np.concatenate([xl, self.X]), np.concatenate([ml, self.W])) if self.W.size else (xl, ml)
 
@@ -195,7 +192,7 @@ def run(conv, nlat0=24, lmax=2, mpc=0.83, t_end=18.0, dt=0.1, every=0.5, amplitu
     n_out = round(every / dt)
     for k in range(round(t_end / dt) + 1):
         if k % n_out == 0:
-            x, w = st.points(s)
+            x, w = st.measure(s)
             rows.append({"t": round(t, 10), "energy": scaled_interaction_energy(x, w, att.beta),
                          "dist_V": float(np.sqrt(np.sum(w * (x[:, 1] ** 2 + x[:, 2] ** 2)) / w.sum())),
                          "mass_error": float(w.sum() - 1), "atoms": int(st.W.size),
