@@ -44,39 +44,40 @@ def received(att, x, m, block=1024):
     return R
 
 
-class AttentionRefined(AMRDensity):
+class _IndicatorRefined:
+    """The amr sub-step's end (AMRDensity._finish_substep) with the adapt pass flagging leaves by
+    max(m, R): ``indicator(mesh, m, t)`` gives (R (n,), the split mass it is compared with)."""
+
+    def _finish_substep(self, mesh, m, steps, t, regrid=False):
+        if np.any(m < 0):
+            raise RuntimeError("negative mass")
+        steps += 1
+        if regrid or steps % self.regrid_every == 0:
+            R, m_split = self.indicator(mesh, m, t)
+            new = adapt(mesh, m, m_split, self._limit, self.max_cells, indicator=R)
+            if new is not None:
+                self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
+                return mesh, new[1], steps, True
+        return mesh, m, steps, False
+
+
+class AttentionRefined(_IndicatorRefined, AMRDensity):
     #: a leaf splits when the attention it receives exceeds m_split / R_FACTOR
     R_FACTOR = 1.0
 
-    def _finish_substep(self, mesh, m, steps, t, regrid=False):
-        if np.any(m < 0):
-            raise RuntimeError("negative mass")
-        steps += 1
-        if regrid or steps % self.regrid_every == 0:
-            R = received(self.velocity, mesh.xc, m) * float(m.sum()) * self.R_FACTOR
-            new = adapt(mesh, m, self.m_split * float(m.sum()), self._limit, self.max_cells, indicator=R)
-            if new is not None:
-                self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
-                return mesh, new[1], steps, True
-        return mesh, m, steps, False
+    def indicator(self, mesh, m, t):
+        total = float(m.sum())
+        return received(self.velocity, mesh.xc, m) * total * self.R_FACTOR, self.m_split * total
 
 
-class HybridRefined(HybridAMR):
+class HybridRefined(_IndicatorRefined, HybridAMR):
     """HybridAMR (collapsed clusters as points) refined by the attention the leaves receive from
     leaves and points."""
 
-    def _finish_substep(self, mesh, m, steps, t, regrid=False):
-        if np.any(m < 0):
-            raise RuntimeError("negative mass")
-        steps += 1
-        if regrid or steps % self.regrid_every == 0:
-            xa = self.atoms_at(t)
-            R = received(self.velocity, np.concatenate([mesh.xc, xa]), np.concatenate([m, self.W]))[:m.size]
-            new = adapt(mesh, m, self.m_split, self._limit, self.max_cells, indicator=R)
-            if new is not None:
-                self._mesh = mesh = self._mesh_cls(self.nlat0, self.lmax, new[0])
-                return mesh, new[1], steps, True
-        return mesh, m, steps, False
+    def indicator(self, mesh, m, t):
+        xa = self.atoms_at(t)
+        R = received(self.velocity, np.concatenate([mesh.xc, xa]), np.concatenate([m, self.W]))[:m.size]
+        return R, self.m_split
 
 
 def run(mode, nlat0, lmax, dt, mpc=0.83, t_end=18.0, every=0.5):

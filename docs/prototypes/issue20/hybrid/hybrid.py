@@ -38,6 +38,7 @@ from spherepde.dynamics.energy import scaled_interaction_energy
 from spherepde.grids import GaussGrid
 from spherepde.grids.geometry import lonlat_to_xyz
 from spherepde.solvers.eulerian.amr import AMRDensity
+from spherepde.solvers.lagrangian.remap import deposit_on_grid
 
 
 def _unit(x):
@@ -107,14 +108,9 @@ class HybridAMR(AMRDensity):
             return super().step(state, t, dt)
         if self.W.size:  # Heun with the step's frozen noise velocity ΔW/Δt, as the leaves
             coef = np.asarray(self.path.increment(t, t + dt), float) / dt
-
-            def u(X):
-                v = self.noise.values(coef, X)
-                return v - np.sum(v * X, axis=1, keepdims=True) * X
-
-            U0 = u(self.X)
+            U0 = self.noise.tangent_values(coef, self.X)
             X1 = _unit(self.X + dt * U0)
-            self.X = _unit(self.X + 0.5 * dt * (U0 + u(X1)))
+            self.X = _unit(self.X + 0.5 * dt * (U0 + self.noise.tangent_values(coef, X1)))
         return self.convert(super().step(state, t, dt))
 
     def measure(self, state):
@@ -128,14 +124,7 @@ class HybridAMR(AMRDensity):
     def field(self, state):
         out = super().field(state)
         if self.W.size:  # each point's mass into the output cell that holds it
-            g = self.output_grid
-            lat = np.arcsin(np.clip(self.X[:, 2], -1, 1))
-            lon = np.mod(np.arctan2(self.X[:, 1], self.X[:, 0]), 2 * math.pi)
-            faces = np.asarray(g.lat_faces)
-            i = (np.searchsorted(-faces, -lat) if faces[0] > faces[-1] else np.searchsorted(faces, lat)) - 1
-            i = np.clip(i, 0, g.nlat - 1)
-            j = np.clip((np.mod(lon - g.lon_faces[0], 2 * math.pi) / g.dlon).astype(int), 0, g.nlon - 1)
-            np.add.at(out, (i, j), self.W / g.cell_area[i, j])
+            out += deposit_on_grid(self.output_grid, self.X, self.W)
         return out
 
 
