@@ -340,3 +340,117 @@ def test_mirror_pairs_same_bits_on_one_and_two_threads(monkeypatch):
     finally:
         numba.set_num_threads(before)
     np.testing.assert_array_equal(got[1], got[2])
+
+
+def _longdouble_sums(x, g, B, beta, w):
+    """(4, n): S̃_f(x) for f = y_1, y_2, y_3, 1 in long double (the error model's yardstick)."""
+    xl, yl = x.astype(np.longdouble), g.xyz.reshape(-1, 3).astype(np.longdouble)
+    zl = xl @ B.astype(np.longdouble)
+    rl = np.sqrt(np.sum(zl * zl, axis=1))
+    k = np.exp(beta * (zl @ yl.T - rl[:, None])) * w.reshape(-1).astype(np.longdouble)
+    return np.vstack([(k @ yl).T, k.sum(axis=1)]).astype(float)
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "general-random"])
+@pytest.mark.parametrize("dname", ["smooth", "vmf100"])
+@pytest.mark.parametrize("per_degree", [True, False])
+def test_target_groups_within_error_model(bname, dname, per_degree, monkeypatch):
+    """compiled.GROUP_TARGETS: targets sharing |u₃| and κ bitwise (GaussGrid face points and cell
+    centres with a diagonal B: their images under the reflections in the coordinate planes) share
+    one recurrence; the sums stay within the error model against long double, with and without
+    per-target degrees, and equal the mirror-paired and the single sums to rounding."""
+    from spherepde.dynamics.attention import compiled
+
+    monkeypatch.setattr(grid_sums, "PER_TARGET_DEGREE", per_degree)
+    g = GaussGrid(48)
+    B, beta = matrix(bname), 40.0
+    spec = grid_sums._TargetBessel(g, B, beta)
+    x = np.concatenate([FFSLSphere(g, lambda t, x: 0 * x).points[::3], g.xyz.reshape(-1, 3)[::7]])
+    w = density(dname, g.xyz) * g.cell_area
+    w /= w.sum()
+    z = x @ B
+    r = np.linalg.norm(z, axis=1)
+    order, starts = compiled.target_groups(z / r[:, None], beta * r)
+    assert np.array_equal(np.sort(order), np.arange(x.shape[0]))
+    ngroups = starts.size - 1
+    if bname == "diag-0.1":  # groups of up to 8: fewer recurrences than with mirror pairs
+        first, _ = compiled.mirror_pairs(z / r[:, None], beta * r)
+        assert ngroups < 0.9 * (x.shape[0] - first.size)
+        assert ngroups <= compiled.GROUP_MAX_SHARE * x.shape[0]
+        for g0, g1 in zip(starts[:-1], starts[1:]):  # each group: one |u₃| and one κ
+            mem = order[g0:g1]
+            assert np.all(np.abs(z[mem, 2] / r[mem]) == abs(z[mem[0], 2] / r[mem[0]]))
+            assert np.all(beta * r[mem] == beta * r[mem[0]])
+    else:  # no symmetry: the targets stay alone and the other paths run
+        assert ngroups > compiled.GROUP_MAX_SHARE * x.shape[0]
+    got = {}
+    for mode in ("groups", "pairs", "single"):
+        monkeypatch.setattr(compiled, "GROUP_TARGETS", mode == "groups")
+        monkeypatch.setattr(compiled, "MIRROR_PAIRS", mode == "pairs")
+        got[mode] = spec.sums(w, x)
+    want = _longdouble_sums(x, g, B, beta, w)
+    for mode, S in got.items():
+        assert np.max(np.abs(S - want)) <= spec.err, mode
+    assert np.max(np.abs(got["groups"] - got["pairs"])) <= 1e-14
+    assert np.max(np.abs(got["groups"] - got["single"])) <= 1e-14
+
+
+def test_target_groups_same_bits_on_one_and_two_threads():
+    """The grouped synthesis (compiled_numba.bessel_groups) gives the same bits on one and on
+    two numba threads."""
+    import numba
+
+    from spherepde.dynamics.attention import compiled
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba started with one thread")
+    assert compiled.GROUP_TARGETS
+    g = GaussGrid(48)
+    spec = grid_sums._TargetBessel(g, matrix("diag-0.1"), 40.0)
+    x = FFSLSphere(g, lambda t, x: 0 * x).points
+    w = density("smooth", g.xyz) * g.cell_area
+    before = numba.get_num_threads()
+    got = {}
+    try:
+        for nt in (1, 2):
+            numba.set_num_threads(nt)
+            got[nt] = spec.sums(w, x)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(got[1], got[2])
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
+@pytest.mark.parametrize("beta", [1.0, 40.0])
+@pytest.mark.parametrize("dname", ["smooth", "vmf100"])
+def test_floor_bound(bname, beta, dname, monkeypatch):
+    """grid_sums.FLOOR_BOUND: _TargetBessel.floor_bound is below S̃_1 (long double) at every
+    target; upper_bound skips the same targets with it and without it (it settles only targets
+    at or above the level), and DensityAttention's means are bitwise the same."""
+    g = GaussGrid(48 if beta < 30 else 64)  # (β‖B‖ = 60 needs degree 57)
+    B = matrix(bname)
+    spec = grid_sums._TargetBessel(g, B, beta)
+    x = targets(g, np.random.default_rng(7), 3 if beta < 30 else 5)
+    w = density(dname, g.xyz) * g.cell_area
+    w /= w.sum()
+    s1 = _longdouble_sums(x, g, B, beta, w)[3]
+    kap = beta * np.linalg.norm(x @ B, axis=1)
+    lo = spec.floor_bound(w, kap)
+    assert np.all(lo <= s1)
+    if dname == "smooth":  # ρ_min is half the mean: the bound is within a factor 4 of S̃_1
+        assert np.all(lo >= 0.25 * s1)
+    for theta in (1e-6, float(np.median(lo)) if dname == "smooth" else 1e-3):
+        ub = {}
+        for on in (True, False):
+            monkeypatch.setattr(grid_sums, "FLOOR_BOUND", on)
+            ub[on] = spec.upper_bound(w, x, theta)
+        np.testing.assert_array_equal(ub[True] < theta, ub[False] < theta)
+        below = ub[True] < theta
+        np.testing.assert_array_equal(ub[True][below], ub[False][below])
+    att = Attention(np.eye(3), B, np.eye(3), beta)
+    rho = density(dname, g.xyz)
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(grid_sums, "FLOOR_BOUND", on)
+        got[on] = DensityAttention(att, g, method="spectral").mean(x, rho)
+    np.testing.assert_array_equal(got[True], got[False])

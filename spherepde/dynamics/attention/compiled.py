@@ -86,6 +86,9 @@ MIRROR_MIN_DEGREE = 24
 #: |Bᵀx| and |u₃| to the bit often enough), where mirror pairs (MIRROR_PAIRS) made groups of 2
 #: (issue 23, seventh session).  Takes precedence over MIRROR_PAIRS; from MIRROR_MIN_DEGREE on
 GROUP_TARGETS = True
+#: ... where the groups number at most this share of the targets (else the targets are nearly all
+#: alone, as for B without a symmetry of the grid, and the mirror pairs' or the single path runs)
+GROUP_MAX_SHARE = 0.75
 #: smallest tolerance the compiled sums serve (their own error is ≤ 3e-14, see the docstring)
 MIN_TOL = 1e-12
 #: relative error of each exponential term (64 · 2 ulps, module docstring)
@@ -203,7 +206,9 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int,
         return out
     kappa = np.asarray(kappa, dtype=float)
     if GROUP_TARGETS and n >= 2 and L >= MIRROR_MIN_DEGREE:
-        return _bessel_groups(a, kappa, u, rec, L, degrees)
+        groups = target_groups(u, kappa)
+        if groups[1].size - 1 <= GROUP_MAX_SHARE * n:
+            return _bessel_groups(a, kappa, u, rec, L, degrees, groups)
     if MIRROR_PAIRS and n >= 2 and L >= MIRROR_MIN_DEGREE:
         first, second = mirror_pairs(u, kappa)
         if first.size:  # each pair synthesised once (its first), the second from its mirror sums
@@ -264,12 +269,12 @@ def target_groups(u: np.ndarray, kappa: np.ndarray) -> tuple[np.ndarray, np.ndar
     return order, np.r_[np.flatnonzero(new), order.size]
 
 
-def _bessel_groups(a, kappa, u, rec, L, degrees) -> np.ndarray:
-    """:func:`bessel_sums` with one recurrence per group of :func:`target_groups`."""
+def _bessel_groups(a, kappa, u, rec, L, degrees, groups) -> np.ndarray:
+    """:func:`bessel_sums` with one recurrence per group (``groups``: :func:`target_groups`)."""
     from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
 
     n = u.shape[0]
-    order, starts = target_groups(u, kappa)
+    order, starts = groups
     first = order[starts[:-1]]
     rep = np.repeat(np.arange(first.size), np.diff(starts))
     mu = np.clip(u[:, 2], -1.0, 1.0)

@@ -70,6 +70,12 @@ BOUND_RUN = 16
 WINDOW_HALF = 3
 #: ... after at most this many tiles per target (a broad kernel settles it in a few)
 BOUND_TRY = 8
+#: _TargetBessel.upper_bound settles first, at no cost, the targets whose S̃_1 the smallest
+#: density alone keeps at or above the level: S̃_1(x) ≥ ρ_min Σ_j |cell_j| e^{κ_x(⟨u_x, y_j⟩ − 1)}
+#: = ρ_min·4π(ĩ_0(κ_x) ± tail) (_TargetBessel.floor_bound).  On a diffuse density that is every
+#: target, whose bounds (runs, tiles, windows) had been a fifth of the call (issue 23, seventh
+#: session: docs/prototypes/issue23/profile_diffuse.json); False: the bounds for every target
+FLOOR_BOUND = True
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 32-cell tiles find 93–96 % of the targets the first pass rejects, in about
 #: half the time of 16-cell tiles, which find 96–98 %: docs/prototypes/issue23/skip_rejected.json)
@@ -352,6 +358,7 @@ class _TargetBessel(_SpectralSphere):
         self._sh: SphericalHarmonics | None = None
         self._bound_tiles: tuple | None = None  # upper_bound's tiles of the cells
         self._levels: tuple | None = None  # funk_hecke.degree_levels, for PER_TARGET_DEGREE
+        self._floor_tail: float | None = None  # floor_bound's kernel tail
         lmax = grid.lmax
         self.possible = lmax * lmax >= 2.0 * self.kappa and compiled.available()
         if not self.possible:
@@ -373,6 +380,24 @@ class _TargetBessel(_SpectralSphere):
         r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
         return _near_cell_terms(self.grid, w, z / r[:, None], self.beta * r)
 
+    def floor_bound(self, w: np.ndarray, kap: np.ndarray) -> np.ndarray:
+        """(n,): a lower bound on S̃_1 at targets with κ_x = ``kap`` from the smallest density
+        alone.  With ρ_min = min_j w_j/|cell_j|, S̃_1(x) ≥ ρ_min Σ_j |cell_j| e^{κ_x(⟨u_x, y_j⟩ − 1)};
+        the Gauss grid integrates every Y_lm with 1 ≤ l ≤ 2·nlat − 1 to zero, so by Funk–Hecke
+        that sum is 4π ĩ_0(κ_x) to within 4π·tail(2·nlat − 1; κ_x) (the kernel series beyond that
+        degree, sup norm), and the tail grows with κ there (every term has l > κ): ≤ the tail at
+        β‖B‖₂.  Zeros where the grid is too coarse for that (2·nlat − 1 < β‖B‖₂); a relative
+        1e-9 off for the rounding (of the cell areas, ĩ_0, the sums: ≤ 1e-13 relative)."""
+        g = self.grid
+        lq = 2 * g.nlat - 1
+        if lq < self.kappa:
+            return np.zeros(kap.shape)
+        if self._floor_tail is None:
+            self._floor_tail = float(_SphereKernel(self.kappa, lq).tail[lq])
+        rmin = float(np.min(np.asarray(w, float).reshape(-1) / np.asarray(g.cell_area).reshape(-1)))
+        i0 = -np.expm1(-2.0 * kap) / (2.0 * kap)
+        return np.maximum(rmin * 4.0 * math.pi * (i0 - self._floor_tail), 0.0) * (1.0 - 1e-9)
+
     def upper_bound(self, w: np.ndarray, x: np.ndarray, theta: float) -> np.ndarray:
         """(n,): where < ``theta``, an upper bound on S̃_1(x) at the targets x (n, 3); elsewhere
         some number ≥ theta (S̃_1(x) may be above theta).  The bound is
@@ -380,6 +405,20 @@ class _TargetBessel(_SpectralSphere):
         :data:`BOUND_TILE` cells (centre c_t, angular radius r_t, total weight W_t;
         compiled_numba.below_bound): it finds the targets the certification would reject
         anyway, whose spectral sums need not be synthesised (:func:`.certify._certified_mean`)."""
+        if FLOOR_BOUND:  # the targets the smallest density keeps at or above theta: settled
+            z = x @ self.B
+            kap = self.beta * np.maximum(np.linalg.norm(z, axis=1), 1e-300)
+            lo = self.floor_bound(w, kap)
+            rest = np.flatnonzero(lo < theta)
+            if rest.size < x.shape[0]:
+                out = lo
+                if rest.size:
+                    out[rest] = self._tile_bound(w, x[rest], theta)
+                return out
+        return self._tile_bound(w, x, theta)
+
+    def _tile_bound(self, w: np.ndarray, x: np.ndarray, theta: float) -> np.ndarray:
+        """upper_bound by runs, windows and tiles (FLOOR_BOUND aside)."""
         from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
 
         if self._bound_tiles is None:
