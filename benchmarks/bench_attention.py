@@ -132,9 +132,11 @@ BEFORE = ((density_module, "SKIP_SURELY_REJECTED", False),
 BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0), (compiled, "MIRROR_PAIRS", False),
                 (grid_sums, "BOUND_RUN", 0), (grid_sums, "WINDOW_HALF", 0))
 #: the switches of issue 23's seventh session (``--before-set seventh``): one recurrence per
-#: target (or mirror pair) again, not per group sharing |u₃| and κ, and the first pass's upper
-#: bounds without the smallest density's lower bound
-BEFORE_SEVENTH = ((compiled, "GROUP_TARGETS", False), (grid_sums, "FLOOR_BOUND", False))
+#: target (or mirror pair) again, not per group sharing |u₃| and κ, the first pass's upper
+#: bounds without the smallest density's lower bound, and the kernel's degrees alone (not the
+#: density's spectrum's)
+BEFORE_SEVENTH = ((compiled, "GROUP_TARGETS", False), (grid_sums, "FLOOR_BOUND", False),
+                  (grid_sums, "DATA_DEGREE", False))
 #: --before-set: which switches --compare-before turns back
 BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH, "seventh": BEFORE_SEVENTH}
 _BEFORE_SET = ["fifth"]

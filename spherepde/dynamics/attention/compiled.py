@@ -256,6 +256,23 @@ def mirror_pairs(u: np.ndarray, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarr
     return np.where(up, a, b), np.where(up, b, a)
 
 
+def data_degrees(kappa: np.ndarray, c: np.ndarray, tail0: float, thr: float,
+                 L: int) -> tuple[np.ndarray, np.ndarray]:
+    """(degrees, tails) (n,): per κ_i the smallest L_i ≤ L with tail0 + Σ_{L_i < l ≤ L}
+    4π ĩ_l(κ_i) c[l] ≤ thr, and that sum (compiled_numba.data_degrees; grid_sums.DATA_DEGREE)."""
+    from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
+
+    kappa = np.asarray(kappa, dtype=float)
+    if kappa.size == 0:
+        return np.empty(0, np.int64), np.empty(0)
+    ku, inv = np.unique(kappa, return_inverse=True)  # (targets often share κ: one each)
+    deg, tail = np.empty(ku.size, np.int64), np.empty(ku.size)
+    N = L + 32 + int(math.sqrt(100.0 * float(ku[-1]) + 100.0))
+    K.data_degrees(ku, np.ascontiguousarray(c, dtype=float), float(tail0), float(thr), int(L),
+                   int(N), deg, tail)
+    return deg[inv.reshape(-1)], tail[inv.reshape(-1)]
+
+
 def target_groups(u: np.ndarray, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(order, starts): the unit points u (n, 3) with their κ (n,) in groups that share |u₃|
     (clipped to [−1, 1]) and κ bitwise: group g is order[starts[g]:starts[g+1]] (starts ends

@@ -580,6 +580,48 @@ def bessel_groups(mu, kap, ar, ai, raT, rbT, rc, L, N, Lt, start, rep, lon, sgn,
                 out[f, j0 + j] = acc[f, j]
 
 
+@njit(parallel=True, fastmath=False, cache=True, nogil=True)
+def data_degrees(kap, c, tail0, thr, L, N, deg, tail):
+    """Per target i (κ_i = kap[i]): the smallest degree L_i ≤ L with
+    T_i(L_i) = tail0 + Σ_{L_i < l ≤ L} 4π ĩ_l(κ_i)·c[l] ≤ thr (L_i = L if none), and tail[i] =
+    T_i(L_i).  ĩ_l(κ) by the Miller recurrence of bessel_synthesis (from N down, the same
+    operations); each target alone (the same bits on any number of threads)."""
+    BS = 64
+    n = kap.size
+    for bi in prange((n + BS - 1) // BS):
+        b0 = bi * BS
+        nb = min(BS, n - b0)
+        Ib = np.empty((L + 1, BS))
+        rho, inv = np.zeros(BS), np.ones(BS)
+        for i in range(nb):
+            inv[i] = 1.0 / kap[b0 + i]
+        for l in range(N, 0, -1):
+            c2 = 2.0 * l + 1.0
+            for i in range(BS):
+                rho[i] = 1.0 / (c2 * inv[i] + rho[i])
+            if l <= L:
+                for i in range(BS):
+                    Ib[l, i] = rho[i]
+        for i in range(BS):
+            k = kap[b0 + i] if i < nb else 1.0
+            Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
+        for l in range(1, L + 1):
+            for i in range(BS):
+                Ib[l, i] *= Ib[l - 1, i]
+        for i in range(nb):
+            t = tail0
+            d = L
+            if t <= thr:
+                while d > 0:
+                    tn = t + Ib[d, i] * c[d]
+                    if tn > thr:
+                        break
+                    t = tn
+                    d -= 1
+            deg[b0 + i] = d
+            tail[b0 + i] = t
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _bound_sum(u0, u1, u2, k, cen, cosr, sinr, W, suffix, theta, cosb, sinb, max_tiles):
     """below_bound's sum for one direction u (unit) and κ = k, the tiles widened by an angle b

@@ -76,6 +76,22 @@ BOUND_TRY = 8
 #: target, whose bounds (runs, tiles, windows) had been a fifth of the call (issue 23, seventh
 #: session: docs/prototypes/issue23/profile_diffuse.json); False: the bounds for every target
 FLOOR_BOUND = True
+#: _TargetBessel.sums stops each target's series at the degree the density's own spectrum
+#: allows (:meth:`_TargetBessel.data_degrees`): with a_l = (a_lm)_m the analysis of a field,
+#: |Σ_m a_lm Y_lm(u)| ≤ |a_l|·√((2l+1)/4π), so the terms L_x < l ≤ L of a target weigh at most
+#: Σ 4π ĩ_l(κ_x)·√((2l+1)/4π)(|a_l| + ANALYSIS_ROUNDOFF·√((2l+1)/4π)·Σw) (|a_l| the largest of
+#: the four fields', the second term what the analysis's rounding may hide), and the series
+#: stops where that is ≤ DATA_TAIL_SHARE of the round-off term, which ``err`` then counts in.
+#: A smooth density (bench_attention's diffuse one is of degree 1) needs far fewer degrees than
+#: the kernel; a concentrated one about those of its own width (issue 23, seventh session).
+#: False: the kernel's degrees alone (PER_TARGET_DEGREE).  Read when a _TargetBessel is built
+DATA_DEGREE = True
+#: ... the share of the round-off term TARGET_ROUNDOFF·(L + 16) the skipped degrees may add
+DATA_TAIL_SHARE = 0.05
+#: ... the rounding of the analysis, per coefficient, relative to √((2l+1)/4π)·Σw (the size of
+#: a unit point mass's coefficients): measured ≤ 2e-16 against long double
+#: (tests/dynamics/test_attention_general.py::test_analysis_roundoff)
+ANALYSIS_ROUNDOFF = 2e-14
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 32-cell tiles find 93–96 % of the targets the first pass rejects, in about
 #: half the time of 16-cell tiles, which find 96–98 %: docs/prototypes/issue23/skip_rejected.json)
@@ -368,7 +384,9 @@ class _TargetBessel(_SpectralSphere):
         below = np.flatnonzero(self.tail <= np.maximum(
             SERIES_TAIL, TARGET_TAIL_SHARE * TARGET_ROUNDOFF * (l + 16.0)))
         L = max(1, min(lmax, int(below[0]) if below.size else lmax))
-        self._truncate(L, TARGET_ROUNDOFF * (L + 16.0))
+        self.data_degree = bool(DATA_DEGREE)
+        self._truncate(L, TARGET_ROUNDOFF * (L + 16.0)
+                       * (1.0 + (DATA_TAIL_SHARE if self.data_degree else 0.0)))
 
     def applicable(self, tol: float) -> bool:
         return self.degree_needed(tol) <= self.grid.lmax
@@ -466,6 +484,36 @@ class _TargetBessel(_SpectralSphere):
         q = sh.analyse(np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens]))
         if PER_TARGET_DEGREE and self._levels is None:
             self._levels = degree_levels(self.kappa, self.L, float(self.tail[self.L]))
+        if self.data_degree and x.shape[0]:
+            deg = self.data_degrees(q, sh, x, float(np.sum(w)))
+            if PER_TARGET_DEGREE:  # (either degree keeps the error within err)
+                ks, ls = self._levels
+                kap = self.beta * np.linalg.norm(x @ self.B, axis=1)
+                deg = np.minimum(deg, ls[np.minimum(np.searchsorted(ks, kap, side="left"),
+                                                    ls.size - 1)])
+            return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L,
+                                         degrees=deg)
         return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L,
                                      self._levels if PER_TARGET_DEGREE else None)
+
+    def data_degrees(self, q: np.ndarray, sh, x: np.ndarray, total: float,
+                     with_tail: bool = False):
+        """(n,) the degree of each target x by the rule of :data:`DATA_DEGREE`, for the
+        analysis q (4, nlm) of the fields of weights of total ``total``; ``with_tail``: also
+        the bound on what the skipped degrees weigh (each target's, the terms beyond L
+        included: (n,))."""
+        L = self.L
+        l = np.arange(L + 1)
+        wt = np.where(sh.m > 0, 2.0, 1.0)
+        a2 = np.array([np.bincount(sh.l, weights=wt * (qf.real ** 2 + qf.imag ** 2), minlength=L + 1)
+                       for qf in q])[:, : L + 1]
+        y = np.sqrt((2.0 * l + 1.0) / (4.0 * math.pi))
+        c = y * (np.sqrt(a2.max(axis=0)) + ANALYSIS_ROUNDOFF * y * total) * (1.0 + 1e-9)
+        roundoff = TARGET_ROUNDOFF * (L + 16.0)
+        tail0 = float(self.tail[L]) * total
+        thr = tail0 + DATA_TAIL_SHARE * roundoff * total
+        z = x @ self.B
+        kap = self.beta * np.maximum(np.linalg.norm(z, axis=1), 1e-300)
+        deg, tail = compiled.data_degrees(kap, c, tail0, thr, L)
+        return (deg, tail) if with_tail else deg
 
