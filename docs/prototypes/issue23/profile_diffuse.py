@@ -3,9 +3,12 @@ session): one DensityAttention.mean per B on GaussGrid(NLAT) face points (after 
 that compile and keep the target tables), under cProfile; the compiled kernels' own times
 (bessel_synthesis, below_bound, window_sums, …), the phases of the first pass timed by
 wrapping them (upper bound, analysis + synthesis, mirror pairs) and the call's total.
-Writes profile_diffuse.json.
+Writes profile_diffuse_TAG.json (``--tag``, default "run"; profile_diffuse_main.json: main at
+the session's start, profile_diffuse_after.json: with this session's switches).  ``--density
+concentrated`` profiles bench_attention's concentrated density instead.
 
     NUMBA_NUM_THREADS=1 python docs/prototypes/issue23/profile_diffuse.py [NLAT] [--B diag-0.1,diag-0.5]
+        [--tag NAME] [--density diffuse|concentrated]
 """
 import cProfile
 import json
@@ -24,19 +27,24 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from spherepde import GaussGrid  # noqa: E402
 from spherepde.dynamics.attention import Attention, DensityAttention  # noqa: E402
 from spherepde.dynamics.attention import compiled, grid_sums  # noqa: E402
+from spherepde.dynamics.attention import density as density_module  # noqa: E402
 from spherepde.solvers.eulerian.transport import FFSLSphere  # noqa: E402
 from bench_attention import TOL, density, matrices  # noqa: E402
 
-args = [a for a in sys.argv[1:] if not a.startswith("--")]
+
+def option(name, default):
+    return sys.argv[sys.argv.index(name) + 1] if name in sys.argv else default
+
+
+values = {option(k, None) for k in ("--B", "--tag", "--density")}
+args = [a for a in sys.argv[1:] if not a.startswith("--") and a not in values]
 nlat = int(args[0]) if args else 128
-names = ["diag-0.1", "diag-0.5"]
-if "--B" in sys.argv:
-    names = sys.argv[sys.argv.index("--B") + 1].split(",")
-    args = [a for a in args if a != sys.argv[sys.argv.index("--B") + 1]]
-    nlat = int(args[0]) if args else 128
+names = option("--B", "diag-0.1,diag-0.5").split(",")
+tag = option("--tag", "run")
+dname = option("--density", "diffuse")
 grid = GaussGrid(nlat)
 pts = FFSLSphere(grid, lambda t, x: np.zeros_like(x)).points
-rho = density("diffuse", grid.xyz)
+rho = density(dname, grid.xyz)
 phases: dict = {}
 
 
@@ -56,6 +64,9 @@ wrap(grid_sums._TargetBessel, "upper_bound", "upper_bound")
 wrap(grid_sums._TargetBessel, "sums", "sums (analysis + synthesis)")
 wrap(grid_sums, "_per_target_synthesis", "synthesis")
 wrap(compiled, "mirror_pairs", "mirror_pairs")
+wrap(compiled, "target_groups", "target_groups")
+wrap(compiled, "data_degrees", "data_degrees")
+wrap(density_module.DensityAttention, "_split_pass", "split_pass (all of it)")
 wrap(grid_sums, "_window_terms", "window_terms")
 rows = []
 allB = matrices()
@@ -85,8 +96,8 @@ for bname in names:
     print(bname, f"{best['total_s']:.3f} s", {k: round(v, 3) for k, v in best["phases_s"].items()},
           {k: round(t, 3) for k, t in list(best["tottime_s"].items())[:5]}, flush=True)
 res = {"script": "python docs/prototypes/issue23/profile_diffuse.py " + " ".join(sys.argv[1:]),
-       "nlat": nlat, "tol": TOL, "beta": 100.0, "density": "diffuse", "rows": rows,
+       "nlat": nlat, "tol": TOL, "beta": 100.0, "density": dname, "rows": rows,
        "note": "cProfile adds its overhead to the Python parts; best (least total) of 3 calls",
        "threads": {k: os.environ.get(k) for k in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS")},
        "loadavg_end": list(os.getloadavg())}
-Path(__file__).with_suffix(".json").write_text(json.dumps(res, indent=1))
+Path(__file__).with_name(f"profile_diffuse_{tag}.json").write_text(json.dumps(res, indent=1))

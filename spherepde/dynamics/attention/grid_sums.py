@@ -487,7 +487,7 @@ class _TargetBessel(_SpectralSphere):
             self._levels = degree_levels(self.kappa, self.L, float(self.tail[self.L]))
         if self.data_degree and x.shape[0]:
             deg = self.data_degrees(q, sh, x, float(np.sum(w)))
-            if PER_TARGET_DEGREE:  # (either degree keeps the error within err)
+            if PER_TARGET_DEGREE and self._levels is not None:  # (either keeps the error ≤ err)
                 ks, ls = self._levels
                 kap = self.beta * np.linalg.norm(x @ self.B, axis=1)
                 deg = np.minimum(deg, ls[np.minimum(np.searchsorted(ks, kap, side="left"),
