@@ -86,6 +86,9 @@ FLOOR_BOUND = True
 #: the kernel; a concentrated one about those of its own width (issue 23, seventh session).
 #: False: the kernel's degrees alone (PER_TARGET_DEGREE).  Read when a _TargetBessel is built
 DATA_DEGREE = True
+#: ... from this kernel degree L on (below, finding the degrees costs about what they save:
+#: bench_attention's β = 1 rows, L = 14–16)
+DATA_MIN_DEGREE = 24
 #: ... the share of the round-off term TARGET_ROUNDOFF·(L + 16) the skipped degrees may add
 DATA_TAIL_SHARE = 0.05
 #: ... the rounding of the analysis, per coefficient, relative to √((2l+1)/4π)·Σw (the size of
@@ -385,7 +388,7 @@ class _TargetBessel(_SpectralSphere):
         below = np.flatnonzero(self.tail <= np.maximum(
             SERIES_TAIL, TARGET_TAIL_SHARE * TARGET_ROUNDOFF * (l + 16.0)))
         L = max(1, min(lmax, int(below[0]) if below.size else lmax))
-        self.data_degree = bool(DATA_DEGREE)
+        self.data_degree = bool(DATA_DEGREE) and L >= DATA_MIN_DEGREE
         self._truncate(L, TARGET_ROUNDOFF * (L + 16.0)
                        * (1.0 + (DATA_TAIL_SHARE if self.data_degree else 0.0)))
 
