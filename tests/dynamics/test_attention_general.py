@@ -292,6 +292,7 @@ def test_mirror_pairs_within_error_model(bname, monkeypatch):
     error model against long double, pairs or not, and equal the unpaired ones to rounding."""
     from spherepde.dynamics.attention import compiled
 
+    monkeypatch.setattr(compiled, "GROUP_TARGETS", False)  # (groups take precedence)
     g = GaussGrid(48)
     B, beta = matrix(bname), 40.0
     spec = grid_sums._TargetBessel(g, B, beta)
@@ -325,8 +326,11 @@ def test_mirror_pairs_same_bits_on_one_and_two_threads(monkeypatch):
     and on two numba threads."""
     import numba
 
+    from spherepde.dynamics.attention import compiled
+
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("numba started with one thread")
+    monkeypatch.setattr(compiled, "GROUP_TARGETS", False)  # (groups take precedence)
     g = GaussGrid(48)
     spec = grid_sums._TargetBessel(g, matrix("diag-0.1"), 40.0)
     x = FFSLSphere(g, lambda t, x: 0 * x).points

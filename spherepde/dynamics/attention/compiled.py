@@ -205,11 +205,13 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int,
     if n == 0:
         return out
     kappa = np.asarray(kappa, dtype=float)
-    if GROUP_TARGETS and n >= 2 and L >= MIRROR_MIN_DEGREE:
+    grouped = GROUP_TARGETS and n >= 2 and L >= MIRROR_MIN_DEGREE
+    if grouped:
         groups = target_groups(u, kappa)
         if groups[1].size - 1 <= GROUP_MAX_SHARE * n:
             return _bessel_groups(a, kappa, u, rec, L, degrees, groups)
-    if MIRROR_PAIRS and n >= 2 and L >= MIRROR_MIN_DEGREE:
+    # (where the groups did not pay, mirror pairs, a kind of group, would not either)
+    if MIRROR_PAIRS and not grouped and n >= 2 and L >= MIRROR_MIN_DEGREE:
         first, second = mirror_pairs(u, kappa)
         if first.size:  # each pair synthesised once (its first), the second from its mirror sums
             single = np.ones(n, bool)
