@@ -2,7 +2,8 @@
 session; bench_attention_culling's particle cases: B = diag(0.5, 1, 1) or its general random
 matrix, the diffuse and the concentrated cloud): after an untimed step (compiles), the best of
 three steps under cProfile, the functions with ≥ 1 % of the step's time (own time), the method
-"auto" chose and the pairs it summed.  Writes profile_particles.json.
+"auto" chose and the pairs it summed; beside it the first stage's compiled sums alone, culled
+(tol = 1e-8) and over all pairs, with their rates per pair.  Writes profile_particles.json.
 
     NUMBA_NUM_THREADS=1 python docs/prototypes/issue23/profile_particles.py
 """
@@ -20,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from spherepde.dynamics.attention import Attention  # noqa: E402
+from spherepde.dynamics.attention import Attention, compiled  # noqa: E402
 from spherepde.solvers.lagrangian import ParticleODE  # noqa: E402
 from bench_particles import cloud  # noqa: E402
 
@@ -59,9 +60,21 @@ for bname, K in (("diag-0.5", np.diag([0.5, 1.0, 1.0])),
                         funcs[key] = funcs.get(key, 0.0) + tt
                 best = {"B": bname, "cloud": cname, "total_s": total, "stage_stats": stats,
                         "tottime_s": dict(sorted(funcs.items(), key=lambda kv: -kv[1]))}
+        # the first stage's sums alone: culled (what the step does) against all pairs, the
+        # rate per pair of each (best of three)
+        z, lw = x @ K, np.full(x.shape[0], -np.log(x.shape[0]))
+        for key, tol in (("culled", 1e-8), ("all_pairs", None)):
+            compiled.sums(z, x, lw, 100.0, tol)
+            ts = []
+            for _ in range(3):
+                t0 = time.perf_counter()
+                pairs = compiled.sums(z, x, lw, 100.0, tol)[3]
+                ts.append(time.perf_counter() - t0)
+            best[f"sums_{key}"] = {"s": min(ts), "pairs": int(pairs), "pairs_per_s": pairs / min(ts)}
         rows.append(best)
         st = best["stage_stats"][0]
         print(bname, cname, f"{best['total_s']:.3f} s", st.get("method"), st.get("pairs"),
+              {k: round(best[f"sums_{k}"]["pairs_per_s"] / 1e8, 2) for k in ("culled", "all_pairs")},
               {k: round(t, 3) for k, t in list(best["tottime_s"].items())[:6]}, flush=True)
 res = {"script": "python docs/prototypes/issue23/profile_particles.py", "rows": rows,
        "note": "cProfile adds its overhead to the Python parts; best (least total) of 3 steps",
