@@ -427,7 +427,10 @@ class _TargetBessel(_SpectralSphere):
         :data:`BOUND_TILE` cells (centre c_t, angular radius r_t, total weight W_t;
         compiled_numba.below_bound): it finds the targets the certification would reject
         anyway, whose spectral sums need not be synthesised (:func:`.certify._certified_mean`)."""
-        if FLOOR_BOUND:  # the targets the smallest density keeps at or above theta: settled
+        wc = np.asarray(w, float).reshape(-1) / np.asarray(self.grid.cell_area).reshape(-1)
+        # (ĩ_0 ≤ 1: below, the floor settles no target, as on a density with a tiny floor)
+        if FLOOR_BOUND and float(np.min(wc)) * 4.0 * math.pi * (1.0 + 1e-9) >= theta:
+            # the targets the smallest density keeps at or above theta: settled
             z = x @ self.B
             kap = self.beta * np.maximum(np.linalg.norm(z, axis=1), 1e-300)
             lo = self.floor_bound(w, kap)
