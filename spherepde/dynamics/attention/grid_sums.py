@@ -74,7 +74,8 @@ BOUND_TRY = 8
 #: density alone keeps at or above the level: S̃_1(x) ≥ ρ_min Σ_j |cell_j| e^{κ_x(⟨u_x, y_j⟩ − 1)}
 #: = ρ_min·4π(ĩ_0(κ_x) ± tail) (_TargetBessel.floor_bound).  On a diffuse density that is every
 #: target, whose bounds (runs, tiles, windows) had been a fifth of the call (issue 23, seventh
-#: session: docs/prototypes/issue23/profile_diffuse.json); False: the bounds for every target
+#: session: docs/prototypes/issue23/profile_diffuse_main.json); False: the bounds for every
+#: target
 FLOOR_BOUND = True
 #: _TargetBessel.sums stops each target's series at the degree the density's own spectrum
 #: allows (:meth:`_TargetBessel.data_degrees`): with a_l = (a_lm)_m the analysis of a field,
@@ -405,13 +406,14 @@ class _TargetBessel(_SpectralSphere):
     def floor_bound(self, w: np.ndarray, kap: np.ndarray) -> np.ndarray:
         """(n,): a lower bound on S̃_1 at targets with κ_x = ``kap`` from the smallest density
         alone.  With ρ_min = min_j w_j/|cell_j|, S̃_1(x) ≥ ρ_min Σ_j |cell_j| e^{κ_x(⟨u_x, y_j⟩ − 1)};
-        the Gauss grid integrates every Y_lm with 1 ≤ l ≤ 2·nlat − 1 to zero, so by Funk–Hecke
-        that sum is 4π ĩ_0(κ_x) to within 4π·tail(2·nlat − 1; κ_x) (the kernel series beyond that
-        degree, sup norm), and the tail grows with κ there (every term has l > κ): ≤ the tail at
-        β‖B‖₂.  Zeros where the grid is too coarse for that (2·nlat − 1 < β‖B‖₂); a relative
-        1e-9 off for the rounding (of the cell areas, ĩ_0, the sums: ≤ 1e-13 relative)."""
+        the Gauss grid integrates every Y_lm with 1 ≤ l ≤ l_q = min(2·nlat − 1, nlon − 1) to
+        zero, so by Funk–Hecke that sum is 4π ĩ_0(κ_x) to within 4π·tail(l_q; κ_x) (the kernel
+        series beyond that degree, sup norm), and the tail grows with κ there (every term has
+        l > κ, where ĩ_l grows with κ): ≤ the tail at β‖B‖₂.  Zeros where the grid is too coarse
+        for that (l_q < β‖B‖₂); a relative 1e-9 off for the rounding (of the cell areas, ĩ_0,
+        the sums: ≤ 1e-13 relative)."""
         g = self.grid
-        lq = 2 * g.nlat - 1
+        lq = min(2 * g.nlat - 1, g.nlon - 1)
         if lq < self.kappa:
             return np.zeros(kap.shape)
         if self._floor_tail is None:
