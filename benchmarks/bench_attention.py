@@ -9,7 +9,8 @@ DensityAttention against the float64 log-domain reference, side by side in one r
              --compare-legacy (each row's auto path also timed on the legacy exponential),
              --compare-before (each row's auto path also timed with the switches of BEFORE
              off: ``t_auto_before``, ``before_over_after``, ``before_ratios``, errors),
-             --before-set sixth (--compare-before turns back BEFORE_SIXTH instead)
+             --before-set sixth|seventh (--compare-before turns back BEFORE_SIXTH or
+             BEFORE_SEVENTH instead)
 
 Set-up: density on GaussGrid(128) (32 768 cells = sources), targets the 65 792 face points of the
 FFSL transport (what the mean-field stepper asks for, twice a step), tol = 1e-8 (the default).
@@ -130,8 +131,14 @@ BEFORE = ((density_module, "SKIP_SURELY_REJECTED", False),
 #: upper bounds target by target, by the tiles alone
 BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0), (compiled, "MIRROR_PAIRS", False),
                 (grid_sums, "BOUND_RUN", 0), (grid_sums, "WINDOW_HALF", 0))
+#: the switches of issue 23's seventh session (``--before-set seventh``): one recurrence per
+#: target (or mirror pair) again, not per group sharing |u₃| and κ, the first pass's upper
+#: bounds without the smallest density's lower bound, and the kernel's degrees alone (not the
+#: density's spectrum's)
+BEFORE_SEVENTH = ((compiled, "GROUP_TARGETS", False), (grid_sums, "FLOOR_BOUND", False),
+                  (grid_sums, "DATA_DEGREE", False))
 #: --before-set: which switches --compare-before turns back
-BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH}
+BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH, "seventh": BEFORE_SEVENTH}
 _BEFORE_SET = ["fifth"]
 
 
@@ -326,7 +333,7 @@ def main(argv=None) -> int:
                          "were (issue 23, fifth session)")
     ap.add_argument("--before-set", choices=sorted(BEFORE_SETS), default="fifth",
                     help="the switches --compare-before turns back: 'fifth' (BEFORE, default) "
-                         "or 'sixth' (BEFORE_SIXTH)")
+                         "'sixth' (BEFORE_SIXTH) or 'seventh' (BEFORE_SEVENTH)")
     args = ap.parse_args(argv)
     _BEFORE_SET[0] = args.before_set
     if args.reps is not None and args.reps < 1:

@@ -292,6 +292,7 @@ def test_mirror_pairs_within_error_model(bname, monkeypatch):
     error model against long double, pairs or not, and equal the unpaired ones to rounding."""
     from spherepde.dynamics.attention import compiled
 
+    monkeypatch.setattr(compiled, "GROUP_TARGETS", False)  # (groups take precedence)
     g = GaussGrid(48)
     B, beta = matrix(bname), 40.0
     spec = grid_sums._TargetBessel(g, B, beta)
@@ -325,8 +326,11 @@ def test_mirror_pairs_same_bits_on_one_and_two_threads(monkeypatch):
     and on two numba threads."""
     import numba
 
+    from spherepde.dynamics.attention import compiled
+
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("numba started with one thread")
+    monkeypatch.setattr(compiled, "GROUP_TARGETS", False)  # (groups take precedence)
     g = GaussGrid(48)
     spec = grid_sums._TargetBessel(g, matrix("diag-0.1"), 40.0)
     x = FFSLSphere(g, lambda t, x: 0 * x).points
@@ -340,3 +344,230 @@ def test_mirror_pairs_same_bits_on_one_and_two_threads(monkeypatch):
     finally:
         numba.set_num_threads(before)
     np.testing.assert_array_equal(got[1], got[2])
+
+
+def _longdouble_sums(x, g, B, beta, w):
+    """(4, n): S̃_f(x) for f = y_1, y_2, y_3, 1 in long double (the error model's yardstick)."""
+    xl, yl = x.astype(np.longdouble), g.xyz.reshape(-1, 3).astype(np.longdouble)
+    zl = xl @ B.astype(np.longdouble)
+    rl = np.sqrt(np.sum(zl * zl, axis=1))
+    k = np.exp(beta * (zl @ yl.T - rl[:, None])) * w.reshape(-1).astype(np.longdouble)
+    return np.vstack([(k @ yl).T, k.sum(axis=1)]).astype(float)
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "general-random"])
+@pytest.mark.parametrize("dname", ["smooth", "vmf100"])
+@pytest.mark.parametrize("per_degree", [True, False])
+def test_target_groups_within_error_model(bname, dname, per_degree, monkeypatch):
+    """compiled.GROUP_TARGETS: targets sharing |u₃| and κ bitwise (GaussGrid face points and cell
+    centres with a diagonal B: their images under the reflections in the coordinate planes) share
+    one recurrence; the sums stay within the error model against long double, with and without
+    per-target degrees, and equal the mirror-paired and the single sums to rounding."""
+    from spherepde.dynamics.attention import compiled
+
+    monkeypatch.setattr(grid_sums, "PER_TARGET_DEGREE", per_degree)
+    g = GaussGrid(48)
+    B, beta = matrix(bname), 40.0
+    spec = grid_sums._TargetBessel(g, B, beta)
+    x = np.concatenate([FFSLSphere(g, lambda t, x: 0 * x).points[::3], g.xyz.reshape(-1, 3)[::7]])
+    w = density(dname, g.xyz) * g.cell_area
+    w /= w.sum()
+    z = x @ B
+    r = np.linalg.norm(z, axis=1)
+    order, starts = compiled.target_groups(z / r[:, None], beta * r)
+    assert np.array_equal(np.sort(order), np.arange(x.shape[0]))
+    ngroups = starts.size - 1
+    if bname == "diag-0.1":  # groups of up to 8: fewer recurrences than with mirror pairs
+        first, _ = compiled.mirror_pairs(z / r[:, None], beta * r)
+        assert ngroups < 0.9 * (x.shape[0] - first.size)
+        assert ngroups <= compiled.GROUP_MAX_SHARE * x.shape[0]
+        for g0, g1 in zip(starts[:-1], starts[1:]):  # each group: one |u₃| and one κ
+            mem = order[g0:g1]
+            assert np.all(np.abs(z[mem, 2] / r[mem]) == abs(z[mem[0], 2] / r[mem[0]]))
+            assert np.all(beta * r[mem] == beta * r[mem[0]])
+    else:  # no symmetry: the targets stay alone and the other paths run
+        assert ngroups > compiled.GROUP_MAX_SHARE * x.shape[0]
+    got = {}
+    for mode in ("groups", "pairs", "single"):
+        monkeypatch.setattr(compiled, "GROUP_TARGETS", mode == "groups")
+        monkeypatch.setattr(compiled, "MIRROR_PAIRS", mode == "pairs")
+        got[mode] = spec.sums(w, x)
+    want = _longdouble_sums(x, g, B, beta, w)
+    for mode, S in got.items():
+        assert np.max(np.abs(S - want)) <= spec.err, mode
+    assert np.max(np.abs(got["groups"] - got["pairs"])) <= 1e-14
+    assert np.max(np.abs(got["groups"] - got["single"])) <= 1e-14
+
+
+def test_target_groups_same_bits_on_one_and_two_threads():
+    """The grouped synthesis (compiled_numba.bessel_groups) gives the same bits on one and on
+    two numba threads."""
+    import numba
+
+    from spherepde.dynamics.attention import compiled
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba started with one thread")
+    assert compiled.GROUP_TARGETS
+    g = GaussGrid(48)
+    spec = grid_sums._TargetBessel(g, matrix("diag-0.1"), 40.0)
+    x = FFSLSphere(g, lambda t, x: 0 * x).points
+    w = density("smooth", g.xyz) * g.cell_area
+    before = numba.get_num_threads()
+    got = {}
+    try:
+        for nt in (1, 2):
+            numba.set_num_threads(nt)
+            got[nt] = spec.sums(w, x)
+    finally:
+        numba.set_num_threads(before)
+    np.testing.assert_array_equal(got[1], got[2])
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
+@pytest.mark.parametrize("beta", [1.0, 40.0])
+@pytest.mark.parametrize("dname", ["smooth", "vmf100"])
+def test_floor_bound(bname, beta, dname, monkeypatch):
+    """grid_sums.FLOOR_BOUND: _TargetBessel.floor_bound is below S̃_1 (long double) at every
+    target; upper_bound skips the same targets with it and without it (it settles only targets
+    at or above the level), and DensityAttention's means are bitwise the same."""
+    g = GaussGrid(48 if beta < 30 else 64)  # (β‖B‖ = 60 needs degree 57)
+    B = matrix(bname)
+    spec = grid_sums._TargetBessel(g, B, beta)
+    x = targets(g, np.random.default_rng(7), 3 if beta < 30 else 5)
+    w = density(dname, g.xyz) * g.cell_area
+    w /= w.sum()
+    s1 = _longdouble_sums(x, g, B, beta, w)[3]
+    kap = beta * np.linalg.norm(x @ B, axis=1)
+    lo = spec.floor_bound(w, kap)
+    assert np.all(lo <= s1)
+    if dname == "smooth":  # ρ_min is half the mean: the bound is within a factor 4 of S̃_1
+        assert np.all(lo >= 0.25 * s1)
+    for theta in (1e-6, float(np.median(lo)) if dname == "smooth" else 1e-3):
+        ub = {}
+        for on in (True, False):
+            monkeypatch.setattr(grid_sums, "FLOOR_BOUND", on)
+            ub[on] = spec.upper_bound(w, x, theta)
+        np.testing.assert_array_equal(ub[True] < theta, ub[False] < theta)
+        below = ub[True] < theta
+        np.testing.assert_array_equal(ub[True][below], ub[False][below])
+    att = Attention(np.eye(3), B, np.eye(3), beta)
+    rho = density(dname, g.xyz)
+    got = {}
+    for on in (True, False):
+        monkeypatch.setattr(grid_sums, "FLOOR_BOUND", on)
+        got[on] = DensityAttention(att, g, method="spectral").mean(x, rho)
+    np.testing.assert_array_equal(got[True], got[False])
+
+
+@pytest.mark.parametrize("nlat", [32, 128])
+@pytest.mark.parametrize("dname", ["smooth", "vmf100", "noise"])
+def test_analysis_roundoff(dname, nlat):
+    """grid_sums.ANALYSIS_ROUNDOFF: the analysis of the four fields of a cell measure (what the
+    any-B path synthesises) against the same sums Σ_j w_j f(y_j) y_lm(μ_j) e^{−imλ_j} in long
+    double (orthonormal y_lm without the Condon–Shortley phase, by the recursion of grids.rings,
+    ring by ring), per coefficient within ANALYSIS_ROUNDOFF·√((2l+1)/4π)·Σ|w f| — the size of a
+    unit point mass's coefficients."""
+    g = GaussGrid(nlat)
+    spec = grid_sums._TargetBessel(g, matrix("diag-0.1"), 10.0 if nlat < 64 else 100.0)
+    sh = spec._transform()
+    if dname == "noise":
+        rho = np.random.default_rng(11).uniform(0.0, 1.0, g.shape)
+    else:
+        rho = density(dname, g.xyz)
+    w = rho * g.cell_area
+    dens = w * spec._inv_area
+    xyz = g.xyz
+    fields = np.stack([xyz[..., 0], xyz[..., 1], xyz[..., 2], np.ones(g.shape)])
+    q = sh.analyse(dens[None] * fields)
+    L = spec.L
+    ld = np.longdouble
+    mu = np.sin(g.lat.astype(ld))  # (the ring latitudes, as the grid's cell centres)
+    sn = np.cos(g.lat.astype(ld))
+    T = np.zeros((L + 1, L + 1, g.nlat), dtype=ld)  # [m, l, ring]
+    T[0, 0] = 1 / np.sqrt(4 * np.pi * ld(1))
+    for l in range(1, L + 1):
+        m = np.arange(l, dtype=ld)[:, None]
+        a_ = np.sqrt((4 * ld(l) ** 2 - 1) / (ld(l) ** 2 - m ** 2))
+        b_ = np.sqrt(np.maximum((ld(l) - 1) ** 2 - m ** 2, 0) / (4 * (ld(l) - 1) ** 2 - 1))
+        T[:l, l] = a_ * (mu * T[:l, l - 1] - (b_ * T[:l, l - 2] if l > 1 else 0))
+        T[l, l] = np.sqrt((2 * ld(l) + 1) / (2 * ld(l))) * sn * T[l - 1, l - 1]
+    lon = np.arange(g.nlon, dtype=ld) * ld(g.dlon)
+    ang = np.arange(L + 1, dtype=ld)[:, None] * lon[None, :]  # [m, lon]
+    cm, sm = np.cos(ang), np.sin(ang)
+    worst = 0.0
+    for f in range(4):
+        wf = (w * fields[f]).astype(ld)  # [ring, lon]
+        Fr, Fi = wf @ cm.T, -(wf @ sm.T)  # [ring, m]: Σ_lon w f e^{−imλ}
+        ref_r = np.einsum("mlr,rm->ml", T, Fr)
+        ref_i = np.einsum("mlr,rm->ml", T, Fi)
+        d = np.hypot((q[f].real - ref_r[sh.m, sh.l]).astype(float),
+                     (q[f].imag - ref_i[sh.m, sh.l]).astype(float))
+        scale = np.sqrt((2.0 * sh.l + 1.0) / (4.0 * np.pi)) * float(np.abs(wf).sum())
+        worst = max(worst, float(np.max(d / scale)))
+    assert worst <= grid_sums.ANALYSIS_ROUNDOFF, worst
+    print(f"analysis round-off {dname}, nlat {nlat}, L {L}: {worst:.2e}")
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
+@pytest.mark.parametrize("dname", ["smooth", "vmf100", "noise"])
+def test_data_degree_within_error_model(bname, dname, monkeypatch):
+    """grid_sums.DATA_DEGREE: each target's series stops where the density's spectrum allows;
+    the sums stay within err (which counts DATA_TAIL_SHARE of the round-off in) against long
+    double at every target, on a smooth density (few degrees), a concentrated one and white
+    noise (a flat spectrum: the kernel's degrees); the same within err of the sums without it."""
+    g = GaussGrid(48)
+    B, beta = matrix(bname), 40.0
+    x = targets(g, np.random.default_rng(12), 4)
+    rho = (np.random.default_rng(13).uniform(0.0, 1.0, g.shape) if dname == "noise"
+           else density(dname, g.xyz))
+    w = rho * g.cell_area
+    w /= w.sum()
+    got, specs = {}, {}
+    for on in (True, False):
+        monkeypatch.setattr(grid_sums, "DATA_DEGREE", on)
+        spec = specs[on] = grid_sums._TargetBessel(g, B, beta)
+        got[on] = spec.sums(w, x)
+    spec = specs[True]
+    assert spec.err == pytest.approx(specs[False].err + grid_sums.DATA_TAIL_SHARE
+                                     * grid_sums.TARGET_ROUNDOFF * (spec.L + 16.0), rel=1e-12)
+    want = _longdouble_sums(x, g, B, beta, w)
+    for on, S in got.items():
+        assert np.max(np.abs(S - want)) <= specs[on].err, on
+    assert np.max(np.abs(got[True] - got[False])) <= spec.err
+    sh = spec._transform()
+    dens = w * spec._inv_area
+    xyz = g.xyz
+    q = sh.analyse(np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens]))
+    deg, tail = spec.data_degrees(q, sh, x, 1.0, with_tail=True)
+    assert np.all(tail <= spec.tail[spec.L] + grid_sums.DATA_TAIL_SHARE
+                  * grid_sums.TARGET_ROUNDOFF * (spec.L + 16.0))
+    if dname == "smooth":  # of degree 2: the kernel's degree is not needed
+        assert deg.max() <= spec.L // 2, (deg.max(), spec.L)
+    if dname == "noise":  # a flat spectrum: nearly the kernel's degrees
+        assert np.median(deg) >= 0.7 * spec.L, (np.median(deg), spec.L)
+
+
+@pytest.mark.parametrize("bname", ["diag-0.1", "general-random"])
+def test_data_degree_same_bits_on_one_and_two_threads(bname):
+    """The sums with the density's degrees (compiled_numba.data_degrees, then the grouped or
+    single synthesis) give the same bits on one and on two numba threads."""
+    import numba
+
+    if numba.config.NUMBA_NUM_THREADS < 2:
+        pytest.skip("numba started with one thread")
+    assert grid_sums.DATA_DEGREE
+    g = GaussGrid(48)
+    spec = grid_sums._TargetBessel(g, matrix(bname), 40.0)
+    x = FFSLSphere(g, lambda t, x: 0 * x).points
+    before = numba.get_num_threads()
+    for dname in ("smooth", "vmf100"):
+        w = density(dname, g.xyz) * g.cell_area
+        got = {}
+        try:
+            for nt in (1, 2):
+                numba.set_num_threads(nt)
+                got[nt] = spec.sums(w, x)
+        finally:
+            numba.set_num_threads(before)
+        np.testing.assert_array_equal(got[1], got[2])

@@ -79,6 +79,16 @@ from spherepde.grids.geometry import lat_lon_tiles
 MIRROR_PAIRS = True
 #: ... from this degree on (below, finding the pairs costs about what they save)
 MIRROR_MIN_DEGREE = 24
+#: bessel_sums groups the targets that share |u₃| and κ bitwise (:func:`target_groups`) and
+#: runs one Legendre–Bessel recurrence per group (compiled_numba.bessel_groups): the longitude
+#: enters only through e^{imλ}, the sign of u₃ through (−1)^{l+m}.  For diagonal B the face points
+#: of a GaussGrid fall in groups of up to 8 (their images under x → −x, y → −y, z → −z share r =
+#: |Bᵀx| and |u₃| to the bit often enough), where mirror pairs (MIRROR_PAIRS) made groups of 2
+#: (issue 23, seventh session).  Takes precedence over MIRROR_PAIRS; from MIRROR_MIN_DEGREE on
+GROUP_TARGETS = True
+#: ... where the groups number at most this share of the targets (else the targets are nearly all
+#: alone, as for B without a symmetry of the grid, and the mirror pairs' or the single path runs)
+GROUP_MAX_SHARE = 0.75
 #: smallest tolerance the compiled sums serve (their own error is ≤ 3e-14, see the docstring)
 MIN_TOL = 1e-12
 #: relative error of each exponential term (64 · 2 ulps, module docstring)
@@ -195,7 +205,13 @@ def bessel_sums(a: np.ndarray, kappa: np.ndarray, u: np.ndarray, rec, L: int,
     if n == 0:
         return out
     kappa = np.asarray(kappa, dtype=float)
-    if MIRROR_PAIRS and n >= 2 and L >= MIRROR_MIN_DEGREE:
+    grouped = GROUP_TARGETS and n >= 2 and L >= MIRROR_MIN_DEGREE
+    if grouped:
+        groups = target_groups(u, kappa)
+        if groups[1].size - 1 <= GROUP_MAX_SHARE * n:
+            return _bessel_groups(a, kappa, u, rec, L, degrees, groups)
+    # (where the groups did not pay, mirror pairs, a kind of group, would not either)
+    if MIRROR_PAIRS and not grouped and n >= 2 and L >= MIRROR_MIN_DEGREE:
         first, second = mirror_pairs(u, kappa)
         if first.size:  # each pair synthesised once (its first), the second from its mirror sums
             single = np.ones(n, bool)
@@ -240,6 +256,64 @@ def mirror_pairs(u: np.ndarray, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarr
     a, b = a[ok], b[ok]
     up = u[a, 2] > 0.0
     return np.where(up, a, b), np.where(up, b, a)
+
+
+def data_degrees(kappa: np.ndarray, c: np.ndarray, tail0: float, thr: float,
+                 L: int) -> tuple[np.ndarray, np.ndarray]:
+    """(degrees, tails) (n,): per κ_i the smallest L_i ≤ L with tail0 + Σ_{L_i < l ≤ L}
+    4π ĩ_l(κ_i) c[l] ≤ thr, and that sum (compiled_numba.data_degrees; grid_sums.DATA_DEGREE)."""
+    from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
+
+    kappa = np.asarray(kappa, dtype=float)
+    if kappa.size == 0:
+        return np.empty(0, np.int64), np.empty(0)
+    ku, inv = np.unique(kappa, return_inverse=True)  # (targets often share κ: one each)
+    deg, tail = np.empty(ku.size, np.int64), np.empty(ku.size)
+    N = L + 32 + int(math.sqrt(100.0 * float(ku[-1]) + 100.0))
+    K.data_degrees(ku, np.ascontiguousarray(c, dtype=float), float(tail0), float(thr), int(L),
+                   int(N), deg, tail)
+    return deg[inv.reshape(-1)], tail[inv.reshape(-1)]
+
+
+def target_groups(u: np.ndarray, kappa: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(order, starts): the unit points u (n, 3) with their κ (n,) in groups that share |u₃|
+    (clipped to [−1, 1]) and κ bitwise: group g is order[starts[g]:starts[g+1]] (starts ends
+    with n), the groups in increasing κ (then |u₃|), each group's members in their order."""
+    mu = np.abs(np.clip(u[:, 2], -1.0, 1.0))
+    mb = np.ascontiguousarray(mu).view(np.uint64)
+    kb = np.ascontiguousarray(kappa, dtype=float).view(np.uint64)
+    order = np.lexsort((mb, kb))  # κ > 0 and |u₃| ≥ 0: their bits sort as the numbers
+    ms, ks = mb[order], kb[order]
+    new = np.r_[True, (ms[1:] != ms[:-1]) | (ks[1:] != ks[:-1])]
+    return order, np.r_[np.flatnonzero(new), order.size]
+
+
+def _bessel_groups(a, kappa, u, rec, L, degrees, groups) -> np.ndarray:
+    """:func:`bessel_sums` with one recurrence per group (``groups``: :func:`target_groups`)."""
+    from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
+
+    n = u.shape[0]
+    order, starts = groups
+    first = order[starts[:-1]]
+    rep = np.repeat(np.arange(first.size), np.diff(starts))
+    mu = np.clip(u[:, 2], -1.0, 1.0)
+    Lt = np.empty(0, np.int64)
+    if degrees is not None:  # (a group shares κ, so its degree: the largest, to be safe)
+        Lt = np.maximum.reduceat(np.asarray(degrees, dtype=np.int64)[order], starts[:-1])
+    kmax = float(np.max(kappa))
+    N = L + 32 + int(math.sqrt(100.0 * kmax + 100.0))
+    res = np.empty((4, n))
+    us = u[order]
+    K.bessel_groups(np.ascontiguousarray(np.abs(mu[first])), np.ascontiguousarray(kappa[first]),
+                    np.ascontiguousarray(a.real), np.ascontiguousarray(a.imag),
+                    np.ascontiguousarray(rec[0].T), np.ascontiguousarray(rec[1].T),
+                    np.r_[1.0, rec[2]], int(L), int(N), np.ascontiguousarray(Lt),
+                    np.ascontiguousarray(starts, dtype=np.int64), rep,
+                    np.ascontiguousarray(np.arctan2(us[:, 1], us[:, 0])),
+                    np.where(mu[order] < 0.0, -1.0, 1.0), res)
+    out = np.empty((4, n))
+    out[:, order] = res
+    return out
 
 
 def _bessel_sums(bessel_synthesis, a, kappa, u, rec, L, degrees, mirror: bool):

@@ -475,6 +475,153 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
                     mir[f, b0 + i] = accm[f, i]
 
 
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def bessel_groups(mu, kap, ar, ai, raT, rbT, rc, L, N, Lt, start, rep, lon, sgn, out):
+    """bessel_synthesis for targets in groups that share |μ| and κ (bitwise): group g (μ_g =
+    mu[g] ≥ 0, κ_g = kap[g], degree Lt[g] if Lt is not empty) has the members
+    start[g] … start[g+1] − 1, member k at longitude lon[k] and latitude sine sgn[k]·μ_g
+    (sgn ±1), rep[k] = g.  The Legendre and Bessel factors depend on (|μ|, κ) alone and the
+    longitude only enters through e^{imλ}: one recurrence per group, the terms with l + m even
+    and odd summed apart (E, O, as bessel_synthesis with mirror pairs), then per member and
+    order m Re((E ± O) e^{imλ}).  out (4, members).  Each block of BS groups alone: the same
+    bits on any number of threads."""
+    BS = 32
+    n = mu.size
+    y0 = 1.0 / math.sqrt(4.0 * math.pi)
+    for bi in prange((n + BS - 1) // BS):
+        b0 = bi * BS
+        nb = min(BS, n - b0)
+        j0 = start[b0]
+        nm = start[b0 + nb] - j0
+        Ib = np.empty((L + 1, BS))
+        rho, inv = np.zeros(BS), np.ones(BS)
+        x, s = np.zeros(BS), np.zeros(BS)
+        ymm, p1, p2 = np.full(BS, y0), np.empty(BS), np.empty(BS)
+        q = np.empty((8, BS))
+        qo = np.empty((8, BS))
+        er, ei, cl, sl = np.ones(nm), np.zeros(nm), np.empty(nm), np.empty(nm)
+        loc = np.empty(nm, np.int64)
+        acc = np.zeros((4, nm))
+        for j in range(nm):
+            lo = lon[j0 + j]
+            cl[j], sl[j] = math.cos(lo), math.sin(lo)
+            loc[j] = rep[j0 + j] - b0
+        for i in range(nb):
+            inv[i] = 1.0 / kap[b0 + i]
+        for l in range(N, 0, -1):  # Miller: ĩ_l/ĩ_{l−1} = 1/((2l+1)/κ + ĩ_{l+1}/ĩ_l)
+            c2 = 2.0 * l + 1.0
+            for i in range(BS):
+                rho[i] = 1.0 / (c2 * inv[i] + rho[i])
+            if l <= L:
+                for i in range(BS):
+                    Ib[l, i] = rho[i]
+        for i in range(BS):
+            k = kap[b0 + i] if i < nb else 1.0
+            Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
+            xx = mu[b0 + i] if i < nb else 0.0
+            x[i] = xx
+            s[i] = math.sqrt(max((1.0 - xx) * (1.0 + xx), 0.0))
+        for l in range(1, L + 1):
+            for i in range(BS):
+                Ib[l, i] *= Ib[l - 1, i]
+        Lb = L
+        if Lt.shape[0] > 0:
+            Lb = 0
+            for i in range(nb):
+                Lb = max(Lb, min(Lt[b0 + i], L))
+        for m in range(Lb + 1):
+            if m > 0:
+                big = 0.0
+                for i in range(BS):
+                    ymm[i] = rc[m] * s[i] * ymm[i]
+                    big = max(big, abs(ymm[i]))
+                if big < 1e-290:  # y_mm underflows: every y_lm (l ≥ m) of these targets too
+                    break
+                for j in range(nm):
+                    t = er[j] * cl[j] - ei[j] * sl[j]
+                    ei[j] = er[j] * sl[j] + ei[j] * cl[j]
+                    er[j] = t
+            for i in range(BS):
+                p2[i] = 0.0
+                p1[i] = ymm[i]
+                w = Ib[m, i] * ymm[i]
+                for f in range(4):
+                    q[2 * f, i] = w * ar[m, m, f]
+                    q[2 * f + 1, i] = w * ai[m, m, f]
+                for k in range(8):
+                    qo[k, i] = 0.0
+            for l in range(m + 1, Lb + 1):  # l − m odd into qo, even into q
+                a_, b_ = raT[m, l], rbT[m, l]
+                c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
+                c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+                qq = q if (l - m) % 2 == 0 else qo
+                for i in range(BS):
+                    p = a_ * (x[i] * p1[i] - b_ * p2[i])
+                    p2[i] = p1[i]
+                    p1[i] = p
+                    w = Ib[l, i] * p
+                    qq[0, i] += w * c0r
+                    qq[1, i] += w * c0i
+                    qq[2, i] += w * c1r
+                    qq[3, i] += w * c1i
+                    qq[4, i] += w * c2r
+                    qq[5, i] += w * c2i
+                    qq[6, i] += w * c3r
+                    qq[7, i] += w * c3i
+            for j in range(nm):
+                i = loc[j]
+                sg = sgn[j0 + j]
+                for f in range(4):
+                    re = q[2 * f, i] * er[j] - q[2 * f + 1, i] * ei[j]
+                    ro = qo[2 * f, i] * er[j] - qo[2 * f + 1, i] * ei[j]
+                    acc[f, j] += re + sg * ro
+        for j in range(nm):
+            for f in range(4):
+                out[f, j0 + j] = acc[f, j]
+
+
+@njit(parallel=True, fastmath=False, cache=True, nogil=True)
+def data_degrees(kap, c, tail0, thr, L, N, deg, tail):
+    """Per target i (κ_i = kap[i]): the smallest degree L_i ≤ L with
+    T_i(L_i) = tail0 + Σ_{L_i < l ≤ L} 4π ĩ_l(κ_i)·c[l] ≤ thr (L_i = L if none), and tail[i] =
+    T_i(L_i).  ĩ_l(κ) by the Miller recurrence of bessel_synthesis (from N down, the same
+    operations); each target alone (the same bits on any number of threads)."""
+    BS = 64
+    n = kap.size
+    for bi in prange((n + BS - 1) // BS):
+        b0 = bi * BS
+        nb = min(BS, n - b0)
+        Ib = np.empty((L + 1, BS))
+        rho, inv = np.zeros(BS), np.ones(BS)
+        for i in range(nb):
+            inv[i] = 1.0 / kap[b0 + i]
+        for l in range(N, 0, -1):
+            c2 = 2.0 * l + 1.0
+            for i in range(BS):
+                rho[i] = 1.0 / (c2 * inv[i] + rho[i])
+            if l <= L:
+                for i in range(BS):
+                    Ib[l, i] = rho[i]
+        for i in range(BS):
+            k = kap[b0 + i] if i < nb else 1.0
+            Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
+        for l in range(1, L + 1):
+            for i in range(BS):
+                Ib[l, i] *= Ib[l - 1, i]
+        for i in range(nb):
+            t = tail0
+            d = L
+            if t <= thr:
+                while d > 0:
+                    tn = t + Ib[d, i] * c[d]
+                    if tn > thr:
+                        break
+                    t = tn
+                    d -= 1
+            deg[b0 + i] = d
+            tail[b0 + i] = t
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _bound_sum(u0, u1, u2, k, cen, cosr, sinr, W, suffix, theta, cosb, sinb, max_tiles):
     """below_bound's sum for one direction u (unit) and κ = k, the tiles widened by an angle b

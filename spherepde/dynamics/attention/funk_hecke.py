@@ -163,11 +163,12 @@ def degree_levels(kappa: float, L: int, tail_L: float, levels: int = 32):
     return ks, np.maximum.accumulate(out)
 
 
-def _per_target_synthesis(q, sh, B, beta, x, rec, L, levels=None) -> np.ndarray:
+def _per_target_synthesis(q, sh, B, beta, x, rec, L, levels=None, degrees=None) -> np.ndarray:
     """Σ_{l ≤ L} 4π ĩ_l(β|Bᵀx|) Σ_m Y_lm(Bᵀx/|Bᵀx|) q_lm per target x (n, 3), for the real-field
     coefficients q (4, nlm) of the transform ``sh``: shape (4, n) (compiled.bessel_sums).
     ``levels``: optional (κ_j, L_j) of :func:`degree_levels`: each target stops at the degree of
-    the first level with κ_j ≥ its κ."""
+    the first level with κ_j ≥ its κ.  ``degrees`` (n,): optional, a degree ≤ L per target
+    (in place of ``levels``)."""
     a = np.zeros((L + 1, L + 1, 4), dtype=np.complex128)  # [m, l, f], factor 2 for m > 0
     a[sh.m, sh.l] = q.T
     a[1:] *= 2.0
@@ -175,8 +176,9 @@ def _per_target_synthesis(q, sh, B, beta, x, rec, L, levels=None) -> np.ndarray:
     z = x @ B
     # (B singular: at Bᵀx = 0 the kernel is the constant 1, which κ → 0 gives: ĩ_0 = 1, rest 0)
     r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
-    degrees = None
-    if levels is not None:
+    if degrees is not None:  # given, a degree ≤ L per target
+        degrees = np.asarray(degrees, dtype=np.int64)
+    elif levels is not None:
         ks, ls = levels
         degrees = ls[np.minimum(np.searchsorted(ks, beta * r, side="left"), ls.size - 1)]
     return compiled.bessel_sums(a, beta * r, z / r[:, None], rec, L, degrees)

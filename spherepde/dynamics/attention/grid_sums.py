@@ -70,6 +70,33 @@ BOUND_RUN = 16
 WINDOW_HALF = 3
 #: ... after at most this many tiles per target (a broad kernel settles it in a few)
 BOUND_TRY = 8
+#: _TargetBessel.upper_bound settles first, at no cost, the targets whose S̃_1 the smallest
+#: density alone keeps at or above the level: S̃_1(x) ≥ ρ_min Σ_j |cell_j| e^{κ_x(⟨u_x, y_j⟩ − 1)}
+#: = ρ_min·4π(ĩ_0(κ_x) ± tail) (_TargetBessel.floor_bound).  On a diffuse density that is every
+#: target, whose bounds (runs, tiles, windows) had been a fifth of the call (issue 23, seventh
+#: session: docs/prototypes/issue23/profile_diffuse_main.json); False: the bounds for every
+#: target
+FLOOR_BOUND = True
+#: _TargetBessel.sums stops each target's series at the degree the density's own spectrum
+#: allows (:meth:`_TargetBessel.data_degrees`): with a_l = (a_lm)_m the analysis of a field,
+#: |Σ_m a_lm Y_lm(u)| ≤ |a_l|·√((2l+1)/4π), so the terms L_x < l ≤ L of a target weigh at most
+#: Σ 4π ĩ_l(κ_x)·√((2l+1)/4π)(|a_l| + ANALYSIS_ROUNDOFF·√((2l+1)/4π)·Σw) (|a_l| the largest of
+#: the four fields', the second term what the analysis's rounding may hide), and the series
+#: stops where that is ≤ DATA_TAIL_SHARE of the round-off term, which ``err`` then counts in.
+#: A smooth density (bench_attention's diffuse one is of degree 1) needs far fewer degrees than
+#: the kernel; a concentrated one about those of its own width (issue 23, seventh session).
+#: False: the kernel's degrees alone (PER_TARGET_DEGREE).  Read when a _TargetBessel is built
+DATA_DEGREE = True
+#: ... from this kernel degree L on (below, finding the degrees costs about what they save:
+#: bench_attention's β = 1 rows, L = 14–16)
+DATA_MIN_DEGREE = 24
+#: ... the share of the round-off term TARGET_ROUNDOFF·(L + 16) the skipped degrees may add
+DATA_TAIL_SHARE = 0.05
+#: ... the rounding of the analysis, per coefficient, relative to √((2l+1)/4π)·Σw (the size of
+#: a unit point mass's coefficients): measured ≤ 4.4e-16 against long double (GaussGrid 32 and
+#: 128, smooth, vMF κ = 100 and white-noise densities: tests/dynamics/test_attention_general.py
+#: ::test_analysis_roundoff)
+ANALYSIS_ROUNDOFF = 2e-14
 #: cells per k-d tile of _TargetBessel.upper_bound (on the concentrated β = 100 densities of
 #: bench_attention, 32-cell tiles find 93–96 % of the targets the first pass rejects, in about
 #: half the time of 16-cell tiles, which find 96–98 %: docs/prototypes/issue23/skip_rejected.json)
@@ -352,6 +379,7 @@ class _TargetBessel(_SpectralSphere):
         self._sh: SphericalHarmonics | None = None
         self._bound_tiles: tuple | None = None  # upper_bound's tiles of the cells
         self._levels: tuple | None = None  # funk_hecke.degree_levels, for PER_TARGET_DEGREE
+        self._floor_tail: float | None = None  # floor_bound's kernel tail
         lmax = grid.lmax
         self.possible = lmax * lmax >= 2.0 * self.kappa and compiled.available()
         if not self.possible:
@@ -361,7 +389,9 @@ class _TargetBessel(_SpectralSphere):
         below = np.flatnonzero(self.tail <= np.maximum(
             SERIES_TAIL, TARGET_TAIL_SHARE * TARGET_ROUNDOFF * (l + 16.0)))
         L = max(1, min(lmax, int(below[0]) if below.size else lmax))
-        self._truncate(L, TARGET_ROUNDOFF * (L + 16.0))
+        self.data_degree = bool(DATA_DEGREE) and L >= DATA_MIN_DEGREE
+        self._truncate(L, TARGET_ROUNDOFF * (L + 16.0)
+                       * (1.0 + (DATA_TAIL_SHARE if self.data_degree else 0.0)))
 
     def applicable(self, tol: float) -> bool:
         return self.degree_needed(tol) <= self.grid.lmax
@@ -373,6 +403,25 @@ class _TargetBessel(_SpectralSphere):
         r = np.maximum(np.linalg.norm(z, axis=1), 1e-300)
         return _near_cell_terms(self.grid, w, z / r[:, None], self.beta * r)
 
+    def floor_bound(self, w: np.ndarray, kap: np.ndarray) -> np.ndarray:
+        """(n,): a lower bound on S̃_1 at targets with κ_x = ``kap`` from the smallest density
+        alone.  With ρ_min = min_j w_j/|cell_j|, S̃_1(x) ≥ ρ_min Σ_j |cell_j| e^{κ_x(⟨u_x, y_j⟩ − 1)};
+        the Gauss grid integrates every Y_lm with 1 ≤ l ≤ l_q = min(2·nlat − 1, nlon − 1) to
+        zero, so by Funk–Hecke that sum is 4π ĩ_0(κ_x) to within 4π·tail(l_q; κ_x) (the kernel
+        series beyond that degree, sup norm), and the tail grows with κ there (every term has
+        l > κ, where ĩ_l grows with κ): ≤ the tail at β‖B‖₂.  Zeros where the grid is too coarse
+        for that (l_q < β‖B‖₂); a relative 1e-9 off for the rounding (of the cell areas, ĩ_0,
+        the sums: ≤ 1e-13 relative)."""
+        g = self.grid
+        lq = min(2 * g.nlat - 1, g.nlon - 1)
+        if lq < self.kappa:
+            return np.zeros(kap.shape)
+        if self._floor_tail is None:
+            self._floor_tail = float(_SphereKernel(self.kappa, lq).tail[lq])
+        rmin = float(np.min(np.asarray(w, float).reshape(-1) / np.asarray(g.cell_area).reshape(-1)))
+        i0 = -np.expm1(-2.0 * kap) / (2.0 * kap)
+        return np.maximum(rmin * 4.0 * math.pi * (i0 - self._floor_tail), 0.0) * (1.0 - 1e-9)
+
     def upper_bound(self, w: np.ndarray, x: np.ndarray, theta: float) -> np.ndarray:
         """(n,): where < ``theta``, an upper bound on S̃_1(x) at the targets x (n, 3); elsewhere
         some number ≥ theta (S̃_1(x) may be above theta).  The bound is
@@ -380,6 +429,23 @@ class _TargetBessel(_SpectralSphere):
         :data:`BOUND_TILE` cells (centre c_t, angular radius r_t, total weight W_t;
         compiled_numba.below_bound): it finds the targets the certification would reject
         anyway, whose spectral sums need not be synthesised (:func:`.certify._certified_mean`)."""
+        wc = np.asarray(w, float).reshape(-1) / np.asarray(self.grid.cell_area).reshape(-1)
+        # (ĩ_0 ≤ 1: below, the floor settles no target, as on a density with a tiny floor)
+        if FLOOR_BOUND and float(np.min(wc)) * 4.0 * math.pi * (1.0 + 1e-9) >= theta:
+            # the targets the smallest density keeps at or above theta: settled
+            z = x @ self.B
+            kap = self.beta * np.maximum(np.linalg.norm(z, axis=1), 1e-300)
+            lo = self.floor_bound(w, kap)
+            rest = np.flatnonzero(lo < theta)
+            if rest.size < x.shape[0]:
+                out = lo
+                if rest.size:
+                    out[rest] = self._tile_bound(w, x[rest], theta)
+                return out
+        return self._tile_bound(w, x, theta)
+
+    def _tile_bound(self, w: np.ndarray, x: np.ndarray, theta: float) -> np.ndarray:
+        """upper_bound by runs, windows and tiles (FLOOR_BOUND aside)."""
         from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
 
         if self._bound_tiles is None:
@@ -427,6 +493,36 @@ class _TargetBessel(_SpectralSphere):
         q = sh.analyse(np.stack([dens * xyz[..., 0], dens * xyz[..., 1], dens * xyz[..., 2], dens]))
         if PER_TARGET_DEGREE and self._levels is None:
             self._levels = degree_levels(self.kappa, self.L, float(self.tail[self.L]))
+        if self.data_degree and x.shape[0]:
+            deg = self.data_degrees(q, sh, x, float(np.sum(w)))
+            if PER_TARGET_DEGREE and self._levels is not None:  # (either keeps the error ≤ err)
+                ks, ls = self._levels
+                kap = self.beta * np.linalg.norm(x @ self.B, axis=1)
+                deg = np.minimum(deg, ls[np.minimum(np.searchsorted(ks, kap, side="left"),
+                                                    ls.size - 1)])
+            return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L,
+                                         degrees=deg)
         return _per_target_synthesis(q, sh, self.B, self.beta, x, self._rec, self.L,
                                      self._levels if PER_TARGET_DEGREE else None)
+
+    def data_degrees(self, q: np.ndarray, sh, x: np.ndarray, total: float,
+                     with_tail: bool = False):
+        """(n,) the degree of each target x by the rule of :data:`DATA_DEGREE`, for the
+        analysis q (4, nlm) of the fields of weights of total ``total``; ``with_tail``: also
+        the bound on what the skipped degrees weigh (each target's, the terms beyond L
+        included: (n,))."""
+        L = self.L
+        l = np.arange(L + 1)
+        wt = np.where(sh.m > 0, 2.0, 1.0)
+        a2 = np.array([np.bincount(sh.l, weights=wt * (qf.real ** 2 + qf.imag ** 2), minlength=L + 1)
+                       for qf in q])[:, : L + 1]
+        y = np.sqrt((2.0 * l + 1.0) / (4.0 * math.pi))
+        c = y * (np.sqrt(a2.max(axis=0)) + ANALYSIS_ROUNDOFF * y * total) * (1.0 + 1e-9)
+        roundoff = TARGET_ROUNDOFF * (L + 16.0)
+        tail0 = float(self.tail[L]) * total
+        thr = tail0 + DATA_TAIL_SHARE * roundoff * total
+        z = x @ self.B
+        kap = self.beta * np.maximum(np.linalg.norm(z, axis=1), 1e-300)
+        deg, tail = compiled.data_degrees(kap, c, tail0, thr, L)
+        return (deg, tail) if with_tail else deg
 
