@@ -343,7 +343,7 @@ def _amr(dc, grid: GaussGrid | CircleGrid, att: Attention | None, method: str, i
         base = dc.base_nlat or (grid.nlat if isinstance(grid, GaussGrid) else max(2, grid.n // 2))
         st = AMRDensity(att, grid, nlat0=base, lmax=dc.max_level,
                         mass_per_cell=dc.mass_per_cell, max_cells=dc.max_cells,
-                        polar_merge=dc.polar_merge,
+                        polar_merge=dc.polar_merge, pole=dc.pole,
                         attention_method=method, noise=noise, path=path)
         f = density_function(initial, 3 if isinstance(grid, GaussGrid) else 2)
         return st, st.initial_state(rho0 if f is None else f)

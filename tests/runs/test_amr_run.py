@@ -47,10 +47,37 @@ def test_cli_run_writes_the_density_on_the_regular_grid(tmp_path, capsys):
     assert any(np.array_equal(leaves[-1], r) for r in restart_state)
 
 
+def test_cli_run_with_a_turned_mesh_restarts_bit_for_bit(tmp_path, capsys):
+    """``representations.density.pole``: the run's field exact in mass and positive, the pole in
+    the stepper's options, and a run stopped at t = 0.25 and resumed equal to the straight run."""
+    small = SMALL + ["representations.density.pole=[1.0, 1.0, 1.0]"]
+    args = ["run", str(EXAMPLE), "--quiet"]
+    for s in small:
+        args += ["--set", s]
+    assert main(args + ["--output", str(tmp_path / "straight")]) == 0
+    half = [a if a != "stepping.t_end=0.5" else "stepping.t_end=0.25" for a in args]
+    assert main(half + ["--output", str(tmp_path / "resumed")]) == 0
+    assert main(["run", "--restart", str(tmp_path / "resumed" / "run.nc"), "--quiet",
+                 "--set", "stepping.t_end=0.5", "--output", str(tmp_path / "ext")]) == 0
+    capsys.readouterr()
+    g = GaussGrid(8)
+    with netCDF4.Dataset(tmp_path / "straight" / "run.nc") as a, \
+            netCDF4.Dataset(tmp_path / "ext" / "run.nc") as b:
+        a.set_auto_mask(False)
+        b.set_auto_mask(False)
+        rho = np.array(a["density"][...])
+        assert np.all(rho >= 0.0) and all(abs(g.integrate(r) - 1.0) <= 1e-13 for r in rho)
+        assert np.array_equal(np.array(a["density_leaves"][...]), np.array(b["density_leaves"][...]))
+        assert np.array_equal(rho, np.array(b["density"][...]))
+        assert '"pole"' in a.getncattr("config_json")
+
+
 @pytest.mark.parametrize("key, value, word", [
     ("representations.density.max_level", "17", "representations.density.max_level"),
     ("representations.density.base_nlat", "7", "representations.density.base_nlat"),
     ("representations.density.mass_per_cell", "0", "representations.density.mass_per_cell"),
+    ("representations.density.pole", "[0, 0, 0]", "representations.density.pole"),
+    ("representations.density.pole", "[1, 0]", "representations.density.pole"),
     # amr integrates the Stratonovich SPDE (tests/solvers/test_amr_noise.py); Itô is refused
     ("dynamics.noise", '{activation = "relu", sigma_u = 0.5, sigma_w = 0.5, n_max = 2, '
      'calculus = "ito"}', "dynamics.noise.calculus"),

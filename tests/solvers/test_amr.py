@@ -16,7 +16,8 @@ import pytest
 from spherepde.dynamics.attention import Attention
 from spherepde.grids import CircleGrid, GaussGrid
 from spherepde.solvers.controller import Controller, Stepper
-from spherepde.solvers.eulerian.amr import BETA_H2, SPLIT_MASS, AMRDensity, levels_for_beta, stored_leaves
+from spherepde.solvers.eulerian.amr import (BETA_H2, SPLIT_MASS, AMRDensity, levels_for_beta, locate,
+                                            pole_rotation, stored_leaves)
 from spherepde.solvers.eulerian.amr_adapt import adapt
 from spherepde.solvers.eulerian.amr_mesh import LIMITERS, LeafMesh, base_leaves
 from spherepde.solvers.eulerian.amr_remap import gauss_to_leaves, leaf_integrals, leaves_to_gauss
@@ -170,6 +171,85 @@ def test_polar_merge_one_refines_a_bump_on_the_pole_and_keeps_mass_exact_and_pos
     half = Controller(_polar(polar_merge=1)[0]).run(s1, (0.0, 0.2)).state
     resumed = Controller(_polar(polar_merge=1)[0]).run(half.copy(), (0.2, 0.4)).state
     assert np.array_equal(straight, resumed)
+
+
+# ---- pole --------------------------------------------------------------------------------------
+@pytest.mark.parametrize("pole", [(0, 0, 1), (1, 1, 1), (0, 0, -2), (1, 0, 0), (0.3, -0.2, -0.9)])
+def test_pole_rotation_takes_e_z_to_the_pole(pole):
+    R = pole_rotation(pole)
+    p = np.asarray(pole, float) / np.linalg.norm(pole)
+    # Rodrigues' formula divides sin² by 1 + cos: a few ulps times 1/(1 + cos) near the south pole
+    # (exact half turn there)
+    tol = 4 * np.finfo(float).eps * (1.0 + (1.0 / (1.0 + p[2]) if p[2] > -1 else 1.0))
+    assert np.abs(R @ [0.0, 0.0, 1.0] - p).max() <= tol
+    assert np.abs(R.T @ R - np.eye(3)).max() <= tol and abs(np.linalg.det(R) - 1.0) <= tol
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"pole": (0, 0, 0)}, "pole must be 3 finite numbers, not all 0"),
+    ({"pole": (1, 0)}, "pole must be 3 finite numbers"),
+    ({"pole": (1, float("nan"), 0)}, "pole must be 3 finite numbers"),
+    ({"pole": "north"}, "pole must be 3 numbers"),
+])
+def test_pole_values_it_cannot_honour_are_refused(kw, match):
+    with pytest.raises(ValueError, match=match):
+        small(**kw)
+
+
+def test_pole_is_refused_on_the_circle_and_for_a_density_given_on_the_grid():
+    att2 = Attention(np.eye(2), np.eye(2), np.eye(2), 10.0)
+    with pytest.raises(ValueError, match="pole applies to the sphere"):
+        AMRDensity(att2, CircleGrid(32), nlat0=8, pole=(0, 0, 1))
+    st = small(pole=(1, 1, 1))
+    with pytest.raises(ValueError, match="with pole, the initial density must be a function"):
+        st.initial_state(np.ones(GaussGrid(16).shape))
+
+
+@pytest.mark.parametrize("max_merge", [None, 1])
+def test_locate_finds_the_leaf_that_holds_each_point(max_merge):
+    leaves = base_leaves(8, 3, max_merge)
+    mesh = LeafMesh(8, 3, leaves)
+    rng = np.random.default_rng(3)
+    for _ in range(2):  # refine a random quarter of the refinable leaves, twice
+        split = mesh.refinable() & (rng.random(mesh.n) < 0.25)
+        m = np.where(split, 1.0, 0.0)
+        new = adapt(mesh, m, 0.5, LIMITERS["mc"], 100_000)
+        mesh = LeafMesh(8, 3, new[0])
+    assert len(set(mesh.level.tolist())) >= 3
+    x = rng.standard_normal((20_000, 3))
+    x /= np.linalg.norm(x, axis=1)[:, None]
+    i = locate(mesh, x)
+    lon = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * np.pi)
+    lat = np.arcsin(x[:, 2])
+    assert ((mesh.lon0[i] <= lon) & (lon <= mesh.lon1[i])).all()
+    assert ((mesh.lat0[i] <= lat) & (lat <= mesh.lat1[i])).all()
+
+
+def test_a_turned_mesh_is_the_turned_problem_on_the_plain_mesh():
+    """With pole = R·e_z the stepper solves, in the mesh's frame, the problem turned by Rᵀ: the
+    same leaves and masses (to round-off) as the plain mesh on Q, K, V → RᵀQR, RᵀKR, RᵀVR and
+    ρ₀ ∘ R, its points turned by R.  Mass exact and positive; the output field exact in mass."""
+    R = pole_rotation((1.0, -2.0, 0.5))
+    turned = AMRDensity(Attention(Q, K, V, 30.0), GaussGrid(16), nlat0=8, lmax=2, mass_per_cell=0.5,
+                        attention_method="reference", pole=(1.0, -2.0, 0.5))
+    plain = AMRDensity(Attention(R.T @ Q @ R, R.T @ K @ R, R.T @ V @ R, 30.0), GaussGrid(16), nlat0=8,
+                       lmax=2, mass_per_cell=0.5, attention_method="reference")
+    s1, s2 = turned.initial_state(rho0), plain.initial_state(lambda y: rho0(y @ R.T))
+    assert turned.options()["pole"] == pytest.approx(list(R[:, 2]), abs=1e-15)
+    for t in (0.0, 0.2, 0.4):
+        (x1, w1), (x2, w2) = turned.measure(s1), plain.measure(s2)
+        assert np.array_equal(s1[1:, :5], s2[1:, :5])  # the same leaves
+        assert np.abs(w1 - w2).max() <= 1e-12 and np.abs(x1 - x2 @ R.T).max() <= 1e-14
+        assert abs(w1.sum() - 1.0) <= 1e-13 and w1.min() >= 0.0
+        f = turned.field(s1)
+        assert f.min() >= 0.0 and abs(float(np.sum(f * GaussGrid(16).cell_area)) - 1.0) <= 1e-13
+        s1, s2 = turned.step(s1, t, 0.2), plain.step(s2, t, 0.2)
+
+
+def test_a_turned_field_of_a_uniform_density_is_uniform():
+    st = small(pole=(0.2, 0.7, -0.4))
+    f = st.field(st.initial_state(lambda x: np.ones(len(x))))
+    assert np.abs(f * 4 * np.pi - 1.0).max() <= 1e-12
 
 
 def test_adapt_indicator_refines_where_it_is_large_and_moves_the_masses_exactly():

@@ -10,7 +10,7 @@ from spherepde.runs.config.values import (DIAGNOSTICS, LIMITERS, MAX_MOMENT_DEGR
                                           MAX_OUTPUTS, MAX_PARTICLES, MAX_TOKENS_IN_ALL,
                                           MAX_TOKEN_REALISATIONS, PARTICLE_INITIAL, POLAR,
                                           PRECISIONS, SCHEMES, SCHEME_KEYS, _set, check_bool,
-                                          check_choice, check_float, check_int)
+                                          check_choice, check_float, check_int, check_vector)
 from spherepde.runs.config.section import _Section
 
 
@@ -132,8 +132,10 @@ class DensityConfig(_Section):
       cell holds more than ``mass_per_cell``·h² (h the finest cell width; h on the circle), at
       most ``max_cells`` leaves (default: the stepper's), its polar base rows merged in longitude
       by at most ``polar_merge`` (a power of 2; 1: none; default: the reduced grid's, up to
-      nlon0/4); the output field is the conservative
-      remap of the leaves onto the grid, the leaves themselves are kept as ``density_leaves``.
+      nlon0/4), its lon-lat raster turned so that its north pole is ``pole`` (3 numbers, sphere
+      without noise; default e_z); the output field is the conservative remap of the leaves onto
+      the grid (with ``pole``: 4 × 4 sub-points per leaf deposited in the grid's cells), the
+      leaves themselves are kept as ``density_leaves``.
 
     A key of the other scheme is ignored (and kept at its default), so that a sweep can switch
     ``representations.density.scheme``."""
@@ -151,6 +153,7 @@ class DensityConfig(_Section):
     mass_per_cell: float = 3.3
     max_cells: int | None = None
     polar_merge: int | None = None
+    pole: tuple | None = None
 
     def __post_init__(self) -> None:
         p = self.PATH
@@ -177,6 +180,11 @@ class DensityConfig(_Section):
             if self.polar_merge & (self.polar_merge - 1):
                 raise ValueError(f"{p}.polar_merge: must be a power of 2 (1 = no merging), got "
                                  f"{self.polar_merge}")
+        if self.pole is not None:
+            pole = check_vector(f"{p}.pole", self.pole, 3)
+            if not any(pole):
+                raise ValueError(f"{p}.pole: must be a non-zero direction, got {list(pole)}")
+            _set(self, "pole", pole)
         for scheme, keys in SCHEME_KEYS.items():
             if scheme != self.scheme:
                 for key in keys:

@@ -17,7 +17,7 @@ SCHEMES = ("ffsl-ppm", "lagrangian-remap", "amr")
 #: the keys only one scheme uses (ignored, and kept at their defaults, with the other)
 SCHEME_KEYS = {"ffsl-ppm": ("limiter", "polar"),
                "lagrangian-remap": ("remap_every", "cells_per_width", "remap_nlat"),
-               "amr": ("base_nlat", "max_level", "mass_per_cell", "max_cells", "polar_merge")}
+               "amr": ("base_nlat", "max_level", "mass_per_cell", "max_cells", "polar_merge", "pole")}
 LIMITERS = ("positive", "monotone", "none")
 POLAR = ("auto", "split", "cap")  # spherepde.solvers.eulerian.polar_cap.POLAR (checked by a test)
 INITIAL_KINDS = ("uniform", "cosine", "vmf", "low-mode", "random-phase", "netcdf")

@@ -63,6 +63,7 @@ import numpy as np
 
 from spherepde.dynamics.attention import Attention, compiled
 from spherepde.grids import CircleGrid, GaussGrid
+from spherepde.grids.geometry import lonlat_to_xyz
 from spherepde.solvers.controller import StateSpace
 from spherepde.solvers.eulerian.amr_adapt import adapt
 from spherepde.solvers.eulerian.amr_circle import (CircleLeafMesh, arc_integrals, arcs_to_circle,
@@ -185,6 +186,16 @@ class AMRDensity:
         costs accuracy where slow, low-mass flow crosses the grid's poles (the far tail of
         ``examples/metastability.toml``, docs/amr.md); no merging costs time steps only where the
         polar base cells are thinner than the finest cell h.
+    pole : 3 numbers, optional (S², without noise)
+        The direction of the mesh's north pole (normalised; default e_z).  The lon-lat raster is
+        laid out in the frame of the rotation R that takes e_z to ``pole`` (:func:`pole_rotation`):
+        a leaf centre x in the mesh's frame is the point R·x, velocities are computed there (the
+        one attention formula) and turned back by Rᵀ.  Put the poles away from the points the
+        dynamics single out: at β = 1000 on ``examples/metastability.toml`` the far tail drains
+        from the saddles ±e_z, the default poles, and the mesh's polar cells there set most of
+        the ``--refine 1.5`` change of W₂ (docs/prototypes/issue20/w2_change/README.md).  ``field``
+        then averages the leaf densities at 4 × 4 points of each output cell, scaled to the exact
+        mass (positive; :func:`_turned_field`); the initial density must be a function.
     attention_method, tol
         Passed to :meth:`Attention.mean_and_stats` (default "auto", 1e-8).
     noise, path : NoiseField and BrownianPath, optional (together)
@@ -204,7 +215,8 @@ class AMRDensity:
                  mass_per_cell: float = 3.3, courant: float = 0.5, regrid_every: int = 4,
                  limiter: str = "mc", max_cells: int | None = None, max_memory_gb: float = 4.0,
                  attention_method: str = "auto", tol: float = 1e-8, noise=None, path=None,
-                 noise_substeps: str = "frozen", polar_merge: int | None = None) -> None:
+                 noise_substeps: str = "frozen", polar_merge: int | None = None,
+                 pole=None) -> None:
         if not isinstance(output_grid, (GaussGrid, CircleGrid)):
             raise ValueError(f"output_grid must be a GaussGrid (S²) or a CircleGrid (S¹), got "
                              f"{type(output_grid).__name__}")
@@ -277,6 +289,14 @@ class AMRDensity:
                 raise ValueError(f"polar_merge must be a power of 2 (1 = no merging), got {pm}")
             polar_merge = pm
         self.polar_merge: int | None = polar_merge
+        self.pole: tuple[float, float, float] | None = None
+        self._R: np.ndarray | None = None  # mesh frame → space (pole_rotation), None: the identity
+        if pole is not None:
+            if self.circle or noise is not None:
+                raise ValueError(f"pole applies to the sphere without noise, got {pole!r}"
+                                 + (" with noise" if noise is not None else " on the circle"))
+            self._R = pole_rotation(pole)
+            self.pole = (float(self._R[0, 2]), float(self._R[1, 2]), float(self._R[2, 2]))
         self.m_split = self.mass_per_cell * self.h ** (self.d - 1)
         self.grid = StateSpace(self.max_cells + 1, 6)
         self._mesh_cls = CircleLeafMesh if self.circle else LeafMesh
@@ -291,6 +311,8 @@ class AMRDensity:
                "max_cells": self.max_cells}
         if self.polar_merge is not None:
             out["polar_merge"] = self.polar_merge
+        if self.pole is not None:
+            out["pole"] = list(self.pole)
         if self.noise is not None:
             out.update(noise=self.noise.to_dict(), path=self.path.to_dict(), scheme="stratonovich",
                        noise_substeps=self.noise_substeps)
@@ -330,7 +352,11 @@ class AMRDensity:
         changing (at most lmax + 2 passes).  ``normalise``: scale to mass 1."""
         if callable(density):
             integrals = arc_integrals if self.circle else leaf_integrals
-            masses = lambda mesh: integrals(mesh, density)  # noqa: E731
+            f = density if self._R is None else (lambda y: density(self.space(y)))
+            masses = lambda mesh: integrals(mesh, f)  # noqa: E731
+        elif self._R is not None:
+            raise ValueError("with pole, the initial density must be a function of the points "
+                             "(a density on output_grid is not remapped into the turned mesh)")
         else:
             rho = np.asarray(density, float)
             if rho.shape != self.output_grid.shape or not np.all(np.isfinite(rho)):
@@ -365,12 +391,18 @@ class AMRDensity:
             assert isinstance(mesh, CircleLeafMesh)
             return arcs_to_circle(mesh, m, grid) / grid.cell_length
         assert isinstance(mesh, LeafMesh)
+        if self._R is not None:
+            return _turned_field(mesh, m, self._R, grid)
         return leaves_to_gauss(mesh, m, grid) / grid.cell_area
 
     def measure(self, state: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The leaves as weighted points: centres (n, d), masses (n,)."""
+        """The leaves as weighted points: centres (n, d) (turned by ``pole``), masses (n,)."""
         mesh, m, _ = self.unpack(state)
-        return mesh.xc.copy(), m
+        return self.space(mesh.xc).copy(), m
+
+    def space(self, x: np.ndarray) -> np.ndarray:
+        """Points (n, d) of the mesh's frame as points of space: R·x (``pole``), else x."""
+        return x if self._R is None else x @ self._R.T
 
     def mass(self, state: np.ndarray) -> float:
         n = int(state[0, 0])
@@ -392,7 +424,15 @@ class AMRDensity:
     # ---- dynamics ----------------------------------------------------------------------
     def leaf_velocity(self, mesh: FaceMesh, m: np.ndarray, t: float,
                       u: np.ndarray | None = None) -> np.ndarray:
-        """X (n, d) at the leaf centres (plus the frozen noise velocity ``u`` when given)."""
+        """X (n, d) at the leaf centres (plus the frozen noise velocity ``u`` when given), in the
+        mesh's frame (computed at the points of space, turned back by Rᵀ: ``pole``)."""
+        if self._R is not None:
+            x = self.space(mesh.xc)
+            if isinstance(self.velocity, Attention):
+                mean, self.last_stats = self.velocity.mean_and_stats(x, x, m, method=self.method,
+                                                                     tol=self.tol)
+                return self.velocity.velocity_from_mean(x, mean) @ self._R
+            return np.asarray(self.velocity(t, x), float).reshape(x.shape) @ self._R
         x = mesh.xc
         if self.velocity is None:
             return np.zeros_like(x) if u is None else u
@@ -582,3 +622,72 @@ class AMRDensity:
                 return mesh, m, steps
             t, left = t + h, left - h
             L0, o0 = self.rhs(mesh, m, t, u)
+
+
+def pole_rotation(pole) -> np.ndarray:
+    """R (3, 3), the rotation that takes e_z to the unit vector of ``pole`` by the shortest turn
+    (about e_z × pole; a half turn about e_x for −e_z).  ValueError unless ``pole`` is 3 finite
+    numbers, not all 0."""
+    try:
+        p = np.asarray(pole, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(f"pole must be 3 numbers (a direction), got {pole!r}") from None
+    if p.shape != (3,) or not np.all(np.isfinite(p)) or not np.linalg.norm(p) > 0:
+        raise ValueError(f"pole must be 3 finite numbers, not all 0 (a direction), got {pole!r}")
+    p = p / np.linalg.norm(p)
+    c = float(p[2])  # cos of the angle from e_z
+    if c < -1 + 1e-12:
+        return np.diag([1.0, -1.0, -1.0])
+    k = np.array([-p[1], p[0], 0.0])  # e_z × p, |k| = sin
+    kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
+    return np.eye(3) + kx + kx @ kx / (1.0 + c)
+
+
+def locate(mesh: LeafMesh, x: np.ndarray) -> np.ndarray:
+    """Index (k,) of the leaf of ``mesh`` that holds each point x (k, 3) of the mesh's frame: the
+    raster cell (ix, iy) of the point, then, level by level (and at level 0 for every longitude
+    merge factor), the leaf whose corner (x0, y0) that cell rounds down to, found among the
+    leaves' sorted keys."""
+    lon = np.mod(np.arctan2(x[:, 1], x[:, 0]), 2 * math.pi)
+    lat = np.arcsin(np.clip(x[:, 2], -1.0, 1.0))
+    ix = np.minimum((lon / mesh.dlon_f).astype(np.int64), mesh.NX - 1)
+    iy = np.clip(((lat + 0.5 * math.pi) / mesh.dlat_f).astype(np.int64), 0, mesh.NY - 1)
+
+    def key(x0, y0, level):
+        return (level * (mesh.NY + 1) + y0) * (mesh.NX + 1) + x0
+
+    keys = key(mesh.x0, mesh.y0, mesh.level)
+    order = np.argsort(keys)
+    ks = keys[order]
+    out = np.full(ix.size, -1, dtype=np.int64)
+    tries = [(lev, mesh.S >> lev) for lev in range(mesh.lmax, 0, -1)]
+    tries += [(0, mesh.S << j) for j in range(int(math.log2(mesh.NX // mesh.S)) + 1)]
+    for lev, w in tries:
+        todo = out < 0
+        if not todo.any():
+            break
+        h = mesh.S >> lev
+        k = key(ix[todo] - ix[todo] % w, iy[todo] - iy[todo] % h, lev)
+        pos = np.minimum(np.searchsorted(ks, k), ks.size - 1)
+        hit = ks[pos] == k
+        out[np.flatnonzero(todo)[hit]] = order[pos[hit]]
+    if np.any(out < 0):
+        raise RuntimeError("amr-fv: a point lies in no leaf (the leaves do not tile the sphere)")
+    return out
+
+
+def _turned_field(mesh: LeafMesh, m: np.ndarray, R: np.ndarray, grid: GaussGrid,
+                  k: int = 4) -> np.ndarray:
+    """ρ (grid.shape) on the output grid from leaves laid out in the frame of R: each cell's
+    average of the leaf densities m/area at k × k points of its equal-area sub-cells (taken back
+    into the mesh's frame by Rᵀ), scaled so that Σ ρ·cell_area = Σ m (exact in mass; positive)."""
+    f = (np.arange(k) + 0.5) / k
+    lon = (np.arange(grid.nlon)[:, None] - 0.5 + f[None, :]) * grid.dlon  # (nlon, k)
+    mu0, mu1 = grid.mu_faces[:-1], grid.mu_faces[1:]
+    mu = mu0[:, None] + (mu1 - mu0)[:, None] * f[None, :]  # (nlat, k)
+    lam = np.broadcast_to(lon[None, None, :, :], (grid.nlat, k, grid.nlon, k))
+    mus = np.broadcast_to(mu[:, :, None, None], lam.shape)
+    x = lonlat_to_xyz(lam.reshape(-1), np.arcsin(np.clip(mus.reshape(-1), -1.0, 1.0)))
+    rho = (m / mesh.area)[locate(mesh, x @ R)].reshape(grid.nlat, k, grid.nlon, k).mean((1, 3))
+    total = float(np.sum(rho * grid.cell_area))
+    return rho * (float(m.sum()) / total) if total > 0 else rho
