@@ -321,20 +321,17 @@ def test_mirror_pairs_within_error_model(bname, monkeypatch):
     assert np.max(np.abs(got[True] - got[False])) <= 1e-14
 
 
-def test_mirror_pairs_same_bits_on_one_and_two_threads(monkeypatch):
-    """The paired synthesis (compiled.bessel_sums with mirror pairs) gives the same bits on one
-    and on two numba threads."""
+def _same_sums_on_one_and_two_threads(bname, dname):
+    """_TargetBessel(GaussGrid(48), B, β = 40).sums at the face points for density dname, on one
+    and on two numba threads: the two results, or a skip when numba started with one thread."""
     import numba
-
-    from spherepde.dynamics.attention import compiled
 
     if numba.config.NUMBA_NUM_THREADS < 2:
         pytest.skip("numba started with one thread")
-    monkeypatch.setattr(compiled, "GROUP_TARGETS", False)  # (groups take precedence)
     g = GaussGrid(48)
-    spec = grid_sums._TargetBessel(g, matrix("diag-0.1"), 40.0)
+    spec = grid_sums._TargetBessel(g, matrix(bname), 40.0)
     x = FFSLSphere(g, lambda t, x: 0 * x).points
-    w = density("vmf100", g.xyz) * g.cell_area
+    w = density(dname, g.xyz) * g.cell_area
     before = numba.get_num_threads()
     got = {}
     try:
@@ -343,7 +340,16 @@ def test_mirror_pairs_same_bits_on_one_and_two_threads(monkeypatch):
             got[nt] = spec.sums(w, x)
     finally:
         numba.set_num_threads(before)
-    np.testing.assert_array_equal(got[1], got[2])
+    return got[1], got[2]
+
+
+def test_mirror_pairs_same_bits_on_one_and_two_threads(monkeypatch):
+    """The paired synthesis (compiled.bessel_sums with mirror pairs) gives the same bits on one
+    and on two numba threads."""
+    from spherepde.dynamics.attention import compiled
+
+    monkeypatch.setattr(compiled, "GROUP_TARGETS", False)  # (groups take precedence)
+    np.testing.assert_array_equal(*_same_sums_on_one_and_two_threads("diag-0.1", "vmf100"))
 
 
 def _longdouble_sums(x, g, B, beta, w):
@@ -402,26 +408,10 @@ def test_target_groups_within_error_model(bname, dname, per_degree, monkeypatch)
 def test_target_groups_same_bits_on_one_and_two_threads():
     """The grouped synthesis (compiled_numba.bessel_groups) gives the same bits on one and on
     two numba threads."""
-    import numba
-
     from spherepde.dynamics.attention import compiled
 
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("numba started with one thread")
     assert compiled.GROUP_TARGETS
-    g = GaussGrid(48)
-    spec = grid_sums._TargetBessel(g, matrix("diag-0.1"), 40.0)
-    x = FFSLSphere(g, lambda t, x: 0 * x).points
-    w = density("smooth", g.xyz) * g.cell_area
-    before = numba.get_num_threads()
-    got = {}
-    try:
-        for nt in (1, 2):
-            numba.set_num_threads(nt)
-            got[nt] = spec.sums(w, x)
-    finally:
-        numba.set_num_threads(before)
-    np.testing.assert_array_equal(got[1], got[2])
+    np.testing.assert_array_equal(*_same_sums_on_one_and_two_threads("diag-0.1", "smooth"))
 
 
 @pytest.mark.parametrize("bname", ["diag-0.1", "spd-random", "general-random"])
@@ -549,25 +539,9 @@ def test_data_degree_within_error_model(bname, dname, monkeypatch):
 
 
 @pytest.mark.parametrize("bname", ["diag-0.1", "general-random"])
-def test_data_degree_same_bits_on_one_and_two_threads(bname):
+@pytest.mark.parametrize("dname", ["smooth", "vmf100"])
+def test_data_degree_same_bits_on_one_and_two_threads(bname, dname):
     """The sums with the density's degrees (compiled_numba.data_degrees, then the grouped or
     single synthesis) give the same bits on one and on two numba threads."""
-    import numba
-
-    if numba.config.NUMBA_NUM_THREADS < 2:
-        pytest.skip("numba started with one thread")
     assert grid_sums.DATA_DEGREE
-    g = GaussGrid(48)
-    spec = grid_sums._TargetBessel(g, matrix(bname), 40.0)
-    x = FFSLSphere(g, lambda t, x: 0 * x).points
-    before = numba.get_num_threads()
-    for dname in ("smooth", "vmf100"):
-        w = density(dname, g.xyz) * g.cell_area
-        got = {}
-        try:
-            for nt in (1, 2):
-                numba.set_num_threads(nt)
-                got[nt] = spec.sums(w, x)
-        finally:
-            numba.set_num_threads(before)
-        np.testing.assert_array_equal(got[1], got[2])
+    np.testing.assert_array_equal(*_same_sums_on_one_and_two_threads(bname, dname))

@@ -365,6 +365,56 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
             kept[i] = npair
 
+@njit(cache=True, nogil=True, inline="always")
+def bessel_table(kap, b0, nb, L, N, Ib, rho, inv):
+    """Ib (L + 1, BS)[l, i] = 4π ĩ_l(κ) for the targets b0 … b0 + nb − 1 (κ = kap; padding
+    columns at κ = 1): the ratios ĩ_l/ĩ_{l−1} by Miller's backward recurrence from degree N,
+    ĩ_l/ĩ_{l−1} = 1/((2l+1)/κ + ĩ_{l+1}/ĩ_l), times 4π ĩ_0(κ), 4π ĩ_0 = 4π(1 − e^{−2κ})/(2κ).
+    rho, inv (BS,): scratch, rho zero and inv one on entry.  Inlined: the caller's fastmath."""
+    BS = Ib.shape[1]
+    for i in range(nb):
+        inv[i] = 1.0 / kap[b0 + i]
+    for l in range(N, 0, -1):
+        c2 = 2.0 * l + 1.0
+        for i in range(BS):
+            rho[i] = 1.0 / (c2 * inv[i] + rho[i])
+        if l <= L:
+            for i in range(BS):
+                Ib[l, i] = rho[i]
+    for i in range(BS):
+        k = kap[b0 + i] if i < nb else 1.0
+        Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
+    for l in range(1, L + 1):
+        for i in range(BS):
+            Ib[l, i] *= Ib[l - 1, i]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def legendre_terms(m, Lb, raT, rbT, ar, ai, x, Ib, p1, p2, q, qo):
+    """Order m of the any-B synthesis for BS targets at μ = x: the Legendre recurrence
+    p_l = a_ml (x p_{l−1} − b_ml p_{l−2}) from p1 = y_mm, p2 = 0, and for l = m + 1 … Lb the
+    terms Ib[l]·p_l·(a_lm of the four fields, real and imaginary) added into q (l − m even) or
+    qo (odd; qo may be q itself: one sum).  Inlined: the caller's fastmath."""
+    for l in range(m + 1, Lb + 1):
+        a_, b_ = raT[m, l], rbT[m, l]
+        c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
+        c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
+        qq = q if (l - m) % 2 == 0 else qo
+        for i in range(x.size):
+            p = a_ * (x[i] * p1[i] - b_ * p2[i])
+            p2[i] = p1[i]
+            p1[i] = p
+            w = Ib[l, i] * p
+            qq[0, i] += w * c0r
+            qq[1, i] += w * c0i
+            qq[2, i] += w * c1r
+            qq[3, i] += w * c1i
+            qq[4, i] += w * c2r
+            qq[5, i] += w * c2i
+            qq[6, i] += w * c3r
+            qq[7, i] += w * c3i
+
+
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
     """out[f, i] = Σ_{l ≤ L} 4π ĩ_l(κ_i) Σ_{m} y_lm(μ_i) Re(a_f,ml e^{imλ_i}) (real-field
@@ -389,26 +439,13 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
         qo = np.empty((8, BS)) if both else q  # the odd l + m (the same array: one sum)
         acc = np.zeros((4, BS))
         accm = np.zeros((4, BS)) if both else acc
-        for i in range(nb):
-            inv[i] = 1.0 / kap[b0 + i]
-        for l in range(N, 0, -1):  # Miller: ĩ_l/ĩ_{l−1} = 1/((2l+1)/κ + ĩ_{l+1}/ĩ_l)
-            c2 = 2.0 * l + 1.0
-            for i in range(BS):
-                rho[i] = 1.0 / (c2 * inv[i] + rho[i])
-            if l <= L:
-                for i in range(BS):
-                    Ib[l, i] = rho[i]
+        bessel_table(kap, b0, nb, L, N, Ib, rho, inv)
         for i in range(BS):
-            k = kap[b0 + i] if i < nb else 1.0
-            Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
             xx = mu[b0 + i] if i < nb else 0.0
             x[i] = xx
             s[i] = math.sqrt(max((1.0 - xx) * (1.0 + xx), 0.0))
             lo = lon[b0 + i] if i < nb else 0.0
             cl[i], sl[i] = math.cos(lo), math.sin(lo)
-        for l in range(1, L + 1):
-            for i in range(BS):
-                Ib[l, i] *= Ib[l - 1, i]
         Lb = L
         if Lt.shape[0] > 0:
             Lb = 0
@@ -437,24 +474,7 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
                     for k in range(8):
                         qo[k, i] = 0.0
             # l − m odd into qo, even into q (qo is q itself without a mirror pair: one sum)
-            for l in range(m + 1, Lb + 1):
-                a_, b_ = raT[m, l], rbT[m, l]
-                c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
-                c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
-                qq = q if (l - m) % 2 == 0 else qo
-                for i in range(BS):
-                    p = a_ * (x[i] * p1[i] - b_ * p2[i])
-                    p2[i] = p1[i]
-                    p1[i] = p
-                    w = Ib[l, i] * p
-                    qq[0, i] += w * c0r
-                    qq[1, i] += w * c0i
-                    qq[2, i] += w * c1r
-                    qq[3, i] += w * c1i
-                    qq[4, i] += w * c2r
-                    qq[5, i] += w * c2i
-                    qq[6, i] += w * c3r
-                    qq[7, i] += w * c3i
+            legendre_terms(m, Lb, raT, rbT, ar, ai, x, Ib, p1, p2, q, qo)
             if both:
                 for i in range(BS):
                     for f in range(4):
@@ -506,24 +526,11 @@ def bessel_groups(mu, kap, ar, ai, raT, rbT, rc, L, N, Lt, start, rep, lon, sgn,
             lo = lon[j0 + j]
             cl[j], sl[j] = math.cos(lo), math.sin(lo)
             loc[j] = rep[j0 + j] - b0
-        for i in range(nb):
-            inv[i] = 1.0 / kap[b0 + i]
-        for l in range(N, 0, -1):  # Miller: ĩ_l/ĩ_{l−1} = 1/((2l+1)/κ + ĩ_{l+1}/ĩ_l)
-            c2 = 2.0 * l + 1.0
-            for i in range(BS):
-                rho[i] = 1.0 / (c2 * inv[i] + rho[i])
-            if l <= L:
-                for i in range(BS):
-                    Ib[l, i] = rho[i]
+        bessel_table(kap, b0, nb, L, N, Ib, rho, inv)
         for i in range(BS):
-            k = kap[b0 + i] if i < nb else 1.0
-            Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
             xx = mu[b0 + i] if i < nb else 0.0
             x[i] = xx
             s[i] = math.sqrt(max((1.0 - xx) * (1.0 + xx), 0.0))
-        for l in range(1, L + 1):
-            for i in range(BS):
-                Ib[l, i] *= Ib[l - 1, i]
         Lb = L
         if Lt.shape[0] > 0:
             Lb = 0
@@ -550,24 +557,7 @@ def bessel_groups(mu, kap, ar, ai, raT, rbT, rc, L, N, Lt, start, rep, lon, sgn,
                     q[2 * f + 1, i] = w * ai[m, m, f]
                 for k in range(8):
                     qo[k, i] = 0.0
-            for l in range(m + 1, Lb + 1):  # l − m odd into qo, even into q
-                a_, b_ = raT[m, l], rbT[m, l]
-                c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
-                c2r, c2i, c3r, c3i = ar[m, l, 2], ai[m, l, 2], ar[m, l, 3], ai[m, l, 3]
-                qq = q if (l - m) % 2 == 0 else qo
-                for i in range(BS):
-                    p = a_ * (x[i] * p1[i] - b_ * p2[i])
-                    p2[i] = p1[i]
-                    p1[i] = p
-                    w = Ib[l, i] * p
-                    qq[0, i] += w * c0r
-                    qq[1, i] += w * c0i
-                    qq[2, i] += w * c1r
-                    qq[3, i] += w * c1i
-                    qq[4, i] += w * c2r
-                    qq[5, i] += w * c2i
-                    qq[6, i] += w * c3r
-                    qq[7, i] += w * c3i
+            legendre_terms(m, Lb, raT, rbT, ar, ai, x, Ib, p1, p2, q, qo)
             for j in range(nm):
                 i = loc[j]
                 sg = sgn[j0 + j]
@@ -593,21 +583,7 @@ def data_degrees(kap, c, tail0, thr, L, N, deg, tail):
         nb = min(BS, n - b0)
         Ib = np.empty((L + 1, BS))
         rho, inv = np.zeros(BS), np.ones(BS)
-        for i in range(nb):
-            inv[i] = 1.0 / kap[b0 + i]
-        for l in range(N, 0, -1):
-            c2 = 2.0 * l + 1.0
-            for i in range(BS):
-                rho[i] = 1.0 / (c2 * inv[i] + rho[i])
-            if l <= L:
-                for i in range(BS):
-                    Ib[l, i] = rho[i]
-        for i in range(BS):
-            k = kap[b0 + i] if i < nb else 1.0
-            Ib[0, i] = 4.0 * math.pi * (-math.expm1(-2.0 * k) / (2.0 * k))
-        for l in range(1, L + 1):
-            for i in range(BS):
-                Ib[l, i] *= Ib[l - 1, i]
+        bessel_table(kap, b0, nb, L, N, Ib, rho, inv)
         for i in range(nb):
             t = tail0
             d = L
