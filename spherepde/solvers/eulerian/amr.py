@@ -625,9 +625,10 @@ class AMRDensity:
 
 
 def pole_rotation(pole) -> np.ndarray:
-    """R (3, 3), the rotation that takes e_z to the unit vector of ``pole`` by the shortest turn
-    (about e_z × pole; a half turn about e_x for −e_z).  ValueError unless ``pole`` is 3 finite
-    numbers, not all 0."""
+    """R (3, 3), a rotation that takes e_z to the unit vector p of ``pole``: the shortest turn
+    (about e_z × p) when p_z ≥ 0; else the half turn H about e_x after the shortest turn to H·p
+    (so that Rodrigues' 1/(1 + cos) stays ≤ 1 and R is orthogonal to round-off everywhere).
+    ValueError unless ``pole`` is 3 finite numbers, not all 0."""
     try:
         p = np.asarray(pole, dtype=float)
     except (TypeError, ValueError):
@@ -635,12 +636,12 @@ def pole_rotation(pole) -> np.ndarray:
     if p.shape != (3,) or not np.all(np.isfinite(p)) or not np.linalg.norm(p) > 0:
         raise ValueError(f"pole must be 3 finite numbers, not all 0 (a direction), got {pole!r}")
     p = p / np.linalg.norm(p)
-    c = float(p[2])  # cos of the angle from e_z
-    if c < -1 + 1e-12:
-        return np.diag([1.0, -1.0, -1.0])
-    k = np.array([-p[1], p[0], 0.0])  # e_z × p, |k| = sin
+    if p[2] < 0:
+        H = np.diag([1.0, -1.0, -1.0])
+        return H @ pole_rotation(H @ p)
+    k = np.array([-p[1], p[0], 0.0])  # e_z × p, |k| = sin of the angle
     kx = np.array([[0, -k[2], k[1]], [k[2], 0, -k[0]], [-k[1], k[0], 0]])
-    return np.eye(3) + kx + kx @ kx / (1.0 + c)
+    return np.eye(3) + kx + kx @ kx / (1.0 + p[2])
 
 
 def locate(mesh: LeafMesh, x: np.ndarray) -> np.ndarray:
