@@ -390,11 +390,43 @@ def bessel_table(kap, b0, nb, L, N, Ib, rho, inv):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def legendre_terms(m, Lb, raT, rbT, ar, ai, x, Ib, p1, p2, q, qo):
-    """Order m of the any-B synthesis for BS targets at μ = x: the Legendre recurrence
-    p_l = a_ml (x p_{l−1} − b_ml p_{l−2}) from p1 = y_mm, p2 = 0, and for l = m + 1 … Lb the
-    terms Ib[l]·p_l·(a_lm of the four fields, real and imaginary) added into q (l − m even) or
-    qo (odd; qo may be q itself: one sum).  Inlined: the caller's fastmath."""
+def latitudes(mu, b0, nb, x, s):
+    """x, s (BS,) = μ and (1 − μ²)^{1/2} of the targets b0 … b0 + nb − 1 (padding: μ = 0)."""
+    for i in range(x.size):
+        xx = mu[b0 + i] if i < nb else 0.0
+        x[i] = xx
+        s[i] = math.sqrt(max((1.0 - xx) * (1.0 + xx), 0.0))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def block_degree(Lt, b0, nb, L):
+    """The largest degree min(Lt[i], L) of the targets b0 … b0 + nb − 1; L when Lt is empty."""
+    if Lt.shape[0] == 0:
+        return L
+    Lb = 0
+    for i in range(nb):
+        Lb = max(Lb, min(Lt[b0 + i], L))
+    return Lb
+
+
+@njit(cache=True, nogil=True, inline="always")
+def legendre_terms(m, Lb, raT, rbT, ar, ai, x, ymm, Ib, p1, p2, q, qo, split):
+    """Order m of the any-B synthesis for BS targets at μ = x: q = the l = m term, qo = 0 when
+    ``split`` (else qo is q itself: one sum), then the Legendre recurrence
+    p_l = a_ml (x p_{l−1} − b_ml p_{l−2}) from p_m = y_mm (ymm), p_{m−1} = 0, and for
+    l = m + 1 … Lb the terms Ib[l]·p_l·(a_lm of the four fields, real and imaginary) added into
+    q (l − m even) or qo (odd).  Inlined: the caller's fastmath."""
+    for i in range(x.size):
+        p2[i] = 0.0
+        p1[i] = ymm[i]
+        w = Ib[m, i] * ymm[i]
+        for f in range(4):
+            q[2 * f, i] = w * ar[m, m, f]
+            q[2 * f + 1, i] = w * ai[m, m, f]
+    if split:
+        for i in range(x.size):
+            for k in range(8):
+                qo[k, i] = 0.0
     for l in range(m + 1, Lb + 1):
         a_, b_ = raT[m, l], rbT[m, l]
         c0r, c0i, c1r, c1i = ar[m, l, 0], ai[m, l, 0], ar[m, l, 1], ai[m, l, 1]
@@ -440,17 +472,11 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
         acc = np.zeros((4, BS))
         accm = np.zeros((4, BS)) if both else acc
         bessel_table(kap, b0, nb, L, N, Ib, rho, inv)
+        latitudes(mu, b0, nb, x, s)
         for i in range(BS):
-            xx = mu[b0 + i] if i < nb else 0.0
-            x[i] = xx
-            s[i] = math.sqrt(max((1.0 - xx) * (1.0 + xx), 0.0))
             lo = lon[b0 + i] if i < nb else 0.0
             cl[i], sl[i] = math.cos(lo), math.sin(lo)
-        Lb = L
-        if Lt.shape[0] > 0:
-            Lb = 0
-            for i in range(nb):
-                Lb = max(Lb, min(Lt[b0 + i], L))
+        Lb = block_degree(Lt, b0, nb, L)
         for m in range(Lb + 1):
             if m > 0:
                 big = 0.0
@@ -462,19 +488,8 @@ def bessel_synthesis(mu, lon, kap, ar, ai, raT, rbT, rc, L, N, out, Lt, mir):
                     big = max(big, abs(ymm[i]))
                 if big < 1e-290:  # y_mm underflows: every y_lm (l ≥ m) of these targets too
                     break
-            for i in range(BS):
-                p2[i] = 0.0
-                p1[i] = ymm[i]
-                w = Ib[m, i] * ymm[i]
-                for f in range(4):
-                    q[2 * f, i] = w * ar[m, m, f]
-                    q[2 * f + 1, i] = w * ai[m, m, f]
-            if both:
-                for i in range(BS):
-                    for k in range(8):
-                        qo[k, i] = 0.0
             # l − m odd into qo, even into q (qo is q itself without a mirror pair: one sum)
-            legendre_terms(m, Lb, raT, rbT, ar, ai, x, Ib, p1, p2, q, qo)
+            legendre_terms(m, Lb, raT, rbT, ar, ai, x, ymm, Ib, p1, p2, q, qo, both)
             if both:
                 for i in range(BS):
                     for f in range(4):
@@ -527,15 +542,8 @@ def bessel_groups(mu, kap, ar, ai, raT, rbT, rc, L, N, Lt, start, rep, lon, sgn,
             cl[j], sl[j] = math.cos(lo), math.sin(lo)
             loc[j] = rep[j0 + j] - b0
         bessel_table(kap, b0, nb, L, N, Ib, rho, inv)
-        for i in range(BS):
-            xx = mu[b0 + i] if i < nb else 0.0
-            x[i] = xx
-            s[i] = math.sqrt(max((1.0 - xx) * (1.0 + xx), 0.0))
-        Lb = L
-        if Lt.shape[0] > 0:
-            Lb = 0
-            for i in range(nb):
-                Lb = max(Lb, min(Lt[b0 + i], L))
+        latitudes(mu, b0, nb, x, s)
+        Lb = block_degree(Lt, b0, nb, L)
         for m in range(Lb + 1):
             if m > 0:
                 big = 0.0
@@ -548,16 +556,7 @@ def bessel_groups(mu, kap, ar, ai, raT, rbT, rc, L, N, Lt, start, rep, lon, sgn,
                     t = er[j] * cl[j] - ei[j] * sl[j]
                     ei[j] = er[j] * sl[j] + ei[j] * cl[j]
                     er[j] = t
-            for i in range(BS):
-                p2[i] = 0.0
-                p1[i] = ymm[i]
-                w = Ib[m, i] * ymm[i]
-                for f in range(4):
-                    q[2 * f, i] = w * ar[m, m, f]
-                    q[2 * f + 1, i] = w * ai[m, m, f]
-                for k in range(8):
-                    qo[k, i] = 0.0
-            legendre_terms(m, Lb, raT, rbT, ar, ai, x, Ib, p1, p2, q, qo)
+            legendre_terms(m, Lb, raT, rbT, ar, ai, x, ymm, Ib, p1, p2, q, qo, True)
             for j in range(nm):
                 i = loc[j]
                 sg = sgn[j0 + j]
