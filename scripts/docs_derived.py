@@ -245,21 +245,19 @@ def _attention_path(r: dict) -> str:
     return text
 
 
-def _attention_table(rows: list[dict], aims: dict) -> str:
-    """docs/attention.md's speed-up table: one line per (B, β), diffuse and concentrated side by
-    side; a speed-up below its aim in bold."""
+def _attention_table(rows: list[dict], aim, last: tuple[str, object]) -> str:
+    """A speed-up table of bench_attention rows: one line per (B, β), diffuse and concentrated
+    side by side, a speed-up below ``aim(row)`` in bold; ``last`` = (heading, cell(row)) of the
+    last column, its two cells joined by " / "."""
     by = {(r["B"], r["beta"], r["density"]): r for r in rows}
-    lines = ["| B | β | diffuse | concentrated | path (diffuse / concentrated) |", "|---|---|---|---|---|"]
+    head, cell = last
+    lines = [f"| B | β | diffuse | concentrated | {head} (diffuse / concentrated) |", "|---|---|---|---|---|"]
     for b in dict.fromkeys(r["B"] for r in rows):
         for beta in sorted({r["beta"] for r in rows if r["B"] == b}):
             d, c = by[(b, beta, "diffuse")], by[(b, beta, "concentrated")]
-
-            def cell(r, aim):
-                text = f"{r['speedup']:.0f}×"
-                return f"**{text}**" if r["speedup"] < aim else text
-            aim_d = max(aims["every_row"], aims["diffuse_identity_diag"] if b in ATTENTION_AIM_100 else 0)
-            lines.append(f"| {b} | {beta:g} | {cell(d, aim_d)} | {cell(c, aims['every_row'])} | "
-                         f"{_attention_path(d)} / {_attention_path(c)} |")
+            speeds = [f"**{r['speedup']:.0f}×**" if r["speedup"] < aim(r) else f"{r['speedup']:.0f}×"
+                      for r in (d, c)]
+            lines.append(f"| {b} | {beta:g} | {speeds[0]} | {speeds[1]} | {cell(d)} / {cell(c)} |")
     return "\n".join(lines)
 
 
@@ -321,7 +319,9 @@ def attention() -> tuple[list[str], dict]:
         **ranges(q), "seconds": quick["meta"]["elapsed_s"],
         "worst_weighted_error": max(r["weighted_error"] for r in q),
         "worst_max_error": max(r["max_error"] for r in q),
-        "table": _attention_table(q, aims),
+        "table": _attention_table(q, lambda r: max(aims["every_row"], aims["diffuse_identity_diag"]
+                                                     if r["density"] == "diffuse" and r["B"] in ATTENTION_AIM_100
+                                                     else 0), ("path", _attention_path)),
         "beta_le10_except_concentrated_beta10": _range(
             r["speedup"] for r in q if r["beta"] == 1.0 or (r["beta"] == 10.0 and r["density"] == "diffuse")),
         "beta10_concentrated": _speedups(q, beta=(10.0,), density="concentrated"),
@@ -470,16 +470,6 @@ def attention_seventh() -> tuple[list[str], dict]:
         diffuse_100 = r["density"] == "diffuse" and r["B"] in ATTENTION_AIM_100 and r["beta"] <= 100.0
         return aims["diffuse_identity_diag"] if diffuse_100 else aims["every_row"]
 
-    lines = ["| B | β | diffuse | concentrated | before/after (diffuse / concentrated) |",
-             "|---|---|---|---|---|"]
-    by = {(r["B"], r["beta"], r["density"]): r for r in rows}
-    for b in dict.fromkeys(r["B"] for r in rows):
-        for beta in sorted({r["beta"] for r in rows if r["B"] == b}):
-            d, c = by[(b, beta, "diffuse")], by[(b, beta, "concentrated")]
-            cells = [f"**{r['speedup']:.0f}×**" if r["speedup"] < aim(r) else f"{r['speedup']:.0f}×"
-                     for r in (d, c)]
-            lines.append(f"| {b} | {beta:g} | {cells[0]} | {cells[1]} | "
-                         f"{d['before_over_after']:.2f} / {c['before_over_after']:.2f} |")
     y = meta["yardstick"]
     return [f], {
         "rows": len(rows), "rows_meeting_aims": sum(r["speedup"] >= aim(r) for r in rows),
@@ -495,7 +485,8 @@ def attention_seventh() -> tuple[list[str], dict]:
         "per_core_over_np_exp": q["kernel"]["compiled_per_core_over_np_exp"],
         "cpu": y["cpu"]["model"], "svml": y["cpu"]["numba_svml"], "threads": q["kernel"]["threads"],
         "loadavg_start": meta["loadavg_start"][0], "loadavg_end": meta["loadavg_end"][0],
-        "seconds": meta["elapsed_s"], "table": "\n".join(lines)}
+        "seconds": meta["elapsed_s"],
+        "table": _attention_table(rows, aim, ("before/after", lambda r: f"{r['before_over_after']:.2f}"))}
 
 
 def demo_terminal() -> tuple[list[str], dict]:

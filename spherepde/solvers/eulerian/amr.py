@@ -289,14 +289,12 @@ class AMRDensity:
                 raise ValueError(f"polar_merge must be a power of 2 (1 = no merging), got {pm}")
             polar_merge = pm
         self.polar_merge: int | None = polar_merge
-        self.pole: tuple[float, float, float] | None = None
         self._R: np.ndarray | None = None  # mesh frame → space (pole_rotation), None: the identity
         if pole is not None:
             if self.circle or noise is not None:
                 raise ValueError(f"pole applies to the sphere without noise, got {pole!r}"
                                  + (" with noise" if noise is not None else " on the circle"))
             self._R = pole_rotation(pole)
-            self.pole = (float(self._R[0, 2]), float(self._R[1, 2]), float(self._R[2, 2]))
         self.m_split = self.mass_per_cell * self.h ** (self.d - 1)
         self.grid = StateSpace(self.max_cells + 1, 6)
         self._mesh_cls = CircleLeafMesh if self.circle else LeafMesh
@@ -311,8 +309,8 @@ class AMRDensity:
                "max_cells": self.max_cells}
         if self.polar_merge is not None:
             out["polar_merge"] = self.polar_merge
-        if self.pole is not None:
-            out["pole"] = list(self.pole)
+        if self._R is not None:
+            out["pole"] = self._R[:, 2].tolist()  # the unit pole R·e_z
         if self.noise is not None:
             out.update(noise=self.noise.to_dict(), path=self.path.to_dict(), scheme="stratonovich",
                        noise_substeps=self.noise_substeps)
@@ -426,23 +424,18 @@ class AMRDensity:
                       u: np.ndarray | None = None) -> np.ndarray:
         """X (n, d) at the leaf centres (plus the frozen noise velocity ``u`` when given), in the
         mesh's frame (computed at the points of space, turned back by Rᵀ: ``pole``)."""
-        if self._R is not None:
-            x = self.space(mesh.xc)
-            if isinstance(self.velocity, Attention):
-                mean, self.last_stats = self.velocity.mean_and_stats(x, x, m, method=self.method,
-                                                                     tol=self.tol)
-                return self.velocity.velocity_from_mean(x, mean) @ self._R
-            return np.asarray(self.velocity(t, x), float).reshape(x.shape) @ self._R
-        x = mesh.xc
         if self.velocity is None:
-            return np.zeros_like(x) if u is None else u
+            return np.zeros_like(mesh.xc) if u is None else u
         if u is not None:
             return self.leaf_velocity(mesh, m, t) + u
+        x = self.space(mesh.xc)
         if isinstance(self.velocity, Attention):
             mean, self.last_stats = self.velocity.mean_and_stats(x, x, m, method=self.method,
                                                                  tol=self.tol)
-            return self.velocity.velocity_from_mean(x, mean)
-        return np.asarray(self.velocity(t, x), float).reshape(x.shape)
+            X = self.velocity.velocity_from_mean(x, mean)
+        else:
+            X = np.asarray(self.velocity(t, x), float).reshape(x.shape)
+        return X if self._R is None else X @ self._R
 
     def rhs(self, mesh: FaceMesh, m: np.ndarray, t: float,
             u: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
