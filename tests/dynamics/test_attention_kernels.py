@@ -40,6 +40,13 @@ def matrix(name, rng):
     return q @ np.diag([1.2, 0.7, 0.4]) @ np.linalg.qr(rng.normal(size=(3, 3)))[0]
 
 
+def tight_cloud(n, rng):
+    """Particles of a low-temperature run: 70 % in a blob of width 0.03, 30 % of width 0.15."""
+    k = int(0.7 * n)
+    return unit(np.vstack([MU + 0.03 * rng.normal(size=(k, 3)),
+                           unit([-0.5, 0.2, -0.8]) + 0.15 * rng.normal(size=(n - k, 3))]))
+
+
 def concentrated(n, rng):
     k = int(0.7 * n)
     return unit(np.vstack([MU + 0.05 * rng.normal(size=(k, 3)),
@@ -115,9 +122,29 @@ def _threads_available():
 
 @pytest.mark.skipif(not _threads_available(), reason="numba started with one thread")
 @pytest.mark.parametrize("path", C.PATHS)
-@pytest.mark.parametrize("case", ["all-pairs", "culled", "culled-latlon", "any-d"])
+@pytest.mark.parametrize("case", ["all-pairs", "culled", "culled-latlon", "expanded", "any-d"])
 def test_same_bits_on_one_and_two_threads(case, path, monkeypatch):
     import numba
+
+    if case == "expanded":  # particles in a tight blob: the expansions of CULL_EXPAND
+        rng = np.random.default_rng(13)
+        y = tight_cloud(4000, rng)
+        logw = np.log(np.full(y.shape[0], 1.0 / y.shape[0]))
+        z = y @ matrix("general-random", rng)
+        monkeypatch.setattr(C, "SERIAL_PAIRS", 0)
+        before = numba.get_num_threads()
+        got = {}
+        try:
+            for nt in (1, 2):
+                numba.set_num_threads(nt)
+                got[nt] = C.sums(z, y, logw, 100.0, 1e-8, path=path)
+        finally:
+            numba.set_num_threads(before)
+        monkeypatch.setattr(C, "CULL_EXPAND", False)
+        assert got[1][3] < C.sums(z, y, logw, 100.0, 1e-8, path=path)[3]  # groups were expanded
+        for a, b in zip(got[1][:3], got[2][:3]):
+            np.testing.assert_array_equal(a, b)
+        return
 
     if case == "culled-latlon":  # the layout before k-d tiles and ranges
         monkeypatch.setattr(C, "CULL_TILES", "lat-lon")
@@ -259,6 +286,7 @@ def test_culled_rows_sent_to_the_plain_loops_give_the_all_pairs_bits(path, monke
     logw = np.log(rng.uniform(0.5, 2.0, 2500) / 2500)
     z = unit(rng.normal(size=(120, 3))) @ matrix("general-random", rng)
     monkeypatch.setattr(C, "CULL_MAX_FRACTION", 0.0)
+    monkeypatch.setattr(C, "CULL_EXPAND", False)  # (an expanded row is not a plain one)
     for layout in LAYOUTS:
         monkeypatch.setattr(C, "CULL_TILES", layout[0])
         monkeypatch.setattr(C, "CULL_RUNS", layout[1])
@@ -324,3 +352,59 @@ def test_lb_extra_culls_against_the_whole_sum():
     err = np.linalg.norm((m - ref).astype(float), axis=1)
     bound = model_bound(z, y, logw, beta, M.astype(float), "cody-waite") + 2.0 * tol
     assert np.all(err <= bound), float(np.max(err / bound))
+
+
+def test_expansion_degree_limits_bound_the_truncation():
+    """_rho_limits: at ρ = rho_p[p] the Taylor polynomial of degree p of e^s is within η of e^s
+    (relative) for every |s| ≤ ρ, and 2 % more ρ breaks the bound ρ^{p+1}e^{2ρ}/(p+1)! ≤ η; the
+    tables hold the multi-indices of degree ≤ p, each once, with 1/α!."""
+    import math
+
+    eta = 1e-10
+    rho = C._rho_limits(eta, 10)
+    assert np.all(np.diff(rho) > 0)
+    for p in range(11):
+        s = np.linspace(-rho[p], rho[p], 201)
+        taylor = sum(s ** k / math.factorial(k) for k in range(p + 1))
+        # (+ 4e-16: the rounding of this float64 check itself, two ulps of e^s)
+        assert np.max(np.abs(taylor - np.exp(s)) / np.exp(s)) <= eta + 4e-16
+        r = 1.02 * rho[p]
+        assert r ** (p + 1) * math.exp(2 * r) / math.factorial(p + 1) > eta
+    parent, var, invf, Rp = C._expansion_tables(6)
+    alphas = [np.zeros(3, int)]
+    for r in range(1, Rp[-1]):
+        alphas.append(alphas[parent[r]] + np.eye(3, dtype=int)[var[r]])
+    assert len({tuple(a) for a in alphas}) == Rp[-1] == math.comb(9, 3)
+    for p in range(7):  # graded: the first Rp[p] are those of degree ≤ p
+        assert all(sum(a) <= p for a in alphas[:Rp[p]]) and all(sum(a) > p for a in alphas[Rp[p]:])
+    assert np.allclose(invf, [1.0 / np.prod([math.factorial(k) for k in a]) for a in alphas])
+
+
+@pytest.mark.parametrize("path", C.PATHS)
+@pytest.mark.parametrize("bname", ["diagonal", "general-random"])
+def test_expansions_against_long_double(bname, path, monkeypatch):
+    """Particles in a tight blob, targets = sources (a low-temperature particle step), uneven
+    weights: with CULL_EXPAND the sums expand groups (at β = 100 fewer terms one by one than
+    without) and
+    stay within the error model of the kept terms plus 2·tol of the long-double sums, at
+    β = 100 and 1000; so does the cost model's every choice (EXPAND_COST's last entry large:
+    every group that the degree allows)."""
+    rng = np.random.default_rng(len(bname) + 31)
+    y = tight_cloud(3000, rng)
+    logw = np.log(rng.uniform(0.2, 5.0, y.shape[0]) / y.shape[0])
+    B = matrix(bname, rng)
+    tol = 1e-8
+    for beta in (100.0, 1000.0):
+        z = y @ B
+        ref, M = reference_ld(z, y, logw, beta)
+        bound = model_bound(z, y, logw, beta, M.astype(float), path) + 2.0 * tol
+        pairs = {}
+        for expand, frac in ((False, 0.5), (True, 0.5), (True, 1e6)):
+            monkeypatch.setattr(C, "CULL_EXPAND", expand)
+            monkeypatch.setattr(C, "EXPAND_COST", (0.13, 0.13, frac))
+            m, pairs[expand, frac] = C.mean(z, y, logw, beta, "softmax", tol=tol, path=path)
+            err = np.linalg.norm((m - ref).astype(float), axis=1)
+            assert np.all(err <= bound), (beta, expand, frac, float(np.max(err / bound)))
+        assert pairs[True, 1e6] <= pairs[True, 0.5] <= pairs[False, 0.5], (beta, pairs)
+        if beta == 100.0:  # (at β = 1000 the blob is ten times wider in z: fewer groups pay)
+            assert pairs[True, 0.5] < pairs[False, 0.5], pairs

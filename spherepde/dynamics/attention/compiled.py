@@ -126,6 +126,25 @@ TARGET_BLOCK = 64
 #: and 0.7 sent the 70 % blob of bench_particle_kernels' concentrated cloud to full rows
 #: (58 % of the pairs are needed there); benchmarks/bench_attention_culling.py
 CULL_MAX_FRACTION = 0.9
+#: expand the far-from-singular interactions (issue 23, eighth session): a block of targets
+#: (centre z_c in z, radius r_z) sums a group of sources (2^k consecutive k-d tiles, centre c,
+#: radius r) by e^{⟨z, y⟩} = e^{⟨z_c, y⟩} e^{⟨z − z_c, c⟩} Σ_{|α| ≤ p} (z − z_c)^α (y − c)^α / α!
+#: (the Taylor series of e^s, |s| ≤ ρ = r_z·r): per-group moments, then a few terms per target
+#: in place of one exponential per pair, wherever the cost model says it pays — the dense
+#: clusters of low-temperature particles and densities (compiled_numba.select_groups)
+CULL_EXPAND = True
+#: highest degree p of an expansion (C(p + 3, 3) terms: 165 at p = 8)
+EXPAND_MAX_DEGREE = 8
+#: each term's relative truncation error η = ρ^{p+1} e^{2ρ}/(p + 1)! ≤ EXPAND_RTOL·tol; the
+#: culling then works to tol·(1 − EXPAND_RTOL), so the total stays within 2·tol (docstring)
+EXPAND_RTOL = 0.01
+#: targets per super-block of the expansions (consecutive target blocks in the k-d order): the
+#: moments of a group are paid once per super-block, so larger ones share them among more targets
+#: (and have a larger radius r_z, so fewer groups qualify)
+EXPAND_TARGETS = 512
+#: the cost model of an expansion against the T·S exponentials of the direct sums: S·(1 + c_m R)
+#: + T·(1 + c_t R) for S sources, T targets, R terms; taken when ≤ the last entry times T·S
+EXPAND_COST = (0.13, 0.13, 0.5)
 #: sources count as unit vectors when ||y| − 1| ≤ this
 UNIT_RTOL = 1e-12
 #: below this many (target, source) pairs the all-pairs kernels run on one numba thread: starting
@@ -376,6 +395,115 @@ def _source_tiles(y: np.ndarray, logw: np.ndarray, size: int):
             lws[rep].copy())
 
 
+@functools.lru_cache(maxsize=8)
+def _expansion_tables(pmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(parent, var, invf, Rp): the multi-indices α ∈ ℕ³ with |α| ≤ pmax in graded order,
+    α_r = α_{parent[r]} + e_{var[r]} (r ≥ 1), invf[r] = 1/α_r!, and Rp[p] = C(p + 3, 3) the
+    number of those with |α| ≤ p."""
+    alphas = [(0, 0, 0)]
+    for deg in range(1, pmax + 1):
+        alphas += [(a, b, deg - a - b) for a in range(deg, -1, -1) for b in range(deg - a, -1, -1)]
+    index = {a: r for r, a in enumerate(alphas)}
+    parent = np.zeros(len(alphas), np.int64)
+    var = np.zeros(len(alphas), np.int64)
+    for r, a in enumerate(alphas[1:], start=1):
+        v = max(k for k in range(3) if a[k] > 0)
+        var[r] = v
+        parent[r] = index[tuple(a[k] - (k == v) for k in range(3))]
+    invf = np.array([1.0 / (math.factorial(a[0]) * math.factorial(a[1]) * math.factorial(a[2]))
+                     for a in alphas])
+    Rp = np.array([math.comb(p + 3, 3) for p in range(pmax + 1)], np.int64)
+    return parent, var, invf, Rp
+
+
+def _rho_limits(eta: float, pmax: int) -> np.ndarray:
+    """rho_p (pmax + 1,): the largest ρ with ρ^{p+1} e^{2ρ}/(p + 1)! ≤ eta, by bisection (the
+    relative error of e^s's Taylor polynomial of degree p for |s| ≤ ρ, against e^s ≥ e^{−ρ})."""
+    out = np.empty(pmax + 1)
+    for p in range(pmax + 1):
+        lo, hi = 0.0, 50.0
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            err = math.exp((p + 1) * math.log(mid) + 2.0 * mid - math.lgamma(p + 2)) if mid > 0 else 0.0
+            lo, hi = (mid, hi) if err <= eta else (lo, mid)
+        out[p] = lo * (1.0 - 1e-9)
+    return out
+
+
+def _source_groups(ys: np.ndarray, starts: np.ndarray):
+    """The groups of :data:`CULL_EXPAND`: for k = 1, 2, … while 2^k < the number of tiles, the
+    runs of 2^k consecutive tiles (the last one shorter): (gl_off (levels + 1,), g_t0, g_t1 (the
+    tile ranges), g_cen (the sources' mean, not normalised), g_rad (a little more than the largest
+    distance of a source from it))."""
+    nt = starts.size - 1
+    cs = np.vstack([np.zeros((1, 3)), np.cumsum(ys, axis=0)])
+    t0s, t1s, cens, rads, off = [], [], [], [], [0]
+    k = 1
+    while 2 ** k < nt:
+        t0 = np.arange(0, nt, 2 ** k)
+        t1 = np.minimum(t0 + 2 ** k, nt)
+        lo, hi = starts[t0], starts[t1]
+        cen = (cs[hi] - cs[lo]) / (hi - lo)[:, None]
+        grp = np.repeat(np.arange(t0.size), hi - lo)
+        dist = np.linalg.norm(ys - cen[grp], axis=1)
+        rad = np.maximum.reduceat(dist, lo) * (1 + 1e-12) + 1e-15
+        t0s.append(t0)
+        t1s.append(t1)
+        cens.append(cen)
+        rads.append(rad)
+        off.append(off[-1] + t0.size)
+        k += 1
+    if not t0s:
+        return (np.zeros(1, np.int64), np.empty(0, np.int64), np.empty(0, np.int64),
+                np.empty((0, 3)), np.empty(0))
+    return (np.array(off, np.int64), np.concatenate(t0s), np.concatenate(t1s),
+            np.ascontiguousarray(np.vstack(cens)), np.concatenate(rads))
+
+
+def _may_expand(zs: np.ndarray, tstarts: np.ndarray, rad: np.ndarray, rho_max: float) -> bool:
+    """Whether any expansion can be taken: some target block (zs: the targets in block order)
+    has a radius r_z in z with r_z·(the smallest tile's radius, ≈ a group's) ≤ rho_max.  A
+    shortcut for the diffuse clouds, where none can (nothing is lost when it says yes)."""
+    cen = np.add.reduceat(zs, tstarts[:-1], axis=0) / np.diff(tstarts)[:, None]
+    blk = np.repeat(np.arange(tstarts.size - 1), np.diff(tstarts))
+    rz = np.maximum.reduceat(np.sum((zs - cen[blk]) ** 2, axis=1), tstarts[:-1])
+    return bool(math.sqrt(float(np.min(rz))) * float(np.min(rad)) <= rho_max)
+
+
+def _expand(zc, y0, y1, y2, lws, cen, rad, bmax, yrep, lrep, cut, torder, tstarts, lbx, ys,
+            starts, tol):
+    """(taken, has, gacc, gU, gL) of compiled_numba.expand_pass (:data:`CULL_EXPAND`) at its
+    finest level, or empty arrays that tell sums3_culled nothing was expanded.  The levels: super-
+    blocks of EXPAND_TARGETS targets, then halves of them, down to single target blocks (each
+    takes groups among the tiles its parent left)."""
+    n = zc.shape[0]
+    pmax = EXPAND_MAX_DEGREE
+    rho_p = _rho_limits(EXPAND_RTOL * tol, pmax)
+    groups = None
+    if CULL_EXPAND and _may_expand(zc[torder], tstarts, rad, rho_p[-1]):
+        groups = _source_groups(ys, starts)
+    if groups is None or groups[0].size < 2:
+        return (np.zeros((0, 0), np.bool_), np.zeros(0, np.bool_), np.empty((0, 4)), np.empty(0),
+                np.empty(0))
+    from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
+
+    parent, var, invf, Rp = _expansion_tables(pmax)
+    cost = np.array(EXPAND_COST, dtype=float)
+    nb, nt = tstarts.size - 1, starts.size - 1
+    has, gacc, gU, gL = np.zeros(n, np.bool_), np.empty((n, 4)), np.empty(n), np.empty(n)
+    taken, sbs = np.zeros((0, nt), np.bool_), 1
+    psbs = 1
+    while 2 * sbs * TARGET_BLOCK <= EXPAND_TARGETS:
+        sbs *= 2
+    while sbs >= 1:
+        ptaken, taken = taken, np.empty(((nb + sbs - 1) // sbs, nt), np.bool_)
+        K.expand_pass(zc, y0, y1, y2, lws, cen, rad, bmax, yrep, lrep, cut, torder, tstarts, sbs,
+                      lbx, starts, *groups, rho_p, Rp, parent, var, invf, cost, ptaken, psbs,
+                      taken, has, gacc, gU, gL)
+        psbs, sbs = sbs, sbs // 2
+    return taken, has, gacc, gU, gL
+
+
 def _all_pairs(kernel, pairs: int, *args) -> None:
     """Run an all-pairs kernel, on one numba thread when ``pairs < SERIAL_PAIRS``."""
     import numba
@@ -438,6 +566,11 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     torder, tstarts = _tiles(zc / zn, TARGET_BLOCK)
     kept = np.empty(n, np.int64)
     assert tol is not None  # (cut is finite: the culled branch)
+    tol_cull = tol * (1.0 - EXPAND_RTOL) if CULL_EXPAND else tol
+    cut = math.log(m / tol_cull)
+    lbx = np.empty(0) if lb_extra is None else np.ascontiguousarray(lb_extra, dtype=float)
+    expanded = _expand(zc, y0, y1, y2, np.ascontiguousarray(lws), cen, rad, bmax, yrep, lrep, cut,
+                       torder, tstarts, lbx, ys, starts, tol)
     if CULL_CUMULATIVE:  # ln of what multiplies a tile's term bound into a bound on its total
         lscale = (np.full(starts.size - 1, math.log(m / (starts.size - 1))) if CULL_BY_TILE_MASS
                   else np.log(np.diff(starts).astype(float)))
@@ -445,8 +578,8 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
         lscale = np.empty(0)
     sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, np.cos(rad),
                  np.sin(rad), bmax, yrep, lrep, cut, torder, tstarts, CULL_MAX_FRACTION, cw,
-                 CULL_RUNS, num, den, mx, kept, lscale, math.log(tol), CULL_SHIFT_BY_BOUND,
-                 np.empty(0) if lb_extra is None else np.ascontiguousarray(lb_extra, dtype=float))
+                 CULL_RUNS, num, den, mx, kept, lscale, math.log(tol_cull), CULL_SHIFT_BY_BOUND,
+                 lbx, *expanded)
     return num, den, mx, int(kept.sum())
 
 

@@ -217,9 +217,261 @@ def cull_budget(bq, blk, starts, lscale, lb, lntol, budget, ebin, cnt, keep):
 COS_MARGIN = 1e-7
 
 
+@njit(cache=True, nogil=True, inline="always")
+def block_tiles(k0, k1, torder, zc, yrep, lrep, cen, rad, bmax, lbx, cut, blk):
+    """The tiles that can matter to any of the targets torder[k0:k1] (into blk) and a lower bound
+    LB on each one's row maximum: returns (their number, LB)."""
+    nt = cen.shape[0]
+    # the block: mean direction c, angular radius rb, smallest/largest |βz|
+    c0 = c1 = c2 = 0.0
+    zmin, zmax = np.inf, 0.0
+    for k in range(k0, k1):
+        i = torder[k]
+        zeta = math.sqrt(zc[i, 0] ** 2 + zc[i, 1] ** 2 + zc[i, 2] ** 2)
+        inv = 1.0 / max(zeta, 1e-300)
+        c0 += zc[i, 0] * inv
+        c1 += zc[i, 1] * inv
+        c2 += zc[i, 2] * inv
+        zmin, zmax = min(zmin, zeta), max(zmax, zeta)
+    inv = 1.0 / max(math.sqrt(c0 * c0 + c1 * c1 + c2 * c2), 1e-300)
+    c0, c1, c2 = c0 * inv, c1 * inv, c2 * inv
+    rb = 0.0
+    for k in range(k0, k1):
+        i = torder[k]
+        zeta = max(math.sqrt(zc[i, 0] ** 2 + zc[i, 1] ** 2 + zc[i, 2] ** 2), 1e-300)
+        ct = (zc[i, 0] * c0 + zc[i, 1] * c1 + zc[i, 2] * c2) / zeta
+        rb = max(rb, math.acos(min(1.0, max(-1.0, ct))))
+    rb = rb * (1.0 + 1e-12) + 1e-15
+    # a lower bound on every target's row maximum (through the representatives) ...
+    LB = -np.inf
+    for t in range(nt):
+        ct = c0 * yrep[t, 0] + c1 * yrep[t, 1] + c2 * yrep[t, 2]
+        cc = math.cos(min(math.acos(min(1.0, max(-1.0, ct))) + rb, math.pi))
+        LB = max(LB, (zmin if cc >= 0.0 else zmax) * cc + lrep[t])
+    if lbx.shape[0] > 0:  # the caller's lower bounds, the block's smallest
+        lbmin = np.inf
+        for k in range(k0, k1):
+            lbmin = min(lbmin, lbx[torder[k]])
+        LB = max(LB, lbmin)
+    # ... and the tiles that can matter to any target of the block
+    nkb = 0
+    for t in range(nt):
+        ct = c0 * cen[t, 0] + c1 * cen[t, 1] + c2 * cen[t, 2]
+        cc = math.cos(max(math.acos(min(1.0, max(-1.0, ct))) - rad[t] - rb, 0.0))
+        if (zmax if cc >= 0.0 else zmin) * cc + bmax[t] >= LB - cut:
+            blk[nkb] = t
+            nkb += 1
+    return nkb, LB
+
+
+@njit(cache=True, nogil=True, inline="always")
+def select_groups(tin, starts, gl_off, g_t0, g_t1, g_rad, rz, nT, rho_p, Rp, cost, gsel, gp):
+    """The source groups a target block expands (sums3_culled): from the largest groups down,
+    each group whose tiles are all in the block's list (``tin``, not yet taken) and whose
+    ρ = rz·r_g (rz: the block's radius in z, r_g: the group's in y) allows a degree p ≤ pmax
+    (``rho_p[p]`` the largest ρ of degree p) is taken when its cost S·(1 + c_m R) + T·(1 + c_t R)
+    (S sources, T targets, R = Rp[p] terms) is ≤ ``cost[2]`` times the direct T·S.  Its tiles
+    leave ``tin``; gsel[k], gp[k] = the group and its degree.  Returns the number taken."""
+    ng = 0
+    for lev in range(gl_off.shape[0] - 2, -1, -1):
+        for g in range(gl_off[lev], gl_off[lev + 1]):
+            rho = rz * g_rad[g]
+            if rho > rho_p[rho_p.shape[0] - 1]:
+                continue
+            every = True
+            for t in range(g_t0[g], g_t1[g]):
+                if not tin[t]:
+                    every = False
+                    break
+            if not every:
+                continue
+            p = 0
+            while rho_p[p] < rho:
+                p += 1
+            S = float(starts[g_t1[g]] - starts[g_t0[g]])
+            R = float(Rp[p])
+            if S * (1.0 + cost[0] * R) + nT * (1.0 + cost[1] * R) > cost[2] * nT * S:
+                continue
+            for t in range(g_t0[g], g_t1[g]):
+                tin[t] = False
+            gsel[ng], gp[ng] = g, p
+            ng += 1
+    return ng
+
+
+#: sources per chunk of :func:`group_moments` (their monomials, R × CHUNK, stay in L2)
+CHUNK = 128
+
+
+@njit(cache=True, nogil=True, inline="always")
+def monomials(parent, var, R, d, out):
+    """out[r, j] = d[:, j]^{α_r} (r < R) for the columns j of d (3, nc): row by row, each row a
+    vectorised loop over the columns (α_r = α_{parent[r]} + e_{var[r]}; out[0] given)."""
+    for r in range(1, R):
+        pr, vr = parent[r], var[r]
+        for j in range(d.shape[1]):
+            out[r, j] = out[pr, j] * d[vr, j]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def group_moments(z0, z1, z2, lo, hi, c0, c1, c2, y0, y1, y2, lw, parent, var, invf, R, mono,
+                  d, out):
+    """The moments of sources [lo, hi) about their centre c seen from z: with
+    A = max_j ⟨z, y_j⟩ + lw_j and a_j = e^{⟨z, y_j⟩ + lw_j − A}, d_j = y_j − c,
+    out[f, r] = Σ_j a_j d_j^{α_r}/α_r! · (y_j0, y_j1, y_j2, 1)[f] for the first R multi-indices
+    (graded), in chunks of CHUNK sources (buffers mono (≥ R, CHUNK), d (3, CHUNK)).  Returns A."""
+    A = -np.inf
+    for j in range(lo, hi):
+        A = max(A, z0 * y0[j] + z1 * y1[j] + z2 * y2[j] + lw[j])
+    for f in range(4):
+        for r in range(R):
+            out[f, r] = 0.0
+    for b in range(lo, hi, CHUNK):
+        nc = min(CHUNK, hi - b)
+        dc = d[:, :nc]
+        mc = mono[:, :nc]
+        for j in range(nc):
+            q = b + j
+            mc[0, j] = math.exp(z0 * y0[q] + z1 * y1[q] + z2 * y2[q] + lw[q] - A)
+            dc[0, j], dc[1, j], dc[2, j] = y0[q] - c0, y1[q] - c1, y2[q] - c2
+        monomials(parent, var, R, dc, mc)
+        w0, w1, w2 = y0[b:b + nc], y1[b:b + nc], y2[b:b + nc]
+        for r in range(R):
+            s0 = s1 = s2 = s3 = 0.0
+            for j in range(nc):
+                v = mc[r, j]
+                s0 += v * w0[j]
+                s1 += v * w1[j]
+                s2 += v * w2[j]
+                s3 += v
+            out[0, r] += s0 * invf[r]
+            out[1, r] += s1 * invf[r]
+            out[2, r] += s2 * invf[r]
+            out[3, r] += s3 * invf[r]
+    return A
+
+
+@njit(parallel=True, fastmath=True, cache=True, nogil=True)
+def expand_pass(zc, y0, y1, y2, lw, cen, rad, bmax, yrep, lrep, cut, torder, tstarts, sbs, lbx,
+                starts, gl_off, g_t0, g_t1, g_cen, g_rad, rho_p, Rp, parent, var, invf, cost,
+                ptaken, psbs, taken, has, gacc, gU, gL):
+    """The expansions of sums3_culled: the target blocks in super-blocks of ``sbs`` (super-block
+    s = blocks s·sbs … (s+1)·sbs − 1, neighbours in the k-d order), each with its centre z_c and
+    radius r_z in z.  A super-block takes the source groups :func:`select_groups` chooses among
+    the tiles that can matter to it and that its parent (super-block s·sbs // psbs of the coarser
+    level's ``ptaken``, none when that is empty) did not take; taken[s] = the parent's tiles and
+    its own.  Their moments about z_c (:func:`group_moments`); for each of its targets i, the
+    bounds U, L of :func:`group_bounds` and the groups' four sums times e^{−U}
+    (:func:`group_add`) join gU[i], gL[i] (max) and gacc[i] (rescaled to the larger U) where
+    has[i], else start them (has[i] = True)."""
+    nt = cen.shape[0]
+    nb = tstarts.shape[0] - 1
+    for s in prange(taken.shape[0]):
+        k0, k1 = tstarts[s * sbs], tstarts[min((s + 1) * sbs, nb)]
+        ps = (s * sbs) // psbs
+        for t in range(nt):
+            taken[s, t] = ptaken[ps, t] if ptaken.shape[0] > 0 else False
+        blk = np.empty(nt, np.int64)
+        nkb, LB = block_tiles(k0, k1, torder, zc, yrep, lrep, cen, rad, bmax, lbx, cut, blk)
+        if nkb == 0 or k1 <= k0:
+            continue
+        nT = k1 - k0
+        zb0 = zb1 = zb2 = 0.0
+        for k in range(k0, k1):
+            i = torder[k]
+            zb0 += zc[i, 0]
+            zb1 += zc[i, 1]
+            zb2 += zc[i, 2]
+        zb0, zb1, zb2 = zb0 / nT, zb1 / nT, zb2 / nT
+        rz = 0.0
+        for k in range(k0, k1):
+            i = torder[k]
+            rz = max(rz, (zc[i, 0] - zb0) ** 2 + (zc[i, 1] - zb1) ** 2 + (zc[i, 2] - zb2) ** 2)
+        rz = math.sqrt(rz) * (1.0 + 1e-12) + 1e-300
+        tin = np.zeros(nt, np.bool_)
+        for q in range(nkb):
+            tin[blk[q]] = not taken[s, blk[q]]
+        gsel = np.empty(nt, np.int64)
+        gp = np.empty(nt, np.int64)
+        ng = select_groups(tin, starts, gl_off, g_t0, g_t1, g_rad, rz, float(nT), rho_p, Rp, cost,
+                           gsel, gp)
+        if ng == 0:
+            continue
+        Rb = 1
+        for k in range(ng):
+            g = gsel[k]
+            Rb = max(Rb, Rp[gp[k]])
+            for t in range(g_t0[g], g_t1[g]):
+                taken[s, t] = True
+        gA = np.empty(ng)
+        gmom = np.empty((ng, 4, Rb))
+        mono = np.empty((Rb, CHUNK))
+        dbuf = np.empty((3, CHUNK))
+        for k in range(ng):
+            g = gsel[k]
+            gA[k] = group_moments(zb0, zb1, zb2, starts[g_t0[g]], starts[g_t1[g]], g_cen[g, 0],
+                                  g_cen[g, 1], g_cen[g, 2], y0, y1, y2, lw, parent, var, invf,
+                                  Rp[gp[k]], mono, dbuf, gmom[k])
+        # the targets: d_i = z_i − z_c, their monomials (R × T), the bounds U_i ≥ every logit of
+        # the groups' sources and L_i ≤ the largest (the source that attains A_k has a logit
+        # ≥ e_ki − |d_i| r_g, e_ki = A_k + ⟨d_i, c_g⟩), then the groups' sums
+        dt = np.empty((3, nT))
+        dn = np.empty(nT)
+        for q in range(nT):
+            i = torder[k0 + q]
+            dt[0, q], dt[1, q], dt[2, q] = zc[i, 0] - zb0, zc[i, 1] - zb1, zc[i, 2] - zb2
+            dn[q] = math.sqrt(dt[0, q] ** 2 + dt[1, q] ** 2 + dt[2, q] ** 2)
+        tmT = np.empty((Rb, nT))
+        tmT[0, :] = 1.0
+        monomials(parent, var, Rb, dt, tmT)
+        tm = np.ascontiguousarray(tmT.T)  # (T, R): each target's terms contiguous
+        eg = np.empty((ng, nT))
+        U = np.full(nT, -np.inf)
+        L = np.full(nT, -np.inf)
+        for k in range(ng):
+            g = gsel[k]
+            for q in range(nT):
+                e = gA[k] + dt[0, q] * g_cen[g, 0] + dt[1, q] * g_cen[g, 1] + dt[2, q] * g_cen[g, 2]
+                eg[k, q] = e
+                U[q] = max(U[q], e + dn[q] * g_rad[g])
+                L[q] = max(L[q], e - dn[q] * g_rad[g])
+        acc = np.zeros((4, nT))
+        for k in range(ng):
+            R = Rp[gp[k]]
+            g0, g1, g2, g3 = gmom[k, 0], gmom[k, 1], gmom[k, 2], gmom[k, 3]
+            for q in range(nT):
+                t = tm[q]
+                s0 = s1 = s2 = s3 = 0.0
+                for r in range(R):
+                    v = t[r]
+                    s0 += v * g0[r]
+                    s1 += v * g1[r]
+                    s2 += v * g2[r]
+                    s3 += v * g3[r]
+                f = math.exp(eg[k, q] - U[q])
+                acc[0, q] += f * s0
+                acc[1, q] += f * s1
+                acc[2, q] += f * s2
+                acc[3, q] += f * s3
+        for q in range(nT):
+            i = torder[k0 + q]
+            if has[i]:
+                V = max(U[q], gU[i])
+                fo, fn = math.exp(gU[i] - V), math.exp(U[q] - V)
+                for c in range(4):
+                    gacc[i, c] = gacc[i, c] * fo + acc[c, q] * fn
+                gU[i], gL[i] = V, max(L[q], gL[i])
+            else:
+                has[i] = True
+                gU[i], gL[i] = U[q], L[q]
+                for c in range(4):
+                    gacc[i, c] = acc[c, q]
+
+
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder,
-                 tstarts, full, cw, runs, num, den, mx, kept, lscale, lntol, shift_by_bound, lbx):
+                 tstarts, full, cw, runs, num, den, mx, kept, lscale, lntol, shift_by_bound, lbx,
+                 taken, has, gacc, gU, gL):
     """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
     blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i;
     ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops);
@@ -233,7 +485,10 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
     lb ≤ max ℓ, else the maximum itself, by a pass of its own), not the row's maximum: one pass
     over the kept sources instead of two; mx[i] = that M.  ``lbx`` (n,) or empty: the caller's
     lower bounds on log Σ_j e^{ℓ_ij} (of a larger sum the row is a part of), which replace lb
-    where larger (a row may then keep no tile: num = den = 0, mx = −inf)."""
+    where larger (a row may then keep no tile: num = den = 0, mx = −inf).  ``taken`` (nsb, nt)
+    or (0, 0), ``has``, ``gacc``, ``gU``, ``gL``: what :func:`expand_pass` wrote at its finest
+    level (block b skips the tiles taken[b]; target i adds gacc[i]·e^{gU[i] − M} where
+    has[i]); kept[i] counts the terms summed one by one."""
     nt = starts.shape[0] - 1
     m = y0.shape[0]
     cumul = lscale.shape[0] == nt
@@ -244,46 +499,9 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
         ebuf = np.empty(max(TILE_BUF, y0.shape[0]))  # cw_row3 keeps a row's logits in it
         acc = np.empty(4)
         cnt = np.empty(CUM_BINS)
-        # the block: mean direction c, angular radius rb, smallest/largest |βz|
-        c0 = c1 = c2 = 0.0
-        zmin, zmax = np.inf, 0.0
-        for k in range(tstarts[b], tstarts[b + 1]):
-            i = torder[k]
-            zeta = math.sqrt(zc[i, 0] ** 2 + zc[i, 1] ** 2 + zc[i, 2] ** 2)
-            inv = 1.0 / max(zeta, 1e-300)
-            c0 += zc[i, 0] * inv
-            c1 += zc[i, 1] * inv
-            c2 += zc[i, 2] * inv
-            zmin, zmax = min(zmin, zeta), max(zmax, zeta)
-        inv = 1.0 / max(math.sqrt(c0 * c0 + c1 * c1 + c2 * c2), 1e-300)
-        c0, c1, c2 = c0 * inv, c1 * inv, c2 * inv
-        rb = 0.0
-        for k in range(tstarts[b], tstarts[b + 1]):
-            i = torder[k]
-            zeta = max(math.sqrt(zc[i, 0] ** 2 + zc[i, 1] ** 2 + zc[i, 2] ** 2), 1e-300)
-            ct = (zc[i, 0] * c0 + zc[i, 1] * c1 + zc[i, 2] * c2) / zeta
-            rb = max(rb, math.acos(min(1.0, max(-1.0, ct))))
-        rb = rb * (1.0 + 1e-12) + 1e-15
-        # a lower bound on every target's row maximum (through the representatives) ...
-        LB = -np.inf
-        for t in range(nt):
-            ct = c0 * yrep[t, 0] + c1 * yrep[t, 1] + c2 * yrep[t, 2]
-            cc = math.cos(min(math.acos(min(1.0, max(-1.0, ct))) + rb, math.pi))
-            LB = max(LB, (zmin if cc >= 0.0 else zmax) * cc + lrep[t])
-        if lbx.shape[0] > 0:  # the caller's lower bounds, the block's smallest
-            lbmin = np.inf
-            for k in range(tstarts[b], tstarts[b + 1]):
-                lbmin = min(lbmin, lbx[torder[k]])
-            LB = max(LB, lbmin)
-        # ... and the tiles that can matter to any target of the block
         blk = np.empty(nt, np.int64)
-        nkb = 0
-        for t in range(nt):
-            ct = c0 * cen[t, 0] + c1 * cen[t, 1] + c2 * cen[t, 2]
-            cc = math.cos(max(math.acos(min(1.0, max(-1.0, ct))) - rad[t] - rb, 0.0))
-            if (zmax if cc >= 0.0 else zmin) * cc + bmax[t] >= LB - cut:
-                blk[nkb] = t
-                nkb += 1
+        nkb, LB = block_tiles(tstarts[b], tstarts[b + 1], torder, zc, yrep, lrep, cen, rad, bmax,
+                              lbx, cut, blk)
         keep = np.empty(nkb, np.bool_)
         bq = np.empty(nkb)
         rlo = np.empty(nkb, np.int64)
@@ -293,6 +511,13 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
         for q in range(nkb):
             inblk += starts[blk[q] + 1] - starts[blk[q]]
         budget = math.exp(lntol) * (inblk / m) if m > 0 else 0.0
+        if taken.shape[0] > 0:  # without the tiles expanded for it (expand_pass)
+            nk2 = 0
+            for q in range(nkb):
+                if not taken[b, blk[q]]:
+                    blk[nk2] = blk[q]
+                    nk2 += 1
+            nkb = nk2
         for k in range(tstarts[b], tstarts[b + 1]):
             i = torder[k]
             a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
@@ -300,6 +525,11 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             inv = 1.0 / max(zeta, 1e-300)
             u0, u1, u2 = a0 * inv, a1 * inv, a2 * inv
             lb = LB if lbx.shape[0] == 0 else max(LB, lbx[i])
+            # the expanded groups' bounds (a flag, not −inf: fastmath assumes no infinities)
+            grp = taken.shape[0] > 0 and has[i]
+            Ug = gU[i] if grp else lb
+            if grp:
+                lb = max(lb, gL[i])
             for q in range(nkb):
                 t = blk[q]
                 lb = max(lb, a0 * yrep[t, 0] + a1 * yrep[t, 1] + a2 * yrep[t, 2] + lrep[t])
@@ -330,7 +560,7 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                         rlo[nrun] = lo
                         rhi[nrun] = hi
                         nrun += 1
-            if npair > full * y0.shape[0]:  # most sources kept: the plain loops are faster
+            if not grp and npair > full * y0.shape[0]:  # most sources kept: the plain loops are faster
                 if cw:
                     cw_row3(i, zc, y0, y1, y2, lw, num, den, mx, ebuf, acc)
                 else:
@@ -344,9 +574,15 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                     M = -np.inf
                     for q in range(nrun):
                         M = cw_max(a0, a1, a2, y0, y1, y2, lw, rlo[q], rhi[q], M)
+                if grp:
+                    M = max(M, Ug)
                 acc[:] = 0.0
                 for q in range(nrun):
                     cw_sums(a0, a1, a2, y0, y1, y2, lw, M, rlo[q], rhi[q], ebuf, acc)
+                if grp:
+                    f = math.exp(Ug - M)
+                    for q in range(4):
+                        acc[q] += f * gacc[i, q]
                 num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = acc[0], acc[1], acc[2], acc[3], M
                 kept[i] = npair
                 continue
@@ -354,6 +590,8 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             for q in range(nrun):
                 for j in range(rlo[q], rhi[q]):
                     M = max(M, a0 * y0[j] + a1 * y1[j] + a2 * y2[j] + lw[j])
+            if grp:
+                M = max(M, Ug)
             s0 = s1 = s2 = s3 = 0.0
             for q in range(nrun):
                 for j in range(rlo[q], rhi[q]):
@@ -362,6 +600,10 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                     s1 += e * y1[j]
                     s2 += e * y2[j]
                     s3 += e
+            if grp:
+                f = math.exp(Ug - M)
+                s0, s1, s2, s3 = (s0 + f * gacc[i, 0], s1 + f * gacc[i, 1], s2 + f * gacc[i, 2],
+                                  s3 + f * gacc[i, 3])
             num[i, 0], num[i, 1], num[i, 2], den[i], mx[i] = s0, s1, s2, s3, M
             kept[i] = npair
 
