@@ -145,6 +145,12 @@ EXPAND_TARGETS = 512
 #: the cost model of an expansion against the T·S exponentials of the direct sums: S·(1 + c_m R)
 #: + T·(1 + c_t R) for S sources, T targets, R terms; taken when ≤ the last entry times T·S
 EXPAND_COST = (0.13, 0.13, 0.5)
+#: cull against a lower bound on each row's whole sum Σ_j e^{ℓ_ij} (Σ over the candidate tiles of
+#: n_t·e^{a lower bound on the tile's logits}, plus the expanded groups' sums) instead of a lower
+#: bound on its largest term: what is skipped stays < tol·den, and where many terms come near
+#: the maximum (diffuse clouds: den ≈ 10²·e^{M}) fewer tiles are kept (needs CULL_CUMULATIVE
+#: without CULL_BY_TILE_MASS, whose lscale is ln n_t)
+CULL_DEN_BOUND = True
 #: sources count as unit vectors when ||y| − 1| ≤ this
 UNIT_RTOL = 1e-12
 #: below this many (target, source) pairs the all-pairs kernels run on one numba thread: starting
@@ -390,7 +396,9 @@ def _source_tiles(y: np.ndarray, logw: np.ndarray, size: int):
     # a little more than the farthest member: the bound stays a bound after rounding
     rad = np.minimum(np.maximum.reduceat(ang, starts[:-1]) * (1 + 1e-12) + 1e-15, np.pi)
     bmax = np.maximum.reduceat(lws, starts[:-1])
-    rep = np.array([a + int(np.argmax(lws[a:b])) for a, b in zip(starts[:-1], starts[1:])])
+    # the first source of each tile with its largest log-weight (as np.argmax per tile)
+    top = np.flatnonzero(lws == np.repeat(bmax, np.diff(starts)))
+    rep = top[np.searchsorted(top, starts[:-1])]
     return (order, starts, np.ascontiguousarray(cen), rad, bmax, np.ascontiguousarray(ys[rep]),
             lws[rep].copy())
 
@@ -416,6 +424,7 @@ def _expansion_tables(pmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     return parent, var, invf, Rp
 
 
+@functools.lru_cache(maxsize=16)
 def _rho_limits(eta: float, pmax: int) -> np.ndarray:
     """rho_p (pmax + 1,): the largest ρ with ρ^{p+1} e^{2ρ}/(p + 1)! ≤ eta, by bisection (the
     relative error of e^s's Taylor polynomial of degree p for |s| ≤ ρ, against e^s ≥ e^{−ρ})."""
@@ -427,6 +436,7 @@ def _rho_limits(eta: float, pmax: int) -> np.ndarray:
             err = math.exp((p + 1) * math.log(mid) + 2.0 * mid - math.lgamma(p + 2)) if mid > 0 else 0.0
             lo, hi = (mid, hi) if err <= eta else (lo, mid)
         out[p] = lo * (1.0 - 1e-9)
+    out.flags.writeable = False  # (cached)
     return out
 
 
@@ -579,7 +589,8 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, np.cos(rad),
                  np.sin(rad), bmax, yrep, lrep, cut, torder, tstarts, CULL_MAX_FRACTION, cw,
                  CULL_RUNS, num, den, mx, kept, lscale, math.log(tol_cull), CULL_SHIFT_BY_BOUND,
-                 lbx, *expanded)
+                 lbx, *expanded, CULL_DEN_BOUND and CULL_CUMULATIVE and not CULL_BY_TILE_MASS,
+                 np.minimum.reduceat(lws, starts[:-1]))
     return num, den, mx, int(kept.sum())
 
 

@@ -471,7 +471,7 @@ def expand_pass(zc, y0, y1, y2, lw, cen, rad, bmax, yrep, lrep, cut, torder, tst
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder,
                  tstarts, full, cw, runs, num, den, mx, kept, lscale, lntol, shift_by_bound, lbx,
-                 taken, has, gacc, gU, gL):
+                 taken, has, gacc, gU, gL, den_bound, bmin):
     """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
     blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i;
     ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops);
@@ -488,7 +488,11 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
     where larger (a row may then keep no tile: num = den = 0, mx = −inf).  ``taken`` (nsb, nt)
     or (0, 0), ``has``, ``gacc``, ``gU``, ``gL``: what :func:`expand_pass` wrote at its finest
     level (block b skips the tiles taken[b]; target i adds gacc[i]·e^{gU[i] − M} where
-    has[i]); kept[i] counts the terms summed one by one."""
+    has[i]); kept[i] counts the terms summed one by one.  ``den_bound``: lb is raised to the log
+    of a lower bound on the row's whole sum Σ_j e^{ℓ_j} (each tile's size n_t = e^{lscale[t]}
+    times e^{a lower bound on its logits}, ``bmin`` the tiles' smallest log-weights; plus the
+    expanded groups' sums), so that the culling skips by the sum, not by its largest term
+    (needs ``lscale`` = ln n_t)."""
     nt = starts.shape[0] - 1
     m = y0.shape[0]
     cumul = lscale.shape[0] == nt
@@ -504,6 +508,7 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                               lbx, cut, blk)
         keep = np.empty(nkb, np.bool_)
         bq = np.empty(nkb)
+        tlo = np.empty(nkb)
         rlo = np.empty(nkb, np.int64)
         rhi = np.empty(nkb, np.int64)
         # what the first level skipped: each source < (tol/m)·e^{LB} ≤ (tol/m)·e^{lb_i}
@@ -535,15 +540,34 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                 lb = max(lb, a0 * yrep[t, 0] + a1 * yrep[t, 1] + a2 * yrep[t, 2] + lrep[t])
             npair = 0
             nrun = 0
+            lomax = -np.inf
             for q in range(nkb):
                 t = blk[q]
                 # cos(max(α − r_t, 0)), α = ∠(u, c_t): 1 if α ≤ r_t, else cos α cos r + sin α sin r
                 ct = u0 * cen[t, 0] + u1 * cen[t, 1] + u2 * cen[t, 2]
+                sa = math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0))
                 if ct >= cosr[t]:
                     cc = 1.0
                 else:
-                    cc = ct * cosr[t] + math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0)) * sinr[t]
+                    cc = ct * cosr[t] + sa * sinr[t]
                 bq[q] = zeta * (cc + COS_MARGIN) + bmax[t]
+                if den_bound:  # cos(min(α + r_t, π)): a lower bound on each of the tile's logits
+                    cl = ct * cosr[t] - sa * sinr[t] if ct > -cosr[t] else -1.0
+                    tlo[q] = zeta * (cl - COS_MARGIN) + bmin[t] + lscale[t]
+                    lomax = max(lomax, tlo[q])
+            if den_bound and nkb > 0:
+                # lb ← log of a lower bound on the whole row sum Σ_j e^{ℓ_j} (≥ its largest term):
+                # each tile's size times its smallest term, plus the expanded groups' sums
+                ref = max(lomax, Ug) if grp else lomax
+                sd = 0.0
+                for q in range(nkb):
+                    if tlo[q] > ref - 40.0:  # (dropping the rest keeps it a lower bound)
+                        sd += math.exp(tlo[q] - ref)
+                if grp:
+                    sd += gacc[i, 3] * math.exp(Ug - ref) * (1.0 - 1e-6)
+                if sd > 0.0:
+                    lb = max(lb, ref + math.log(sd) - 1e-9)
+            for q in range(nkb):
                 keep[q] = bq[q] >= lb - cut
             if cumul:
                 cull_budget(bq, blk, starts, lscale, lb, lntol, budget, ebin, cnt, keep)
