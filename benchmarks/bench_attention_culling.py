@@ -14,6 +14,12 @@ Cases (targets = sources, as the adaptive density and particle solvers call it, 
 * ``particles-<B>-<cloud>``: one RK4 step of ParticleODE, N = 10⁴, β = 100 (bench_particle_kernels'
   set-up: B = diag(0.5, 1, 1) or its general random matrix, the diffuse and the concentrated
   cloud), the velocity by "auto" (which takes the compiled sums there);
+* ``particles-run-t<T>``: one RK4 step (Δt = 0.05) of ParticleODE from the snapshot at time T of
+  an N = 10⁴ particle run of examples/metastability.toml at β = 100 (benchmarks/data/
+  particles_beta100_run.npz, made by make_particle_run_case.py; T = 0 … 24, from the diffuse start
+  through the two-point state and its exit).  ``particles_run`` in the output weighs the rows by
+  the time each snapshot stands for (the trapezoid rule over T): the whole run's time per step,
+  baseline over new, per repetition;
 * ``density128-<B>``: DensityAttention.mean of bench_attention's concentrated row at β = 100
   (GaussGrid(128), 65 792 face-point targets, certified spectral sums where they certify, the
   compiled culled sums for the rest).
@@ -54,6 +60,7 @@ from bench_particles import cloud  # noqa: E402  (this folder)
 from yardstick import machine_limits  # noqa: E402  (this folder)
 
 DATA = ROOT / "benchmarks" / "data" / "amr_beta1000_points.npz"
+RUN = ROOT / "benchmarks" / "data" / "particles_beta100_run.npz"
 OUT = ROOT / "benchmarks" / "results" / "attention_culling.json"
 TOL = 1e-8
 A_DIR = np.array([0.4, -0.7, 0.3]) / np.linalg.norm([0.4, -0.7, 0.3])
@@ -119,6 +126,16 @@ def step_cases() -> list[dict]:
             out.append({"name": f"particles-{bname}-{cname}", "beta": 100.0, "n": 10000,
                         "m": 10000, "call": (lambda ode=ode, x=x: ode.step(x, 0.0, 0.05)),
                         "source": "ParticleODE RK4 step, N = 1e4, dt = 0.05"})
+    if RUN.exists():
+        run = np.load(RUN)
+        ode = ParticleODE(Attention(np.eye(3), np.diag([0.1, 1.0, 1.0]), np.diag([1.0, 0.5, 0.1]),
+                                    100.0))
+        for t, x in zip(run["t"], run["x"]):
+            out.append({"name": f"particles-run-t{t:g}", "beta": 100.0, "n": x.shape[0],
+                        "m": x.shape[0], "t": float(t),
+                        "call": (lambda x=np.ascontiguousarray(x): ode.step(x, 0.0, 0.05)),
+                        "source": "ParticleODE RK4 step, N = 1e4, dt = 0.05, metastability "
+                                  f"β = 100 run at t = {t:g}"})
     g = GaussGrid(128)
     pts = FFSL_POINTS(g)
     c = KAPPA / (2 * np.pi * (1 - np.exp(-2 * KAPPA)))
@@ -161,6 +178,27 @@ def baseline_module(commit: str):
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod, sha
+
+
+def particles_run(rows: list[dict]) -> list[dict]:
+    """Per thread count, the particles-run-t<T> rows weighed by the trapezoid rule over T: the
+    whole run's time per step for baseline and new in each repetition, and their ratio."""
+    out = []
+    for nt in sorted({r["threads"] for r in rows if "t" in r}):
+        rs = sorted((r for r in rows if "t" in r and r["threads"] == nt), key=lambda r: r["t"])
+        t = np.array([r["t"] for r in rs])
+        if t.size < 2:
+            continue
+        w = np.zeros(t.size)
+        w[:-1] += np.diff(t) / 2
+        w[1:] += np.diff(t) / 2
+        w /= w.sum()
+        per = {k: np.array([r["times"][k] for r in rs]) for k in ("baseline", "new")}
+        total = {k: w @ v for k, v in per.items()}  # (reps,) the weighted step time per repetition
+        out.append({"threads": nt, "times_T": t.tolist(), "weights": w.tolist(),
+                    "step_s": {k: float(np.median(v)) for k, v in total.items()},
+                    "baseline_over_new": _spread(list(total["baseline"] / total["new"]))})
+    return out
 
 
 def _with_sums(sums, call):
@@ -237,6 +275,7 @@ def main(argv=None) -> int:
             ratio = [a / b for a, b in zip(times["baseline"], times["new"])]
             row = {"case": case["name"], "source": case["source"], "beta": case["beta"],
                    "n": case["n"], "m": case["m"], "threads": nt, "tol": TOL,
+                   **({"t": case["t"]} if "t" in case else {}),
                    "t_median": {k: float(np.median(v)) for k, v in times.items()},
                    "times": times,
                    "baseline_over_new": _spread(ratio),
@@ -247,14 +286,20 @@ def main(argv=None) -> int:
                   f"{row['baseline_over_new']['median']:.2f} [{row['baseline_over_new']['min']:.2f}, "
                   f"{row['baseline_over_new']['max']:.2f}], |baseline - new| {dev:.1e}", flush=True)
     numba.set_num_threads(nthreads0)
+    run_summary = particles_run(rows)
+    for r in run_summary:
+        print(f"particles run (threads {r['threads']}): baseline/new {r['baseline_over_new']['median']:.2f} "
+              f"[{r['baseline_over_new']['min']:.2f}, {r['baseline_over_new']['max']:.2f}]")
     head = subprocess.run(["git", "-C", str(ROOT), "describe", "--always", "--dirty"],
                           capture_output=True, text=True).stdout.strip()
     out = {"benchmark": "attention_culling", "baseline_commit": sha, "commit": head,
            "attention_exp": compiled.path_info(),
            "layout": {"new": {"tiles": compiled.CULL_TILES, "runs": compiled.CULL_RUNS,
                               "tile": compiled.TILE, "target_block": compiled.TARGET_BLOCK,
-                              "max_fraction": compiled.CULL_MAX_FRACTION}},
-           "rows": rows,
+                              "max_fraction": compiled.CULL_MAX_FRACTION,
+                              "expand": getattr(compiled, "CULL_EXPAND", None),
+                              "den_bound": getattr(compiled, "CULL_DEN_BOUND", None)}},
+           "rows": rows, "particles_run": run_summary,
            "meta": {"yardstick": limits, "reps": args.reps, "elapsed_s": time.time() - t_start,
                     "loadavg_end": list(os.getloadavg()),
                     "numba_threads_max": int(numba.config.NUMBA_NUM_THREADS)}}

@@ -61,6 +61,26 @@ cody-waite path a culled row's terms are e^{ℓ_ij − M̂_i}, M̂_i = the large
 tile (≥ M_i; used when M̂_i − lb_i ≤ compiled_numba.SHIFT_SLACK = 64, else M_i itself): no
 pass for the row's maximum; M̂_i is returned as M (the means num/den and num·e^{M − β} do not
 change; the terms near the maximum stay ≥ e^{−64}, far above the exponential's flush).
+
+Two more (issue 23, eighth session).  :data:`CULL_DEN_BOUND`: lb_i is raised to the log of a
+lower bound on the whole row sum (Σ over the candidate tiles of n_t·e^{ζ_i cos(min(∠ + r_t, π))
++ min log w}, plus the expanded groups' sums below), so the budget is a share of den_i itself,
+not of its largest term.  :data:`CULL_EXPAND`: where the targets and sources crowd (the
+clusters of a low-temperature run), a super-block of targets (k-d order, :data:`EXPAND_TARGETS`
+down to one block; centre z_c, radius r_z in βBᵀx) takes whole groups of 2^k consecutive source
+tiles (centre c, radius r) and sums them by
+
+    e^{⟨z, y⟩} = e^{⟨z_c, y⟩} · e^{⟨z − z_c, c⟩} · Σ_{|α| ≤ p} (z − z_c)^α (y − c)^α / α!  + R_p,
+
+moments Σ_j w_j e^{⟨z_c, y_j⟩ − A} (y_j − c)^α/α! (· y_j) once per group and super-block, then
+C(p + 3, 3) terms per target instead of one exponential per pair.  With s = ⟨z − z_c, y − c⟩,
+|s| ≤ ρ = r_z·r, the remainder is within η = ρ^{p+1}e^{2ρ}/(p + 1)! of each term (relative); p
+is the least degree ≤ :data:`EXPAND_MAX_DEGREE` with η ≤ :data:`EXPAND_RTOL`·tol, and a group
+is taken only where the cost model (:data:`EXPAND_COST`) says it pays.  The terms are positive,
+so the row's den and num move by ≤ η of themselves: |m_i − m_ref,i| ≤ 2η·max|y| more, and the
+culling works to tol·(1 − EXPAND_RTOL), so the bound above stays 2·tol·max|y| (plus the
+rounding of the series, C(p+3,3)·2⁻⁵³·e^{2ρ} ≈ 1e-13 at p = 8).  Each super-block is one task,
+its groups and targets summed in a fixed order: the bits do not depend on the thread count.
 """
 from __future__ import annotations
 

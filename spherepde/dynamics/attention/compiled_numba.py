@@ -523,6 +523,16 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                     blk[nk2] = blk[q]
                     nk2 += 1
             nkb = nk2
+        # the block's tiles' data side by side (centre, cos r, sin r, largest log-weight, the
+        # representative and its log-weight, smallest log-weight + ln n_t), one row per field, read
+        # contiguously per target instead of gathered through blk
+        kt = np.empty((11, nkb))
+        for q in range(nkb):
+            t = blk[q]
+            kt[0, q], kt[1, q], kt[2, q] = cen[t, 0], cen[t, 1], cen[t, 2]
+            kt[3, q], kt[4, q], kt[5, q] = cosr[t], sinr[t], bmax[t]
+            kt[6, q], kt[7, q], kt[8, q], kt[9, q] = yrep[t, 0], yrep[t, 1], yrep[t, 2], lrep[t]
+            kt[10, q] = bmin[t] + lscale[t] if den_bound else 0.0
         for k in range(tstarts[b], tstarts[b + 1]):
             i = torder[k]
             a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
@@ -536,24 +546,19 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
             if grp:
                 lb = max(lb, gL[i])
             for q in range(nkb):
-                t = blk[q]
-                lb = max(lb, a0 * yrep[t, 0] + a1 * yrep[t, 1] + a2 * yrep[t, 2] + lrep[t])
+                lb = max(lb, a0 * kt[6, q] + a1 * kt[7, q] + a2 * kt[8, q] + kt[9, q])
             npair = 0
             nrun = 0
             lomax = -np.inf
             for q in range(nkb):
-                t = blk[q]
                 # cos(max(α − r_t, 0)), α = ∠(u, c_t): 1 if α ≤ r_t, else cos α cos r + sin α sin r
-                ct = u0 * cen[t, 0] + u1 * cen[t, 1] + u2 * cen[t, 2]
+                ct = u0 * kt[0, q] + u1 * kt[1, q] + u2 * kt[2, q]
                 sa = math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0))
-                if ct >= cosr[t]:
-                    cc = 1.0
-                else:
-                    cc = ct * cosr[t] + sa * sinr[t]
-                bq[q] = zeta * (cc + COS_MARGIN) + bmax[t]
+                cc = 1.0 if ct >= kt[3, q] else ct * kt[3, q] + sa * kt[4, q]
+                bq[q] = zeta * (cc + COS_MARGIN) + kt[5, q]
                 if den_bound:  # cos(min(α + r_t, π)): a lower bound on each of the tile's logits
-                    cl = ct * cosr[t] - sa * sinr[t] if ct > -cosr[t] else -1.0
-                    tlo[q] = zeta * (cl - COS_MARGIN) + bmin[t] + lscale[t]
+                    cl = ct * kt[3, q] - sa * kt[4, q] if ct > -kt[3, q] else -1.0
+                    tlo[q] = zeta * (cl - COS_MARGIN) + kt[10, q]
                     lomax = max(lomax, tlo[q])
             if den_bound and nkb > 0:
                 # lb ← log of a lower bound on the whole row sum Σ_j e^{ℓ_j} (≥ its largest term):
