@@ -8,6 +8,10 @@ its own resolution (``resolution_check``: ``max_relative_change``, ``resolved``,
 ``switch_time_change``).
 
     python3 scripts/experiment_times.py OUT_FOLDER --out docs/data/experiment_times.json
+
+``--amr-pole off`` (or any value of that option) is passed on to both commands: the same runs on
+the raster's own poles, before the experiments turned the mesh by default
+(docs/data/experiment_times_pole_off.json).
 """
 from __future__ import annotations
 
@@ -31,10 +35,13 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("folder", help="where the experiments write (one sub-folder each)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--amr-pole", nargs="+", help="passed on to both experiments (e.g. off)")
     args = ap.parse_args(argv)
+    extra = ["--amr-pole", *args.amr_pole] if args.amr_pole else []
     out = {"script": "scripts/experiment_times.py", "machine": platform.platform(),
            "cpus": os.cpu_count(), "python": platform.python_version(), "runs": {}}
     for name, cmd in COMMANDS.items():
+        cmd = [*cmd, *extra]
         full = [sys.executable, "-m", "spherepde", *cmd, "--output", str(Path(args.folder) / name),
                 "--overwrite", "--json"]
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -50,7 +57,7 @@ def main(argv=None) -> int:
             "command": "spherepde " + " ".join(cmd) + " --json", "wall_s": wall,
             "cpu_s": (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime),
             "loadavg_start": load0, "loadavg_end": os.getloadavg()[0],
-            "betas": [r["beta"] for r in summary["runs"]],
+            "betas": [r["beta"] for r in summary["runs"]], "amr_pole": summary.get("amr_pole"),
             "check": {k: check.get(k) for k in ("beta", "nlat", "max_relative_change", "resolved",
                                                  "switch_time", "switch_time_change", "worst")}}
         print(name, f"wall {wall:.0f} s", json.dumps(out["runs"][name]["check"]), flush=True)

@@ -17,6 +17,12 @@ grows like e^{t/2}: the exit from the metastable state comes at t ~ 2 log β and
 phase (mass moving to ±e_x, Conjecture 1) is visible within moderate times.
 ρ_0 ∝ 1 + ½⟨x, a⟩ with a = (0.6, 0.5, 0.3)/|·| is smooth, strictly positive and not symmetric
 under y → −y, so Π_#ρ_0 = a δ_e + (1 − a) δ_{−e} has unequal weights.
+
+The density is ``amr`` by default, its mesh's north pole turned off the saddles ±e_z (the
+raster's own poles, whose merged and thin cells set most of the ``--refine 1.5`` change there):
+``amr_pole = "auto"`` takes [1, 1, 1]/√3, or the next of :data:`POLE_CANDIDATES` when that lies
+within 20° of an eigenvector of V, B or VBᵀ (:func:`default_pole`); ``--amr-pole off`` gives the
+runs of before.
 """
 from __future__ import annotations
 
@@ -51,6 +57,11 @@ class MetastabilityConfig:
     density_scheme: str = "amr"
     #: amr's (max_level, mass_per_cell); None: from the largest finite β (:func:`density_section`)
     amr_levels: tuple | None = None
+    #: amr's mesh pole (``representations.density.pole``): "auto" (the first of
+    #: :data:`POLE_CANDIDATES` at least :data:`POLE_MIN_ANGLE` degrees from every eigenvector of
+    #: V, B = QᵀK and VBᵀ: :func:`default_pole`), "off" (the raster's own pole e_z: the runs of
+    #: before the option) or 3 numbers (that direction; amr only)
+    amr_pole: tuple | str = "auto"
     t_end: float = 24.0
     n_outputs: int = 96
     courant: float = 0.8
@@ -75,6 +86,17 @@ class MetastabilityConfig:
         if self.density_scheme not in DENSITY_SCHEMES:
             raise ValueError(f"density_scheme must be one of {list(DENSITY_SCHEMES)}, got "
                              f"{self.density_scheme!r}")
+        pole = self.amr_pole
+        if isinstance(pole, str):
+            if pole not in ("auto", "off"):
+                raise ValueError(f"amr_pole must be 'auto', 'off' or 3 numbers (a direction), "
+                                 f"got {pole!r}")
+        elif not _is_direction(pole):
+            raise ValueError(f"amr_pole must be 'auto', 'off' or 3 finite numbers, not all 0 "
+                             f"(a direction), got {pole!r}")
+        elif self.density_scheme != "amr":
+            raise ValueError(f"amr_pole = {list(pole)} (--amr-pole) turns the amr mesh; "
+                             f"density_scheme is {self.density_scheme!r}")
         c = self.check_nlat
         if c is not None and c != 0 and (isinstance(c, bool) or not isinstance(c, int) or c < 4
                                          or c % 2 or c >= self.nlat):
@@ -98,6 +120,78 @@ class MetastabilityConfig:
 
     def to_dict(self) -> dict:
         return {"experiment": "metastability", **asdict(self)}
+
+
+def _is_direction(v) -> bool:
+    """3 finite real numbers, not all 0."""
+    if not isinstance(v, (tuple, list)) or len(v) != 3:
+        return False
+    if any(isinstance(a, bool) or not isinstance(a, (int, float, np.integer, np.floating)) for a in v):
+        return False
+    return all(math.isfinite(a) for a in v) and any(v)
+
+
+#: the directions tried, in order, as the amr mesh's default pole (:func:`default_pole`): three
+#: mutually orthogonal directions off every axis and diagonal plane of the coordinates, so
+#: that an eigenvector line comes within :data:`POLE_MIN_ANGLE` of at most one of them
+POLE_CANDIDATES = ((1.0, 1.0, 1.0), (0.3, -0.8, 0.5), (1.3, -0.2, -1.1))
+#: degrees: the least angle between the default pole and an eigenvector (:func:`default_pole`)
+POLE_MIN_ANGLE = 20.0
+
+
+def eigenvector_angle(p, matrix) -> float:
+    """The least angle in degrees between the line of ``p`` and a real eigenvector of ``matrix``
+    (3 × 3): over every real eigenvalue λ, the angle from p to the null space of M − λI (a
+    repeated λ: the whole eigenspace).  A multiple of the identity, all of whose directions
+    are eigenvectors, singles out none: 90."""
+    M = np.asarray(matrix, float)
+    p = np.asarray(p, float) / np.linalg.norm(p)
+    scale = max(float(np.linalg.norm(M, 2)), 1e-300)
+    tol = 1e-9 * scale
+    best = 90.0
+    for lam in np.linalg.eigvals(M):
+        if abs(lam.imag) > tol:
+            continue  # a turn in a plane: no fixed line
+        _, sv, vh = np.linalg.svd(M - lam.real * np.eye(3))
+        basis = vh[sv <= 1e-7 * scale]
+        if not 0 < len(basis) < 3:
+            continue
+        cos = min(1.0, float(np.linalg.norm(basis @ p)))
+        best = min(best, math.degrees(math.acos(cos)))
+    return best
+
+
+def default_pole(Q, K, V) -> list[float]:
+    """The amr mesh's default pole for the attention Q, K, V (the rule of ``amr_pole = "auto"``).
+
+    The lon-lat raster's polar cells are merged or thin, so the pole should not sit on a point
+    the dynamics single out: the metastable and terminal clusters and the saddles sit on
+    eigenvectors of VBᵀ and of V, B = QᵀK (docs/amr.md, "The mesh's poles").  The rule: the
+    first of :data:`POLE_CANDIDATES` ([1, 1, 1] first) whose line is at least
+    :data:`POLE_MIN_ANGLE` = 20° from every real eigenvector of V, of B and of VBᵀ
+    (:func:`eigenvector_angle`); if none is, the candidate farthest from them.  Returned as a
+    unit vector."""
+    V = np.asarray(V, float)
+    B = np.asarray(Q, float).T @ np.asarray(K, float)
+    matrices = (V, B, V @ B.T)
+    angles = [min(eigenvector_angle(c, m) for m in matrices) for c in POLE_CANDIDATES]
+    ok = [i for i, a in enumerate(angles) if a >= POLE_MIN_ANGLE]
+    i = ok[0] if ok else int(np.argmax(angles))
+    c = np.asarray(POLE_CANDIDATES[i], float)
+    return (c / np.linalg.norm(c)).tolist()
+
+
+def amr_pole(config) -> list[float] | None:
+    """The unit mesh pole of the amr runs of ``config`` (``representations.density.pole``):
+    :func:`default_pole` of its Q, K, V for ``amr_pole = "auto"``, ``amr_pole`` normalised
+    for 3 numbers; None for "off" (the raster's own pole e_z) and for ffsl-ppm."""
+    pole = getattr(config, "amr_pole", "off")
+    if config.density_scheme != "amr" or pole == "off":
+        return None
+    if pole == "auto":
+        return default_pole(config.Q, config.K, config.V)
+    p = np.asarray(pole, float)
+    return (p / np.linalg.norm(p)).tolist()
 
 
 def initial_density(grid: GaussGrid, a) -> np.ndarray:
@@ -185,13 +279,18 @@ def density_section(config) -> dict | bool:
     """``representations.density`` of the experiment's runs: True (``ffsl-ppm`` on the grid)
     or, for ``amr``, the levels and split threshold that
     :func:`~spherepde.solvers.eulerian.amr.levels_for_beta` gives the largest finite β on a
-    base of ``config.nlat`` rows (β = ∞ alone: the scheme's defaults), used for every β."""
+    base of ``config.nlat`` rows (β = ∞ alone: the scheme's defaults), used for every β, and
+    the mesh's pole (:func:`amr_pole`; none with ``amr_pole = "off"``)."""
     if config.density_scheme == "ffsl-ppm":
         return True
     levels = amr_levels(config)
-    if levels is None:
-        return {"scheme": "amr"}
-    return {"scheme": "amr", "max_level": levels[0], "mass_per_cell": levels[1]}
+    section: dict = {"scheme": "amr"}
+    if levels is not None:
+        section.update(max_level=levels[0], mass_per_cell=levels[1])
+    pole = amr_pole(config)
+    if pole is not None:
+        section["pole"] = pole
+    return section
 
 
 def amr_levels(config) -> tuple[int, float] | None:
@@ -257,15 +356,19 @@ def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, prog
     ``resolved`` is max_relative_change < 2 %.  Also kept: the change of min W₂ alone,
     ``relative_change`` = |w_fine − w_coarse| / w_fine, with the times of the minima and
     ``at_end`` (per setting: the minimum is the last output, so it was not reached).
-    The coarse run goes to ``outdir/prefix/``; None when the check is off.
+    Both runs have the same amr mesh pole (``pole``: :func:`amr_pole`, None for the raster's
+    own e_z).  The coarse run goes to ``outdir/prefix/``; None when the check is off.
     """
     coarse_nlat = config.resolution_nlat
     if not coarse_nlat:
         return None
     # amr: the same levels and mass_per_cell on the coarser base, so that every length (and the
-    # split threshold mass_per_cell·h²) scales by coarse_nlat/nlat, as ``--refine`` does
+    # split threshold mass_per_cell·h²) scales by coarse_nlat/nlat, as ``--refine`` does, and
+    # the same mesh pole
+    pole = amr_pole(config)
     coarse_cfg = dataclasses.replace(config, nlat=coarse_nlat, betas=(fine["beta"],), check_nlat=0,
-                                     amr_levels=amr_levels(config))
+                                     amr_levels=amr_levels(config),
+                                     amr_pole="off" if pole is None else tuple(pole))
     info, row, _ = next(sphere_runs(coarse_cfg, outdir, prefix, progress))
     times = info["times"]
     coarse = w2_minimum(row, times, config.band)
@@ -275,7 +378,8 @@ def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, prog
     trajectory = trajectory_change(times, {q: fine[q] for q in CHECKED}, {q: row[q] for q in CHECKED})
     switch = switch_change(times, (fine["dist_E_VBt"], fine["dist_E_V"]),
                            (row["dist_E_VBt"], row["dist_E_V"]))
-    return {"beta": fine["beta"], "nlat": [coarse_nlat, config.nlat], "w2_min": [w_c, w_f],
+    return {"beta": fine["beta"], "nlat": [coarse_nlat, config.nlat], "pole": amr_pole(coarse_cfg),
+            "w2_min": [w_c, w_f],
             "t_min": [coarse["t_min"], fine["t_min"]], "at_end": at_end, "relative_change": change,
             **trajectory, **switch, "file": row["file"]}
 
@@ -300,6 +404,7 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
                    "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],
                    "e": None if info["e"] is None else info["e"].tolist(),
                    "spectral_gap": None if info["EA"] is None else info["EA"].gap,
+                   "amr_pole": amr_pole(config),
                    "times": times.tolist(), "runs": rows,
                    "min_w2": {beta_key(r["beta"]): r["w2_min"] for r in rows}, "resolution_check": check}
         if len(finite) >= 3 and all(math.isfinite(r["w2_min"]) for r in finite):
@@ -363,6 +468,7 @@ def plot_metastability(summary: dict, path: Path) -> Path:
     return path
 
 
-__all__ = ["CHECKED", "MetastabilityConfig", "RESOLVED_CHANGE", "beta_key", "initial_density",
+__all__ = ["CHECKED", "MetastabilityConfig", "POLE_CANDIDATES", "POLE_MIN_ANGLE", "RESOLVED_CHANGE",
+           "amr_pole", "beta_key", "default_pole", "eigenvector_angle", "initial_density",
            "plot_metastability", "resolution_check", "resolution_note", "run_metastability",
            "setup_run_config", "sphere_runs", "w2_minimum"]

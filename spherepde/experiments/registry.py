@@ -127,6 +127,20 @@ def _s2_scheme(v: str) -> str:
     return v
 
 
+def _amr_pole(v: list) -> str | tuple:
+    why = (f"--amr-pole must be 'auto', 'off' or 3 numbers (the direction of the amr mesh's pole, "
+           f"not all 0), got {' '.join(v)!r}")
+    if len(v) == 1 and v[0] in ("auto", "off"):
+        return v[0]
+    try:
+        pole = tuple(float(a) for a in v)
+    except ValueError:
+        raise ValueError(why) from None
+    if len(pole) != 3 or not all(math.isfinite(a) for a in pole) or not any(pole):
+        raise ValueError(why)
+    return pole
+
+
 # ---- the options ---------------------------------------------------------------------------
 NLAT = Option("--nlat", "override the grid size", type=int, fields=("nlat",), check=_even_nlat)
 T_END = Option("--t-end", "override the final time", type=float, fields=("t_end",), check=_positive_time)
@@ -150,9 +164,14 @@ PAPER1_SCHEME = DENSITY_SCHEME.with_(help="scheme of the density: amr (default: 
                                           "on a base of --nlat rows, levels set by the largest finite "
                                           "β) or ffsl-ppm (the fixed grid of --nlat rows)",
                                      check=_s2_scheme)
+#: Paper 1's amr mesh pole (metastability.default_pole by default)
+AMR_POLE = Option("--amr-pole", "the amr mesh's north pole: auto (default: [1, 1, 1]/√3, or the next "
+                                "fixed direction when that is within 20° of an eigenvector of V, QᵀK "
+                                "or VBᵀ), off (the raster's own pole e_z) or 3 numbers X Y Z",
+                  type=str, nargs="+", fields=("amr_pole",), check=_amr_pole)
 #: the order in which the options' values are checked and set (by flag)
 OPTION_ORDER = ("--nlat", "--t-end", "--workers", "--betas", "--check-nlat", "--particle-counts",
-                "--density-scheme")
+                "--density-scheme", "--amr-pole")
 
 #: Paper 1's S² experiments: their runs are one ``spherepde sweep`` of run configurations
 RUN_WORKERS = WORKERS.with_(help="dask worker processes for the runs of the sweep (default: 2; 0: "
@@ -230,10 +249,10 @@ def _entry(name, help_, module, config, runner, options, quick_help) -> tuple[st
 EXPERIMENTS: dict[str, Experiment] = dict([
     _entry("metastability", "Paper 1: W2 to the projected initial measure vs t for several β (S²)",
            "metastability", "MetastabilityConfig", "run_metastability",
-           (NLAT, T_END, BETAS, CHECK_NLAT, PAPER1_SCHEME, RUN_WORKERS), PAPER1_QUICK),
+           (NLAT, T_END, BETAS, CHECK_NLAT, PAPER1_SCHEME, AMR_POLE, RUN_WORKERS), PAPER1_QUICK),
     _entry("terminal-phase", "Paper 1: mass leaving the VBᵀ eigenspace for V's (S²), switch time vs β",
            "terminal_phase", "TerminalPhaseConfig", "run_terminal_phase",
-           (NLAT, T_END, BETAS, CHECK_NLAT, PAPER1_SCHEME, RUN_WORKERS), PAPER1_QUICK),
+           (NLAT, T_END, BETAS, CHECK_NLAT, PAPER1_SCHEME, AMR_POLE, RUN_WORKERS), PAPER1_QUICK),
     _entry("particles-vs-density", "Paper 1: N-particle runs against the density run, errors vs N",
            "particles_vs_density", "ParticlesVsDensityConfig", "run_particles_vs_density",
            (NLAT, T_END, BETAS, PARTICLE_COUNTS, RUN_WORKERS), PAPER1_QUICK),

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from spherepde.experiments.metastability import (MetastabilityConfig, beta_key, plot_metastability,
-                                                 resolution_check, sphere_runs, w2_minimum)
+from spherepde.experiments.metastability import (MetastabilityConfig, amr_pole, beta_key,
+                                                 plot_metastability, resolution_check, sphere_runs,
+                                                 w2_minimum)
 from spherepde.experiments.study import study
 from spherepde.validation.fits import fit_vs_log_beta, switch_time
 
@@ -23,7 +24,8 @@ class TerminalPhaseConfig(MetastabilityConfig):
     dist_E(V) < dist_E(VBᵀ); maps of the density are drawn at ``map_times``.  The largest β is
     run again at ``check_nlat`` and its whole trajectory compared
     (:func:`~spherepde.experiments.metastability.resolution_check`: ``switch_time_change``
-    among its keys)."""
+    among its keys).  The amr mesh's pole is that of the metastability experiment
+    (``amr_pole``: :func:`~spherepde.experiments.metastability.default_pole` by default)."""
 
     betas: tuple = (10.0, 30.0, 100.0)
     t_end: float = 40.0
@@ -59,6 +61,7 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
         summary = {**job.header,
                    "e_VBt": None if info["EA"] is None else info["EA"].basis[:, 0].tolist(),
                    "e_V": None if info["EV"] is None else info["EV"].basis[:, 0].tolist(),
+                   "amr_pole": amr_pole(config),
                    "times": times.tolist(), "runs": rows, "resolution_check": check}
         fit = fit_vs_log_beta([r["beta"] for r in rows], [r["switch_time"] for r in rows])
         if fit is not None:

@@ -8,6 +8,7 @@ import dataclasses
 import json
 import math
 
+import numpy as np
 import pytest
 
 from spherepde.cli import main
@@ -227,6 +228,109 @@ def test_resolution_check_flags_a_minimum_not_reached(tmp_path):
     check = metastability.run_metastability(cfg, tmp_path)["resolution_check"]
     assert check["nlat"] == [6, 8] and check["t_min"] == [2.0, 2.0]
     assert check["at_end"] == [True, True]
+
+
+def test_the_amr_mesh_pole_is_turned_off_the_eigenvectors(tmp_path):
+    """The amr runs of metastability and terminal-phase carry a mesh pole (issue 20: the
+    saddles ±e_z of the set-up are the raster's own poles): [1, 1, 1]/√3 for the set-up, the
+    resolution check's run the same; ``amr_pole = "off"`` gives the runs of before."""
+    diag = 1 / math.sqrt(3)
+    for cls in (metastability.MetastabilityConfig, terminal_phase.TerminalPhaseConfig):
+        for cfg in (cls(), cls.quick()):
+            section = metastability.setup_run_config(cfg, 10.0)["representations"]["density"]
+            assert section["pole"] == pytest.approx([diag] * 3, abs=1e-15)
+            levels = metastability.amr_levels(cfg)
+            old = {"scheme": "amr", "max_level": levels[0], "mass_per_cell": levels[1]}
+            assert {k: v for k, v in section.items() if k != "pole"} == old
+            off = dataclasses.replace(cfg, amr_pole="off")
+            assert metastability.setup_run_config(off, 10.0)["representations"]["density"] == old
+            given = dataclasses.replace(cfg, amr_pole=(0.0, 0.0, 2.0))
+            assert metastability.density_section(given)["pole"] == [0.0, 0.0, 1.0]
+            fixed = dataclasses.replace(cfg, density_scheme="ffsl-ppm")  # "auto" has no effect there
+            assert metastability.density_section(fixed) is True and metastability.amr_pole(fixed) is None
+    # the run and its resolution check, as written: the same pole in both run.nc
+    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), workers=0, nlat=8, betas=(5.0,),
+                              t_end=0.5, n_outputs=2)
+    s = metastability.run_metastability(cfg, tmp_path)
+    check = s["resolution_check"]
+    assert s["amr_pole"] == check["pole"] == pytest.approx([diag] * 3, abs=1e-15)
+    for file in (s["runs"][0]["file"], check["file"]):
+        assert read_config(file)["representations"]["density"]["pole"] == pytest.approx([diag] * 3, abs=1e-15)
+    assert read_config(check["file"])["grid"]["nlat"] == 6
+    s = metastability.run_metastability(dataclasses.replace(cfg, amr_pole="off"), tmp_path / "off")
+    assert s["amr_pole"] is None and s["resolution_check"]["pole"] is None
+    for file in (s["runs"][0]["file"], s["resolution_check"]["file"]):
+        assert "pole" not in read_config(file)["representations"]["density"]
+
+
+def test_default_pole_rule():
+    """[1, 1, 1]/√3 unless within 20° of a real eigenvector of V, B = QᵀK or VBᵀ (a repeated
+    eigenvalue: its whole eigenspace); then the next candidate."""
+    I3 = np.eye(3)
+    first, second, _ = (np.asarray(c) / np.linalg.norm(c) for c in metastability.POLE_CANDIDATES)
+    assert metastability.default_pole(I3, I3, I3) == pytest.approx(first.tolist())  # nothing singled out
+    # the set-up: V's eigenvectors are the axes (54.7° away), B's the x axis and the y-z plane (35.3°)
+    cfg = metastability.MetastabilityConfig()
+    to_axis = math.degrees(math.acos(1 / math.sqrt(3)))
+    assert metastability.eigenvector_angle(first, cfg.V) == pytest.approx(to_axis)
+    assert metastability.eigenvector_angle(first, cfg.K) == pytest.approx(90 - to_axis)
+    # an eigenvector of V 10° from [1, 1, 1] (or of B, or of VBᵀ): the second candidate
+    axis = np.cross(first, second)
+
+    def with_eigenvector(degrees):
+        """diag(3, 2, 1) in the frame (n, u, w): n `degrees` from [1, 1, 1], the second candidate
+        45° from u and w."""
+        n = math.cos(math.radians(degrees)) * first + math.sin(math.radians(degrees)) * axis
+        z = np.cross(n, second)
+        u, w = (second + z) / math.sqrt(2), (second - z) / math.sqrt(2)
+        return 3 * np.outer(n, n) + 2 * np.outer(u, u) + np.outer(w, w)
+
+    Vnear = with_eigenvector(10)
+    assert metastability.eigenvector_angle(first, Vnear) == pytest.approx(10.0)
+    assert metastability.eigenvector_angle(second, Vnear) == pytest.approx(45.0)
+    assert metastability.default_pole(I3, I3, Vnear) == pytest.approx(second.tolist())
+    assert metastability.default_pole(I3, Vnear, I3) == pytest.approx(second.tolist())
+    # at 30° it is kept
+    assert metastability.default_pole(I3, I3, with_eigenvector(30)) == pytest.approx(first.tolist())
+    # a turn has no real eigenvector but its axis
+    turn = np.array([[0.0, -1.0, 0.0], [1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    assert metastability.eigenvector_angle([0.0, 0.0, 1.0], turn) == pytest.approx(0.0)
+    assert metastability.eigenvector_angle([1.0, 0.0, 0.0], turn) == pytest.approx(90.0)
+
+
+@pytest.mark.parametrize("bad", ["north", "", (1.0, 2.0), (0.0, 0.0, 0.0), (1.0, math.nan, 0.0),
+                                 (True, 0.0, 1.0), ("1", "0", "0"), None])
+def test_amr_pole_is_validated(bad):
+    with pytest.raises(ValueError, match="amr_pole must be 'auto', 'off' or 3"):
+        dataclasses.replace(metastability.MetastabilityConfig(), amr_pole=bad)
+
+
+def test_amr_pole_needs_amr():
+    with pytest.raises(ValueError, match=r"amr_pole = \[0.0, 0.0, 1.0\] \(--amr-pole\) turns the amr mesh; "
+                                         "density_scheme is 'ffsl-ppm'"):
+        dataclasses.replace(terminal_phase.TerminalPhaseConfig(), density_scheme="ffsl-ppm",
+                            amr_pole=(0.0, 0.0, 1.0))
+    for word in ("auto", "off"):  # the words are fine on the fixed grid (nothing to turn)
+        dataclasses.replace(terminal_phase.TerminalPhaseConfig(), density_scheme="ffsl-ppm", amr_pole=word)
+
+
+@pytest.mark.parametrize("name", ["metastability", "terminal-phase"])
+def test_cli_amr_pole(name, capsys, tmp_path):
+    from spherepde.cli.parser import build_parser
+    from spherepde.experiments.registry import EXPERIMENTS
+
+    entry = EXPERIMENTS[name]
+    assert entry.configure({}).amr_pole == "auto"
+    assert entry.configure({"amr_pole": ["off"]}).amr_pole == "off"
+    args = build_parser().parse_args(["experiment", name, "--amr-pole", "0.3", "-0.8", "0.5"])
+    assert entry.configure({"amr_pole": args.amr_pole}).amr_pole == (0.3, -0.8, 0.5)
+    for bad in (["north"], ["1", "2"], ["0", "0", "0"], ["1", "nan", "0"], ["1", "x", "0"], ["auto", "off"]):
+        assert main(["experiment", name, "--amr-pole", *bad, "--output", str(tmp_path / "o")]) == 2
+        assert "--amr-pole must be 'auto', 'off' or 3 numbers" in capsys.readouterr().err
+    assert main(["experiment", name, "--density-scheme", "ffsl-ppm", "--amr-pole", "1", "0", "0",
+                 "--output", str(tmp_path / "o")]) == 2
+    assert "(--amr-pole) turns the amr mesh" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
 
 
 @pytest.mark.parametrize("bad", [3, 2, 12, 13, True, 6.0])
