@@ -437,7 +437,7 @@ def _expansion_tables(pmax: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np
     for r, a in enumerate(alphas[1:], start=1):
         v = max(k for k in range(3) if a[k] > 0)
         var[r] = v
-        parent[r] = index[tuple(a[k] - (k == v) for k in range(3))]
+        parent[r] = index[(a[0] - (v == 0), a[1] - (v == 1), a[2] - (v == 2))]
     invf = np.array([1.0 / (math.factorial(a[0]) * math.factorial(a[1]) * math.factorial(a[2]))
                      for a in alphas])
     Rp = np.array([math.comb(p + 3, 3) for p in range(pmax + 1)], np.int64)

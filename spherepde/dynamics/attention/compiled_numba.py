@@ -566,7 +566,7 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                 ref = max(lomax, Ug) if grp else lomax
                 sd = 0.0
                 for q in range(nkb):
-                    if tlo[q] > ref - 40.0:  # (dropping the rest keeps it a lower bound)
+                    if tlo[q] > ref - 8.0:  # (dropping the rest keeps it a lower bound)
                         sd += math.exp(tlo[q] - ref)
                 if grp:
                     sd += gacc[i, 3] * math.exp(Ug - ref) * (1.0 - 1e-6)
