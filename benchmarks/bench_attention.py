@@ -9,8 +9,8 @@ DensityAttention against the float64 log-domain reference, side by side in one r
              --compare-legacy (each row's auto path also timed on the legacy exponential),
              --compare-before (each row's auto path also timed with the switches of BEFORE
              off: ``t_auto_before``, ``before_over_after``, ``before_ratios``, errors),
-             --before-set sixth|seventh (--compare-before turns back BEFORE_SIXTH or
-             BEFORE_SEVENTH instead)
+             --before-set sixth|seventh|eighth (--compare-before turns back BEFORE_SIXTH,
+             BEFORE_SEVENTH or BEFORE_EIGHTH instead)
 
 Set-up: density on GaussGrid(128) (32 768 cells = sources), targets the 65 792 face points of the
 FFSL transport (what the mean-field stepper asks for, twice a step), tol = 1e-8 (the default).
@@ -137,8 +137,13 @@ BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0), (compiled, "MIRROR_PAIRS"
 #: density's spectrum's)
 BEFORE_SEVENTH = ((compiled, "GROUP_TARGETS", False), (grid_sums, "FLOOR_BOUND", False),
                   (grid_sums, "DATA_DEGREE", False))
+#: the switches of issue 23's eighth session (``--before-set eighth``): the culled sums without
+#: the expansions of dense groups and against a lower bound on the row's largest term (not on its
+#: whole sum)
+BEFORE_EIGHTH = ((compiled, "CULL_EXPAND", False), (compiled, "CULL_DEN_BOUND", False))
 #: --before-set: which switches --compare-before turns back
-BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH, "seventh": BEFORE_SEVENTH}
+BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH, "seventh": BEFORE_SEVENTH,
+               "eighth": BEFORE_EIGHTH}
 _BEFORE_SET = ["fifth"]
 
 
@@ -333,7 +338,8 @@ def main(argv=None) -> int:
                          "were (issue 23, fifth session)")
     ap.add_argument("--before-set", choices=sorted(BEFORE_SETS), default="fifth",
                     help="the switches --compare-before turns back: 'fifth' (BEFORE, default) "
-                         "'sixth' (BEFORE_SIXTH) or 'seventh' (BEFORE_SEVENTH)")
+                         "'sixth' (BEFORE_SIXTH), 'seventh' (BEFORE_SEVENTH) or 'eighth' "
+                         "(BEFORE_EIGHTH)")
     args = ap.parse_args(argv)
     _BEFORE_SET[0] = args.before_set
     if args.reps is not None and args.reps < 1:

@@ -534,6 +534,13 @@ def _expand(zc, y0, y1, y2, lws, cen, rad, bmax, yrep, lrep, cut, torder, tstart
     return taken, has, gacc, gU, gL
 
 
+def _sums_all_pairs(sums3, zc, y, lw, num, den, mx):
+    """:func:`sums`' result by the all-pairs kernel (d = 3)."""
+    y0, y1, y2 = (np.ascontiguousarray(y[:, k], dtype=float) for k in range(3))
+    _all_pairs(sums3, zc.shape[0] * y.shape[0], zc, y0, y1, y2, lw, num, den, mx)
+    return num, den, mx, zc.shape[0] * y.shape[0]
+
+
 def _all_pairs(kernel, pairs: int, *args) -> None:
     """Run an all-pairs kernel, on one numba thread when ``pairs < SERIAL_PAIRS``."""
     import numba
@@ -578,10 +585,9 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     # logits of one row differ by at most 2 max|βz| + spread of log w: if that is within the
     # cut, no tile can be skipped
     spread = 2.0 * float(np.max(np.linalg.norm(zc, axis=1))) + float(np.ptp(lw))
-    if spread <= cut or m < CULL_MIN_SOURCES or not unit:
-        y0, y1, y2 = (np.ascontiguousarray(y[:, k], dtype=float) for k in range(3))
-        _all_pairs(sums3, n * m, zc, y0, y1, y2, lw, num, den, mx)
-        return num, den, mx, n * m
+    # (within the cut nothing can be culled, but dense groups may still be expanded: below)
+    if m < CULL_MIN_SOURCES or not unit or (spread <= cut and not (CULL_EXPAND and tol is not None)):
+        return _sums_all_pairs(sums3, zc, y, lw, num, den, mx)
     order, starts, cen, rad, bmax, yrep, lrep = _source_tiles(y, lw, TILE)
     if CULL_BY_TILE_MASS:  # the tile's total weight in place of m/nt times its largest
         lws_sorted = lw[order]
@@ -594,8 +600,11 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     y0, y1, y2 = (np.ascontiguousarray(ys[:, k], dtype=float) for k in range(3))
     zn = np.maximum(np.linalg.norm(zc, axis=1, keepdims=True), 1e-300)
     torder, tstarts = _tiles(zc / zn, TARGET_BLOCK)
-    kept = np.empty(n, np.int64)
     assert tol is not None  # (cut is finite: the culled branch)
+    if spread <= cut and not _may_expand(zc[torder], tstarts, rad,
+                                         _rho_limits(EXPAND_RTOL * tol, EXPAND_MAX_DEGREE)[-1]):
+        return _sums_all_pairs(sums3, zc, y, lw, num, den, mx)
+    kept = np.empty(n, np.int64)
     tol_cull = tol * (1.0 - EXPAND_RTOL) if CULL_EXPAND else tol
     cut = math.log(m / tol_cull)
     lbx = np.empty(0) if lb_extra is None else np.ascontiguousarray(lb_extra, dtype=float)
