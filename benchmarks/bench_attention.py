@@ -137,10 +137,9 @@ BEFORE_SIXTH = ((grid_sums, "TARGET_TAIL_SHARE", 0.0), (compiled, "MIRROR_PAIRS"
 #: density's spectrum's)
 BEFORE_SEVENTH = ((compiled, "GROUP_TARGETS", False), (grid_sums, "FLOOR_BOUND", False),
                   (grid_sums, "DATA_DEGREE", False))
-#: the switches of issue 23's eighth session (``--before-set eighth``): the culled sums without
-#: the expansions of dense groups and against a lower bound on the row's largest term (not on its
-#: whole sum)
-BEFORE_EIGHTH = ((compiled, "CULL_EXPAND", False), (compiled, "CULL_DEN_BOUND", False))
+#: the switch of issue 23's eighth session (``--before-set eighth``): the culled sums without the
+#: expansions of dense groups
+BEFORE_EIGHTH = ((compiled, "CULL_EXPAND", False),)
 #: --before-set: which switches --compare-before turns back
 BEFORE_SETS = {"fifth": BEFORE, "sixth": BEFORE_SIXTH, "seventh": BEFORE_SEVENTH,
                "eighth": BEFORE_EIGHTH}

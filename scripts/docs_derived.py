@@ -456,6 +456,66 @@ def benchmarks() -> tuple[list[str], dict]:
                     "rk4_1e4_compiled": _range(compiled)}}
 
 
+def attention_eighth() -> tuple[list[str], dict]:
+    """Issue 23's eighth session: one RK4 particle step at N = 10⁴ against the kernel before issue
+    23 (bench_attention_culling.py, the four fixed clouds and the snapshots of a metastability
+    run at β = 100, one and two threads), the run's trapezoid-weighted ratio; and the quick run of
+    bench_attention at this code (--before-set eighth): rows meeting the aims, the kernel line."""
+    fc, fq, fx = ("benchmarks/results/attention_culling_particles_eighth.json",
+                  "benchmarks/results/attention_quick_eighth.json", "docs/prototypes/issue23/cut_fraction.json")
+    kd, q, cutf = _read(fc), _read(fq), _read(fx)
+    cul = _culling(kd)
+    by = cul["by_case"]
+    fixed = [k for k in by if k.startswith("particles-") and not k.startswith("particles-run")]
+    snaps = sorted((k for k in by if k.startswith("particles-run")), key=lambda k: float(k.split("-t")[-1]))
+    run = {f"t{r['threads']}": {"ratio": r["baseline_over_new"]["median"],
+                                "ratio_min": r["baseline_over_new"]["min"],
+                                "ratio_max": r["baseline_over_new"]["max"],
+                                "step_s_new": r["step_s"]["new"], "step_s_baseline": r["step_s"]["baseline"]}
+           for r in kd["particles_run"]}
+    rows, aims, meta = q["rows"], q["meta"]["aims"], q["meta"]
+
+    def aim(r):
+        diffuse_100 = r["density"] == "diffuse" and r["B"] in ATTENTION_AIM_100 and r["beta"] <= 100.0
+        return aims["diffuse_identity_diag"] if diffuse_100 else aims["every_row"]
+
+    y = meta["yardstick"]
+    diffuse = [r for r in cutf["rows"] if r["cloud"] == "diffuse"]
+    return [fc, fq, fx], {
+        "particles": {k.replace("particles-", ""): by[k] for k in fixed},
+        "diffuse_kept_percent": _range(100 * r["kept_fraction"] for r in diffuse),
+        "diffuse_exact_cut_percent": _range(100 * r["exact_cut_fraction"] for r in diffuse),
+        "concentrated_kept_percent": _range(100 * r["kept_fraction"] for r in cutf["rows"]
+                                            if r["cloud"] == "concentrated"),
+        "concentrated_kept_percent_without_expansions": _range(
+            100 * r["kept_fraction_without_expansions"] for r in cutf["rows"] if r["cloud"] == "concentrated"),
+        "points_per_kernel_disc": cutf["points_per_kernel_disc"],
+        "fixed_ratio_t1": _range(by[k]["t1"]["ratio"] for k in fixed),
+        "fixed_ratio_t2": _range(by[k]["t2"]["ratio"] for k in fixed),
+        "concentrated_ratio_t1": _range(by[k]["t1"]["ratio"] for k in fixed if "concentrated" in k),
+        "diffuse_ratio_t1": _range(by[k]["t1"]["ratio"] for k in fixed if "diffuse" in k),
+        "concentrated_ratio_t2": _range(by[k]["t2"]["ratio"] for k in fixed if "concentrated" in k),
+        "diffuse_ratio_t2": _range(by[k]["t2"]["ratio"] for k in fixed if "diffuse" in k),
+        "snapshots": {k.replace("particles-run-", ""): by[k] for k in snaps},
+        "snapshot_ratio_t1": _range(by[k]["t1"]["ratio"] for k in snaps),
+        "snapshot_ratio_t2": _range(by[k]["t2"]["ratio"] for k in snaps),
+        "run": run, "baseline": cul["baseline"], "reps": cul["reps"], "cpu": cul["cpu"],
+        "load_start": cul["load_start"], "loadavg_end": kd["meta"]["loadavg_end"][0],
+        "quick": {
+            "rows": len(rows), "rows_meeting_aims": sum(r["speedup"] >= aim(r) for r in rows),
+            "min_speedup": min(r["speedup"] for r in rows),
+            "concentrated_beta100": _speedups(rows, beta=(100.0,), density="concentrated"),
+            "before_after_concentrated_beta100": _range(
+                r["before_over_after"] for r in rows if r["beta"] == 100.0 and r["density"] == "concentrated"),
+            "before_after": _range(r["before_over_after"] for r in rows),
+            "max_error": max(r["max_error"] for r in rows),
+            "per_core_over_np_exp": q["kernel"]["compiled_per_core_over_np_exp"],
+            "svml": y["cpu"]["numba_svml"], "threads": q["kernel"]["threads"],
+            "loadavg_start": meta["loadavg_start"][0], "loadavg_end": meta["loadavg_end"][0],
+            "seconds": meta["elapsed_s"],
+            "table": _attention_table(rows, aim, ("before/after", lambda r: f"{r['before_over_after']:.2f}"))}}
+
+
 def attention_seventh() -> tuple[list[str], dict]:
     """Issue 23's quick run at the seventh session's code (bench_attention.py --quick --reps 2
     --skip-steps --compare-before --before-set seventh): rows meeting the issue's aims (20× every
@@ -533,6 +593,7 @@ def demo_terminal() -> tuple[list[str], dict]:
 DERIVED = {"docs/data/derived_paper1.json": paper1,
            "docs/data/derived_demo_terminal.json": demo_terminal,
            "docs/data/derived_attention_seventh.json": attention_seventh,
+           "docs/data/derived_attention_eighth.json": attention_eighth,
            "docs/data/derived_paper1_quick.json": paper1_quick,
            "docs/data/derived_transport_validation.json": transport_validation,
            "docs/data/derived_transport.json": transport,

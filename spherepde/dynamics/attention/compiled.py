@@ -62,12 +62,9 @@ tile (≥ M_i; used when M̂_i − lb_i ≤ compiled_numba.SHIFT_SLACK = 64, els
 pass for the row's maximum; M̂_i is returned as M (the means num/den and num·e^{M − β} do not
 change; the terms near the maximum stay ≥ e^{−64}, far above the exponential's flush).
 
-Two more (issue 23, eighth session).  :data:`CULL_DEN_BOUND`: lb_i is raised to the log of a
-lower bound on the whole row sum (Σ over the candidate tiles of n_t·e^{ζ_i cos(min(∠ + r_t, π))
-+ min log w}, plus the expanded groups' sums below), so the budget is a share of den_i itself,
-not of its largest term.  :data:`CULL_EXPAND`: where the targets and sources crowd (the
+One more (issue 23, eighth session).  :data:`CULL_EXPAND`: where the targets and sources crowd (the
 clusters of a low-temperature run), a super-block of targets (k-d order, :data:`EXPAND_TARGETS`
-down to one block; centre z_c, radius r_z in βBᵀx) takes whole groups of 2^k consecutive source
+down to :data:`EXPAND_MIN_TARGETS`; centre z_c, radius r_z in βBᵀx) takes whole groups of 2^k consecutive source
 tiles (centre c, radius r) and sums them by
 
     e^{⟨z, y⟩} = e^{⟨z_c, y⟩} · e^{⟨z − z_c, c⟩} · Σ_{|α| ≤ p} (z − z_c)^α (y − c)^α / α!  + R_p,
@@ -162,15 +159,13 @@ EXPAND_RTOL = 0.01
 #: moments of a group are paid once per super-block, so larger ones share them among more targets
 #: (and have a larger radius r_z, so fewer groups qualify)
 EXPAND_TARGETS = 512
+#: ... and the smallest super-blocks (down from EXPAND_TARGETS by halves): single blocks of 64
+#: took few groups (about 1 % of the sources expanded for the concentrated particle cloud) for a
+#: pass that costs as much as the three coarser levels together
+EXPAND_MIN_TARGETS = 128
 #: the cost model of an expansion against the T·S exponentials of the direct sums: S·(1 + c_m R)
 #: + T·(1 + c_t R) for S sources, T targets, R terms; taken when ≤ the last entry times T·S
 EXPAND_COST = (0.13, 0.13, 0.5)
-#: cull against a lower bound on each row's whole sum Σ_j e^{ℓ_ij} (Σ over the candidate tiles of
-#: n_t·e^{a lower bound on the tile's logits}, plus the expanded groups' sums) instead of a lower
-#: bound on its largest term: what is skipped stays < tol·den, and where many terms come near
-#: the maximum (diffuse clouds: den ≈ 10²·e^{M}) fewer tiles are kept (needs CULL_CUMULATIVE
-#: without CULL_BY_TILE_MASS, whose lscale is ln n_t)
-CULL_DEN_BOUND = True
 #: sources count as unit vectors when ||y| − 1| ≤ this
 UNIT_RTOL = 1e-12
 #: below this many (target, source) pairs the all-pairs kernels run on one numba thread: starting
@@ -491,30 +486,41 @@ def _source_groups(ys: np.ndarray, starts: np.ndarray):
 
 
 def _may_expand(zs: np.ndarray, tstarts: np.ndarray, rad: np.ndarray, rho_max: float) -> bool:
-    """Whether any expansion can be taken: some target block (zs: the targets in block order)
-    has a radius r_z in z with r_z·(the smallest tile's radius, ≈ a group's) ≤ rho_max.  A
-    shortcut for the diffuse clouds, where none can (nothing is lost when it says yes)."""
-    cen = np.add.reduceat(zs, tstarts[:-1], axis=0) / np.diff(tstarts)[:, None]
-    blk = np.repeat(np.arange(tstarts.size - 1), np.diff(tstarts))
-    rz = np.maximum.reduceat(np.sum((zs - cen[blk]) ** 2, axis=1), tstarts[:-1])
+    """Whether the expansions are worth a pass: some super-block of the first level (EXPAND_TARGETS
+    targets; zs: the targets in block order) has a radius r_z in z with r_z·(the smallest tile's
+    radius, about a group's) ≤ rho_max.  A heuristic gate (nothing is lost either way): where it
+    says no, the first level could take few groups or none (diffuse clouds; the leaves of an
+    adaptive density, a few per kernel width by design), and the pass would stop after it."""
+    sbs = 1
+    while 2 * sbs * TARGET_BLOCK <= EXPAND_TARGETS:
+        sbs *= 2
+    first = tstarts[:-1:sbs]
+    cen = np.add.reduceat(zs, first, axis=0) / np.diff(np.r_[first, tstarts[-1]])[:, None]
+    sb = np.repeat(np.arange(first.size), np.diff(np.r_[first, tstarts[-1]]))
+    rz = np.maximum.reduceat(np.sum((zs - cen[sb]) ** 2, axis=1), first)
     return bool(math.sqrt(float(np.min(rz))) * float(np.min(rad)) <= rho_max)
+
+
+def _nothing_expanded():
+    """:func:`_expand`'s empty arrays: sums3_culled expands nothing."""
+    return np.zeros((0, 0), np.bool_), np.zeros(0, np.bool_), np.empty((0, 4)), np.empty(0), np.empty(0)
 
 
 def _expand(zc, y0, y1, y2, lws, cen, rad, bmax, yrep, lrep, cut, torder, tstarts, lbx, ys,
             starts, tol):
     """(taken, has, gacc, gU, gL) of compiled_numba.expand_pass (:data:`CULL_EXPAND`) at its
     finest level, or empty arrays that tell sums3_culled nothing was expanded.  The levels: super-
-    blocks of EXPAND_TARGETS targets, then halves of them, down to single target blocks (each
-    takes groups among the tiles its parent left)."""
+    blocks of EXPAND_TARGETS targets, then halves of them, down to EXPAND_MIN_TARGETS (each takes
+    groups among the tiles its parent left); it stops after a level that took nothing anywhere."""
     n = zc.shape[0]
     pmax = EXPAND_MAX_DEGREE
     rho_p = _rho_limits(EXPAND_RTOL * tol, pmax)
+    cosr, sinr = np.cos(rad), np.sin(rad)
     groups = None
     if CULL_EXPAND and _may_expand(zc[torder], tstarts, rad, rho_p[-1]):
         groups = _source_groups(ys, starts)
     if groups is None or groups[0].size < 2:
-        return (np.zeros((0, 0), np.bool_), np.zeros(0, np.bool_), np.empty((0, 4)), np.empty(0),
-                np.empty(0))
+        return _nothing_expanded()
     from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
 
     parent, var, invf, Rp = _expansion_tables(pmax)
@@ -522,16 +528,22 @@ def _expand(zc, y0, y1, y2, lws, cen, rad, bmax, yrep, lrep, cut, torder, tstart
     nb, nt = tstarts.size - 1, starts.size - 1
     has, gacc, gU, gL = np.zeros(n, np.bool_), np.empty((n, 4)), np.empty(n), np.empty(n)
     taken, sbs = np.zeros((0, nt), np.bool_), 1
+    blk, nk = np.zeros((0, nt), np.int64), np.zeros(0, np.int64)
     psbs = 1
     while 2 * sbs * TARGET_BLOCK <= EXPAND_TARGETS:
         sbs *= 2
-    while sbs >= 1:
-        ptaken, taken = taken, np.empty(((nb + sbs - 1) // sbs, nt), np.bool_)
-        K.expand_pass(zc, y0, y1, y2, lws, cen, rad, bmax, yrep, lrep, cut, torder, tstarts, sbs,
-                      lbx, starts, *groups, rho_p, Rp, parent, var, invf, cost, ptaken, psbs,
-                      taken, has, gacc, gU, gL)
+    while sbs * TARGET_BLOCK >= EXPAND_MIN_TARGETS:
+        nsb = (nb + sbs - 1) // sbs
+        ptaken, taken = taken, np.empty((nsb, nt), np.bool_)
+        pblk, pnk, blk, nk = blk, nk, np.empty((nsb, nt), np.int64), np.empty(nsb, np.int64)
+        K.expand_pass(zc, y0, y1, y2, lws, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder,
+                      tstarts, sbs, lbx, starts, *groups, rho_p, Rp, parent, var, invf, cost, ptaken, psbs,
+                      pblk, pnk, taken, has, gacc, gU, gL, blk, nk)
         psbs, sbs = sbs, sbs // 2
-    return taken, has, gacc, gU, gL
+        if not has.any():  # nothing dense enough at this size: smaller super-blocks are
+            return _nothing_expanded()  # (nearly always) no better, and the pass costs
+    # (sums3_culled reads the tiles taken for each target block)
+    return np.repeat(taken, psbs, axis=0)[:nb], has, gacc, gU, gL
 
 
 def _sums_all_pairs(sums3, zc, y, lw, num, den, mx):
@@ -610,6 +622,9 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     lbx = np.empty(0) if lb_extra is None else np.ascontiguousarray(lb_extra, dtype=float)
     expanded = _expand(zc, y0, y1, y2, np.ascontiguousarray(lws), cen, rad, bmax, yrep, lrep, cut,
                        torder, tstarts, lbx, ys, starts, tol)
+    if expanded[0].shape[0] == 0:  # nothing expanded: the culling has the whole tolerance
+        tol_cull = tol
+        cut = math.log(m / tol)
     if CULL_CUMULATIVE:  # ln of what multiplies a tile's term bound into a bound on its total
         lscale = (np.full(starts.size - 1, math.log(m / (starts.size - 1))) if CULL_BY_TILE_MASS
                   else np.log(np.diff(starts).astype(float)))
@@ -618,8 +633,7 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, np.cos(rad),
                  np.sin(rad), bmax, yrep, lrep, cut, torder, tstarts, CULL_MAX_FRACTION, cw,
                  CULL_RUNS, num, den, mx, kept, lscale, math.log(tol_cull), CULL_SHIFT_BY_BOUND,
-                 lbx, *expanded, CULL_DEN_BOUND and CULL_CUMULATIVE and not CULL_BY_TILE_MASS,
-                 np.minimum.reduceat(lws, starts[:-1]))
+                 lbx, *expanded)
     return num, den, mx, int(kept.sum())
 
 

@@ -218,10 +218,11 @@ COS_MARGIN = 1e-7
 
 
 @njit(cache=True, nogil=True, inline="always")
-def block_tiles(k0, k1, torder, zc, yrep, lrep, cen, rad, bmax, lbx, cut, blk):
-    """The tiles that can matter to any of the targets torder[k0:k1] (into blk) and a lower bound
-    LB on each one's row maximum: returns (their number, LB)."""
-    nt = cen.shape[0]
+def block_tiles(k0, k1, torder, zc, yrep, lrep, cen, rad, cosr, sinr, bmax, lbx, cut, blk, cand):
+    """The tiles among ``cand`` that can matter to any of the targets torder[k0:k1] (into blk)
+    and a lower bound LB on each one's row maximum (by the candidates' representatives): returns
+    (their number, LB).  ``cand`` holds tile indices (all of them, or those of a larger block
+    of targets: a part of it needs no tile the whole did not)."""
     # the block: mean direction c, angular radius rb, smallest/largest |βz|
     c0 = c1 = c2 = 0.0
     zmin, zmax = np.inf, 0.0
@@ -243,10 +244,15 @@ def block_tiles(k0, k1, torder, zc, yrep, lrep, cen, rad, bmax, lbx, cut, blk):
         rb = max(rb, math.acos(min(1.0, max(-1.0, ct))))
     rb = rb * (1.0 + 1e-12) + 1e-15
     # a lower bound on every target's row maximum (through the representatives) ...
+    # (cosines of sums and differences of angles by the addition formulas, COS_MARGIN on the side
+    # that keeps each bound a bound, as in sums3_culled's per-target bounds)
+    crb, srb = math.cos(rb), math.sin(rb)
     LB = -np.inf
-    for t in range(nt):
+    for t in cand:
+        # cos(min(α + rb, π)), α = ∠(c, rep_t)
         ct = c0 * yrep[t, 0] + c1 * yrep[t, 1] + c2 * yrep[t, 2]
-        cc = math.cos(min(math.acos(min(1.0, max(-1.0, ct))) + rb, math.pi))
+        sa = math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0))
+        cc = (ct * crb - sa * srb if ct > -crb else -1.0) - COS_MARGIN
         LB = max(LB, (zmin if cc >= 0.0 else zmax) * cc + lrep[t])
     if lbx.shape[0] > 0:  # the caller's lower bounds, the block's smallest
         lbmin = np.inf
@@ -255,9 +261,15 @@ def block_tiles(k0, k1, torder, zc, yrep, lrep, cen, rad, bmax, lbx, cut, blk):
         LB = max(LB, lbmin)
     # ... and the tiles that can matter to any target of the block
     nkb = 0
-    for t in range(nt):
+    for t in cand:
+        # cos(max(α − r, 0)), α = ∠(c, c_t), r = r_t + rb: 1 if α ≤ r
         ct = c0 * cen[t, 0] + c1 * cen[t, 1] + c2 * cen[t, 2]
-        cc = math.cos(max(math.acos(min(1.0, max(-1.0, ct))) - rad[t] - rb, 0.0))
+        cr = cosr[t] * crb - sinr[t] * srb
+        if rad[t] + rb >= math.pi or ct >= cr:
+            cc = 1.0
+        else:
+            sa = math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0))
+            cc = ct * cr + sa * (sinr[t] * crb + cosr[t] * srb) + COS_MARGIN
         if (zmax if cc >= 0.0 else zmin) * cc + bmax[t] >= LB - cut:
             blk[nkb] = t
             nkb += 1
@@ -352,27 +364,35 @@ def group_moments(z0, z1, z2, lo, hi, c0, c1, c2, y0, y1, y2, lw, parent, var, i
 
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def expand_pass(zc, y0, y1, y2, lw, cen, rad, bmax, yrep, lrep, cut, torder, tstarts, sbs, lbx,
+def expand_pass(zc, y0, y1, y2, lw, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder, tstarts, sbs, lbx,
                 starts, gl_off, g_t0, g_t1, g_cen, g_rad, rho_p, Rp, parent, var, invf, cost,
-                ptaken, psbs, taken, has, gacc, gU, gL):
+                ptaken, psbs, pblk, pnk, taken, has, gacc, gU, gL, oblk, onk):
     """The expansions of sums3_culled: the target blocks in super-blocks of ``sbs`` (super-block
     s = blocks s·sbs … (s+1)·sbs − 1, neighbours in the k-d order), each with its centre z_c and
     radius r_z in z.  A super-block takes the source groups :func:`select_groups` chooses among
     the tiles that can matter to it and that its parent (super-block s·sbs // psbs of the coarser
     level's ``ptaken``, none when that is empty) did not take; taken[s] = the parent's tiles and
-    its own.  Their moments about z_c (:func:`group_moments`); for each of its targets i, the
+    its own.  The tiles that can matter are sought among the parent's
+    (pblk[ps, :pnk[ps]]; all when pnk is empty) and written to oblk[s, :onk[s]] for the next
+    level.  Their moments about z_c (:func:`group_moments`); for each of its targets i, the
     bounds U, L of :func:`group_bounds` and the groups' four sums times e^{−U}
     (:func:`group_add`) join gU[i], gL[i] (max) and gacc[i] (rescaled to the larger U) where
     has[i], else start them (has[i] = True)."""
     nt = cen.shape[0]
     nb = tstarts.shape[0] - 1
+    alltiles = np.arange(nt)
     for s in prange(taken.shape[0]):
         k0, k1 = tstarts[s * sbs], tstarts[min((s + 1) * sbs, nb)]
         ps = (s * sbs) // psbs
         for t in range(nt):
             taken[s, t] = ptaken[ps, t] if ptaken.shape[0] > 0 else False
         blk = np.empty(nt, np.int64)
-        nkb, LB = block_tiles(k0, k1, torder, zc, yrep, lrep, cen, rad, bmax, lbx, cut, blk)
+        cand = pblk[ps, :pnk[ps]] if pnk.shape[0] > 0 else alltiles
+        nkb, LB = block_tiles(k0, k1, torder, zc, yrep, lrep, cen, rad, cosr, sinr, bmax, lbx, cut,
+                              blk, cand)
+        onk[s] = nkb
+        for q in range(nkb):
+            oblk[s, q] = blk[q]
         if nkb == 0 or k1 <= k0:
             continue
         nT = k1 - k0
@@ -471,7 +491,7 @@ def expand_pass(zc, y0, y1, y2, lw, cen, rad, bmax, yrep, lrep, cut, torder, tst
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
 def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder,
                  tstarts, full, cw, runs, num, den, mx, kept, lscale, lntol, shift_by_bound, lbx,
-                 taken, has, gacc, gU, gL, den_bound, bmin):
+                 taken, has, gacc, gU, gL):
     """d = 3, sources sorted by tile (tile t = starts[t]:starts[t+1]), targets grouped into
     blocks (block b = torder[tstarts[b]:tstarts[b+1]]); kept[i] = pairs summed for i;
     ``cw``: the kept tiles summed by the cody-waite path's helpers (else the legacy loops);
@@ -488,13 +508,10 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
     where larger (a row may then keep no tile: num = den = 0, mx = −inf).  ``taken`` (nsb, nt)
     or (0, 0), ``has``, ``gacc``, ``gU``, ``gL``: what :func:`expand_pass` wrote at its finest
     level (block b skips the tiles taken[b]; target i adds gacc[i]·e^{gU[i] − M} where
-    has[i]); kept[i] counts the terms summed one by one.  ``den_bound``: lb is raised to the log
-    of a lower bound on the row's whole sum Σ_j e^{ℓ_j} (each tile's size n_t = e^{lscale[t]}
-    times e^{a lower bound on its logits}, ``bmin`` the tiles' smallest log-weights; plus the
-    expanded groups' sums), so that the culling skips by the sum, not by its largest term
-    (needs ``lscale`` = ln n_t)."""
+    has[i]); kept[i] counts the terms summed one by one."""
     nt = starts.shape[0] - 1
     m = y0.shape[0]
+    alltiles = np.arange(nt)
     cumul = lscale.shape[0] == nt
     ebin = np.empty(CUM_BINS)  # the bins' upper edges, relative to e^{lb}
     for k in range(CUM_BINS):
@@ -504,11 +521,10 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
         acc = np.empty(4)
         cnt = np.empty(CUM_BINS)
         blk = np.empty(nt, np.int64)
-        nkb, LB = block_tiles(tstarts[b], tstarts[b + 1], torder, zc, yrep, lrep, cen, rad, bmax,
-                              lbx, cut, blk)
+        nkb, LB = block_tiles(tstarts[b], tstarts[b + 1], torder, zc, yrep, lrep, cen, rad, cosr,
+                              sinr, bmax, lbx, cut, blk, alltiles)
         keep = np.empty(nkb, np.bool_)
         bq = np.empty(nkb)
-        tlo = np.empty(nkb)
         rlo = np.empty(nkb, np.int64)
         rhi = np.empty(nkb, np.int64)
         # what the first level skipped: each source < (tol/m)·e^{LB} ≤ (tol/m)·e^{lb_i}
@@ -524,15 +540,14 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                     nk2 += 1
             nkb = nk2
         # the block's tiles' data side by side (centre, cos r, sin r, largest log-weight, the
-        # representative and its log-weight, smallest log-weight + ln n_t), one row per field, read
+        # representative and its log-weight), one row per field, read
         # contiguously per target instead of gathered through blk
-        kt = np.empty((11, nkb))
+        kt = np.empty((10, nkb))
         for q in range(nkb):
             t = blk[q]
             kt[0, q], kt[1, q], kt[2, q] = cen[t, 0], cen[t, 1], cen[t, 2]
             kt[3, q], kt[4, q], kt[5, q] = cosr[t], sinr[t], bmax[t]
             kt[6, q], kt[7, q], kt[8, q], kt[9, q] = yrep[t, 0], yrep[t, 1], yrep[t, 2], lrep[t]
-            kt[10, q] = bmin[t] + lscale[t] if den_bound else 0.0
         for k in range(tstarts[b], tstarts[b + 1]):
             i = torder[k]
             a0, a1, a2 = zc[i, 0], zc[i, 1], zc[i, 2]
@@ -549,30 +564,12 @@ def sums3_culled(zc, y0, y1, y2, lw, starts, cen, rad, cosr, sinr, bmax, yrep, l
                 lb = max(lb, a0 * kt[6, q] + a1 * kt[7, q] + a2 * kt[8, q] + kt[9, q])
             npair = 0
             nrun = 0
-            lomax = -np.inf
             for q in range(nkb):
                 # cos(max(α − r_t, 0)), α = ∠(u, c_t): 1 if α ≤ r_t, else cos α cos r + sin α sin r
                 ct = u0 * kt[0, q] + u1 * kt[1, q] + u2 * kt[2, q]
                 sa = math.sqrt(max((1.0 - ct) * (1.0 + ct), 0.0))
                 cc = 1.0 if ct >= kt[3, q] else ct * kt[3, q] + sa * kt[4, q]
                 bq[q] = zeta * (cc + COS_MARGIN) + kt[5, q]
-                if den_bound:  # cos(min(α + r_t, π)): a lower bound on each of the tile's logits
-                    cl = ct * kt[3, q] - sa * kt[4, q] if ct > -kt[3, q] else -1.0
-                    tlo[q] = zeta * (cl - COS_MARGIN) + kt[10, q]
-                    lomax = max(lomax, tlo[q])
-            if den_bound and nkb > 0:
-                # lb ← log of a lower bound on the whole row sum Σ_j e^{ℓ_j} (≥ its largest term):
-                # each tile's size times its smallest term, plus the expanded groups' sums
-                ref = max(lomax, Ug) if grp else lomax
-                sd = 0.0
-                for q in range(nkb):
-                    if tlo[q] > ref - 8.0:  # (dropping the rest keeps it a lower bound)
-                        sd += math.exp(tlo[q] - ref)
-                if grp:
-                    sd += gacc[i, 3] * math.exp(Ug - ref) * (1.0 - 1e-6)
-                if sd > 0.0:
-                    lb = max(lb, ref + math.log(sd) - 1e-9)
-            for q in range(nkb):
                 keep[q] = bq[q] >= lb - cut
             if cumul:
                 cull_budget(bq, blk, starts, lscale, lb, lntol, budget, ebin, cnt, keep)
