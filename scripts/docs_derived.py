@@ -281,8 +281,9 @@ def _culling(kd: dict) -> dict:
                        max_deviation=r["max_deviation_from_all_pairs"]["new"])
         by.setdefault(r["case"].replace(".", ""), {})[f"t{r['threads']}"] = one
 
-    def group(prefix, threads):
-        return _range(v[threads]["ratio"] for k, v in by.items() if k.startswith(prefix) and threads in v)
+    def group(prefix, threads):  # (None where the file has no such case)
+        vals = [v[threads]["ratio"] for k, v in by.items() if k.startswith(prefix) and threads in v]
+        return _range(vals) if vals else None
 
     y = kd["meta"]["yardstick"]
     return {"by_case": by, "baseline": kd["baseline_commit"], "reps": kd["meta"]["reps"],
@@ -421,9 +422,13 @@ def benchmarks() -> tuple[list[str], dict]:
     # the rows that summarise docs/paper1.md's and docs/attention.md's numbers: the same derivations
     p1_files, p1 = paper1()
     att_files, att = attention()
-    files = list(dict.fromkeys(files + p1_files + att_files))
+    e8_files, e8 = attention_eighth()
+    files = list(dict.fromkeys(files + p1_files + att_files + e8_files))
     q = att["quick"]
     return files, {
+        "issue23_eighth": {k: e8[k] for k in ("concentrated_ratio_t1", "concentrated_ratio_t2", "diffuse_ratio_t1",
+                                              "diffuse_ratio_t2", "run", "cpu")}
+        | {k: e8["quick"][k] for k in ("rows", "rows_meeting_aims", "min_speedup", "per_core_over_np_exp")},
         "gpu_particles": {k: p1["gpu"][k] for k in ("slower_than_density_min", "slower_than_density_max")}
         | {"rms_error_3e5": p1["gpu"]["rms_error"]["300000"]},
         "attention_quick": {k: q[k] for k in (
@@ -461,9 +466,10 @@ def attention_eighth() -> tuple[list[str], dict]:
     23 (bench_attention_culling.py, the four fixed clouds and the snapshots of a metastability
     run at β = 100, one and two threads), the run's trapezoid-weighted ratio; and the quick run of
     bench_attention at this code (--before-set eighth): rows meeting the aims, the kernel line."""
-    fc, fq, fx = ("benchmarks/results/attention_culling_particles_eighth.json",
-                  "benchmarks/results/attention_quick_eighth.json", "docs/prototypes/issue23/cut_fraction.json")
-    kd, q, cutf = _read(fc), _read(fq), _read(fx)
+    fc, fq, fx, fd = ("benchmarks/results/attention_culling_particles_eighth.json",
+                      "benchmarks/results/attention_quick_eighth.json", "docs/prototypes/issue23/cut_fraction.json",
+                      "benchmarks/results/attention_culling_eighth_density.json")
+    kd, q, cutf, dens = _read(fc), _read(fq), _read(fx), _read(fd)
     cul = _culling(kd)
     by = cul["by_case"]
     fixed = [k for k in by if k.startswith("particles-") and not k.startswith("particles-run")]
@@ -481,7 +487,11 @@ def attention_eighth() -> tuple[list[str], dict]:
 
     y = meta["yardstick"]
     diffuse = [r for r in cutf["rows"] if r["cloud"] == "diffuse"]
-    return [fc, fq, fx], {
+    return [fc, fq, fx, fd], {
+        "density_cases": {"baseline": dens["baseline_commit"], "reps": dens["meta"]["reps"],
+                          "ratio": _range(r["baseline_over_new"]["median"] for r in dens["rows"]),
+                          "pairs_new_percent": _range(100 * r["pairs_fraction"]["new"] for r in dens["rows"]),
+                          "within_2tol": "yes" if all(r["within_2tol"] for r in dens["rows"]) else "no"},
         "particles": {k.replace("particles-", ""): by[k] for k in fixed},
         "diffuse_kept_percent": _range(100 * r["kept_fraction"] for r in diffuse),
         "diffuse_exact_cut_percent": _range(100 * r["exact_cut_fraction"] for r in diffuse),

@@ -364,8 +364,8 @@ def group_moments(z0, z1, z2, lo, hi, c0, c1, c2, y0, y1, y2, lw, parent, var, i
 
 
 @njit(parallel=True, fastmath=True, cache=True, nogil=True)
-def expand_pass(zc, y0, y1, y2, lw, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder, tstarts, sbs, lbx,
-                starts, gl_off, g_t0, g_t1, g_cen, g_rad, rho_p, Rp, parent, var, invf, cost,
+def expand_pass(zc, y0, y1, y2, lw, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder, tstarts,
+                sbs, lbx, starts, gl_off, g_t0, g_t1, g_cen, g_rad, rho_p, Rp, parent, var, invf, cost,
                 ptaken, psbs, pblk, pnk, taken, has, gacc, gU, gL, oblk, onk):
     """The expansions of sums3_culled: the target blocks in super-blocks of ``sbs`` (super-block
     s = blocks s·sbs … (s+1)·sbs − 1, neighbours in the k-d order), each with its centre z_c and
@@ -374,10 +374,11 @@ def expand_pass(zc, y0, y1, y2, lw, cen, rad, cosr, sinr, bmax, yrep, lrep, cut,
     level's ``ptaken``, none when that is empty) did not take; taken[s] = the parent's tiles and
     its own.  The tiles that can matter are sought among the parent's
     (pblk[ps, :pnk[ps]]; all when pnk is empty) and written to oblk[s, :onk[s]] for the next
-    level.  Their moments about z_c (:func:`group_moments`); for each of its targets i, the
-    bounds U, L of :func:`group_bounds` and the groups' four sums times e^{−U}
-    (:func:`group_add`) join gU[i], gL[i] (max) and gacc[i] (rescaled to the larger U) where
-    has[i], else start them (has[i] = True)."""
+    level.  Their moments about z_c (:func:`group_moments`); for each of its targets i = z_c + d:
+    U ≥ every logit of the groups' sources (max_k e_k + |d| r_g), L ≤ their largest (max_k
+    e_k − |d| r_g; the source that attains A_k has a logit ≥ it), e_k = A_k + ⟨d, c_g⟩, and the
+    groups' four sums times e^{−U} (Σ_k e^{e_k − U} Σ_r d^{α_r} moments_k[·, r]) join gU[i],
+    gL[i] (max) and gacc[i] (rescaled to the larger U) where has[i], else start them."""
     nt = cen.shape[0]
     nb = tstarts.shape[0] - 1
     alltiles = np.arange(nt)
