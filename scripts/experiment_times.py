@@ -11,7 +11,12 @@ its own resolution (``resolution_check``: ``max_relative_change``, ``resolved``,
 
 ``--amr-pole off`` (or any value of that option) is passed on to both commands: the same runs on
 the raster's own poles, before the experiments turned the mesh by default
-(docs/data/experiment_times_pole_off.json).
+(docs/data/experiment_times_pole_off.json).  ``--only NAME`` runs one of the two;
+``--check-nlat N`` is passed on: N above the base (48 on the base 32) checks the run against its
+refined run, as ``--refine 1.5`` would, instead of a coarser one
+
+    python3 scripts/experiment_times.py OUT_FOLDER --only metastability_beta1000 --check-nlat 48 \
+        --out docs/data/experiment_times_refined_check.json
 """
 from __future__ import annotations
 
@@ -36,11 +41,16 @@ def main(argv=None) -> int:
     ap.add_argument("folder", help="where the experiments write (one sub-folder each)")
     ap.add_argument("--out", required=True)
     ap.add_argument("--amr-pole", nargs="+", help="passed on to both experiments (e.g. off)")
+    ap.add_argument("--only", choices=sorted(COMMANDS), help="run this experiment alone")
+    ap.add_argument("--check-nlat", type=int, help="passed on to both experiments")
     args = ap.parse_args(argv)
     extra = ["--amr-pole", *args.amr_pole] if args.amr_pole else []
+    extra += ["--check-nlat", str(args.check_nlat)] if args.check_nlat is not None else []
     out = {"script": "scripts/experiment_times.py", "machine": platform.platform(),
            "cpus": os.cpu_count(), "python": platform.python_version(), "runs": {}}
     for name, cmd in COMMANDS.items():
+        if args.only and name != args.only:
+            continue
         cmd = [*cmd, *extra]
         full = [sys.executable, "-m", "spherepde", *cmd, "--output", str(Path(args.folder) / name),
                 "--overwrite", "--json"]

@@ -70,9 +70,10 @@ class MetastabilityConfig:
     V: tuple = ((1.0, 0, 0), (0, 0.5, 0), (0, 0, 0.1))
     init_a: tuple = (0.6, 0.5, 0.3)
     band: float = 2.0  # exit when W₂ exceeds band × its minimum, after the minimum
-    #: the coarser of the two finest settings: the largest β is run again at this nlat and
-    #: ``resolution_check`` compares the whole trajectory; None: the even nlat nearest ¾·nlat;
-    #: 0: no check
+    #: the largest β is run again at this nlat and ``resolution_check`` compares the whole
+    #: trajectory; None: the even nlat nearest ¾·nlat (a coarser run); above nlat (up to 2·nlat)
+    #: the run is checked against a finer one, as ``spherepde run --refine`` would (48 on 32:
+    #: ×1.5); 0: no check
     check_nlat: int | None = None
     #: dask worker processes for the runs (one ``spherepde run`` per β); 0: in this process
     workers: int = 2
@@ -99,9 +100,9 @@ class MetastabilityConfig:
                              f"density_scheme is {self.density_scheme!r}")
         c = self.check_nlat
         if c is not None and c != 0 and (isinstance(c, bool) or not isinstance(c, int) or c < 4
-                                         or c % 2 or c >= self.nlat):
+                                         or c % 2 or c == self.nlat or c > 2 * self.nlat):
             raise ValueError(f"check_nlat must be 0 (no check), None (¾·nlat) or an even integer in "
-                             f"[4, nlat = {self.nlat}), got {c!r}")
+                             f"[4, 2·nlat = {2 * self.nlat}] other than nlat = {self.nlat}, got {c!r}")
 
     @classmethod
     def quick(cls) -> "MetastabilityConfig":
@@ -357,7 +358,9 @@ def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, prog
     ``relative_change`` = |w_fine − w_coarse| / w_fine, with the times of the minima and
     ``at_end`` (per setting: the minimum is the last output, so it was not reached).
     Both runs have the same amr mesh pole (``pole``: :func:`amr_pole`, None for the raster's
-    own e_z).  The coarse run goes to ``outdir/prefix/``; None when the check is off.
+    own e_z).  The check run goes to ``outdir/prefix/``; None when the check is off.  (The names
+    below say "coarse" for the check run, "fine" for the run; with check_nlat above nlat the check
+    run is the finer one.)
     """
     coarse_nlat = config.resolution_nlat
     if not coarse_nlat:

@@ -333,10 +333,17 @@ def test_cli_amr_pole(name, capsys, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
-@pytest.mark.parametrize("bad", [3, 2, 12, 13, True, 6.0])
+@pytest.mark.parametrize("bad", [3, 2, 12, 13, 26, True, 6.0])
 def test_metastability_check_nlat_is_validated(bad):
     with pytest.raises(ValueError, match="check_nlat"):
         dataclasses.replace(metastability.MetastabilityConfig(), nlat=12, check_nlat=bad)
+
+
+def test_metastability_check_can_be_finer():
+    """check_nlat above nlat (up to 2·nlat): the run is checked against a finer one."""
+    cfg = dataclasses.replace(metastability.MetastabilityConfig(), nlat=12, check_nlat=18)
+    assert cfg.resolution_nlat == 18
+    assert dataclasses.replace(cfg, check_nlat=24).resolution_nlat == 24
 
 
 def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):
