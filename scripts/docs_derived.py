@@ -245,6 +245,15 @@ def _attention_path(r: dict) -> str:
     return text
 
 
+def _issue23_aim(aims: dict):
+    """The issue's aim for one bench_attention row: ``aims["diffuse_identity_diag"]`` (100×) for
+    diffuse identity/diagonal B at β ≤ 100, else ``aims["every_row"]`` (20×)."""
+    def aim(r):
+        diffuse_100 = r["density"] == "diffuse" and r["B"] in ATTENTION_AIM_100 and r["beta"] <= 100.0
+        return aims["diffuse_identity_diag"] if diffuse_100 else aims["every_row"]
+    return aim
+
+
 def _attention_table(rows: list[dict], aim, last: tuple[str, object]) -> str:
     """A speed-up table of bench_attention rows: one line per (B, β), diffuse and concentrated
     side by side, a speed-up below ``aim(row)`` in bold; ``last`` = (heading, cell(row)) of the
@@ -481,9 +490,7 @@ def attention_eighth() -> tuple[list[str], dict]:
            for r in kd["particles_run"]}
     rows, aims, meta = q["rows"], q["meta"]["aims"], q["meta"]
 
-    def aim(r):
-        diffuse_100 = r["density"] == "diffuse" and r["B"] in ATTENTION_AIM_100 and r["beta"] <= 100.0
-        return aims["diffuse_identity_diag"] if diffuse_100 else aims["every_row"]
+    aim = _issue23_aim(aims)
 
     y = meta["yardstick"]
     diffuse = [r for r in cutf["rows"] if r["cloud"] == "diffuse"]
@@ -536,9 +543,7 @@ def attention_seventh() -> tuple[list[str], dict]:
     q = _read(f)
     rows, aims, meta = q["rows"], q["meta"]["aims"], q["meta"]
 
-    def aim(r):
-        diffuse_100 = r["density"] == "diffuse" and r["B"] in ATTENTION_AIM_100 and r["beta"] <= 100.0
-        return aims["diffuse_identity_diag"] if diffuse_100 else aims["every_row"]
+    aim = _issue23_aim(aims)
 
     y = meta["yardstick"]
     return [f], {

@@ -485,16 +485,21 @@ def _source_groups(ys: np.ndarray, starts: np.ndarray):
             np.ascontiguousarray(np.vstack(cens)), np.concatenate(rads))
 
 
+def _first_super_block() -> int:
+    """Target blocks per super-block of the expansions' first level (≤ EXPAND_TARGETS targets)."""
+    sbs = 1
+    while 2 * sbs * TARGET_BLOCK <= EXPAND_TARGETS:
+        sbs *= 2
+    return sbs
+
+
 def _may_expand(zs: np.ndarray, tstarts: np.ndarray, rad: np.ndarray, rho_max: float) -> bool:
     """Whether the expansions are worth a pass: some super-block of the first level (EXPAND_TARGETS
     targets; zs: the targets in block order) has a radius r_z in z with r_z·(the smallest tile's
     radius, about a group's) ≤ rho_max.  A heuristic gate (nothing is lost either way): where it
     says no, the first level could take few groups or none (diffuse clouds; the leaves of an
     adaptive density, a few per kernel width by design), and the pass would stop after it."""
-    sbs = 1
-    while 2 * sbs * TARGET_BLOCK <= EXPAND_TARGETS:
-        sbs *= 2
-    first = tstarts[:-1:sbs]
+    first = tstarts[:-1:_first_super_block()]
     cen = np.add.reduceat(zs, first, axis=0) / np.diff(np.r_[first, tstarts[-1]])[:, None]
     sb = np.repeat(np.arange(first.size), np.diff(np.r_[first, tstarts[-1]]))
     rz = np.maximum.reduceat(np.sum((zs - cen[sb]) ** 2, axis=1), first)
@@ -506,32 +511,24 @@ def _nothing_expanded():
     return np.zeros((0, 0), np.bool_), np.zeros(0, np.bool_), np.empty((0, 4)), np.empty(0), np.empty(0)
 
 
-def _expand(zc, y0, y1, y2, lws, cen, rad, bmax, yrep, lrep, cut, torder, tstarts, lbx, ys,
-            starts, tol):
+def _expand(zc, y0, y1, y2, lws, cen, rad, cosr, sinr, bmax, yrep, lrep, cut, torder, tstarts, lbx,
+            ys, starts, rho_p):
     """(taken, has, gacc, gU, gL) of compiled_numba.expand_pass (:data:`CULL_EXPAND`) at its
     finest level, or empty arrays that tell sums3_culled nothing was expanded.  The levels: super-
     blocks of EXPAND_TARGETS targets, then halves of them, down to EXPAND_MIN_TARGETS (each takes
     groups among the tiles its parent left); it stops after a level that took nothing anywhere."""
     n = zc.shape[0]
-    pmax = EXPAND_MAX_DEGREE
-    rho_p = _rho_limits(EXPAND_RTOL * tol, pmax)
-    cosr, sinr = np.cos(rad), np.sin(rad)
-    groups = None
-    if CULL_EXPAND and _may_expand(zc[torder], tstarts, rad, rho_p[-1]):
-        groups = _source_groups(ys, starts)
-    if groups is None or groups[0].size < 2:
+    groups = _source_groups(ys, starts)
+    if groups[0].size < 2:
         return _nothing_expanded()
     from spherepde.dynamics.attention import compiled_numba as K  # noqa: PLC0415
 
-    parent, var, invf, Rp = _expansion_tables(pmax)
+    parent, var, invf, Rp = _expansion_tables(rho_p.size - 1)
     cost = np.array(EXPAND_COST, dtype=float)
     nb, nt = tstarts.size - 1, starts.size - 1
     has, gacc, gU, gL = np.zeros(n, np.bool_), np.empty((n, 4)), np.empty(n), np.empty(n)
-    taken, sbs = np.zeros((0, nt), np.bool_), 1
+    taken, sbs, psbs = np.zeros((0, nt), np.bool_), _first_super_block(), 1
     blk, nk = np.zeros((0, nt), np.int64), np.zeros(0, np.int64)
-    psbs = 1
-    while 2 * sbs * TARGET_BLOCK <= EXPAND_TARGETS:
-        sbs *= 2
     while sbs * TARGET_BLOCK >= EXPAND_MIN_TARGETS:
         nsb = (nb + sbs - 1) // sbs
         ptaken, taken = taken, np.empty((nsb, nt), np.bool_)
@@ -613,25 +610,25 @@ def sums(z: np.ndarray, y: np.ndarray, logw: np.ndarray, beta: float, tol: float
     zn = np.maximum(np.linalg.norm(zc, axis=1, keepdims=True), 1e-300)
     torder, tstarts = _tiles(zc / zn, TARGET_BLOCK)
     assert tol is not None  # (cut is finite: the culled branch)
-    if spread <= cut and not _may_expand(zc[torder], tstarts, rad,
-                                         _rho_limits(EXPAND_RTOL * tol, EXPAND_MAX_DEGREE)[-1]):
+    rho_p = _rho_limits(EXPAND_RTOL * tol, EXPAND_MAX_DEGREE)
+    dense = CULL_EXPAND and _may_expand(zc[torder], tstarts, rad, rho_p[-1])
+    if spread <= cut and not dense:
         return _sums_all_pairs(sums3, zc, y, lw, num, den, mx)
     kept = np.empty(n, np.int64)
-    tol_cull = tol * (1.0 - EXPAND_RTOL) if CULL_EXPAND else tol
-    cut = math.log(m / tol_cull)
+    lws, cosr, sinr = np.ascontiguousarray(lws), np.cos(rad), np.sin(rad)
     lbx = np.empty(0) if lb_extra is None else np.ascontiguousarray(lb_extra, dtype=float)
-    expanded = _expand(zc, y0, y1, y2, np.ascontiguousarray(lws), cen, rad, bmax, yrep, lrep, cut,
-                       torder, tstarts, lbx, ys, starts, tol)
+    tol_cull = tol * (1.0 - EXPAND_RTOL)  # (the expansions' share of tol, where they take any)
+    expanded = (_expand(zc, y0, y1, y2, lws, cen, rad, cosr, sinr, bmax, yrep, lrep, math.log(m / tol_cull),
+                        torder, tstarts, lbx, ys, starts, rho_p) if dense else _nothing_expanded())
     if expanded[0].shape[0] == 0:  # nothing expanded: the culling has the whole tolerance
         tol_cull = tol
-        cut = math.log(m / tol)
     if CULL_CUMULATIVE:  # ln of what multiplies a tile's term bound into a bound on its total
         lscale = (np.full(starts.size - 1, math.log(m / (starts.size - 1))) if CULL_BY_TILE_MASS
                   else np.log(np.diff(starts).astype(float)))
     else:
         lscale = np.empty(0)
-    sums3_culled(zc, y0, y1, y2, np.ascontiguousarray(lws), starts, cen, rad, np.cos(rad),
-                 np.sin(rad), bmax, yrep, lrep, cut, torder, tstarts, CULL_MAX_FRACTION, cw,
+    sums3_culled(zc, y0, y1, y2, lws, starts, cen, rad, cosr, sinr, bmax, yrep, lrep,
+                 math.log(m / tol_cull), torder, tstarts, CULL_MAX_FRACTION, cw,
                  CULL_RUNS, num, den, mx, kept, lscale, math.log(tol_cull), CULL_SHIFT_BY_BOUND,
                  lbx, *expanded)
     return num, den, mx, int(kept.sum())
