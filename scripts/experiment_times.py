@@ -9,14 +9,9 @@ its own resolution (``resolution_check``: ``max_relative_change``, ``resolved``,
 
     python3 scripts/experiment_times.py OUT_FOLDER --out docs/data/experiment_times.json
 
-``--amr-pole off`` (or any value of that option) is passed on to both commands: the same runs on
-the raster's own poles, before the experiments turned the mesh by default
-(docs/data/experiment_times_pole_off.json).  ``--only NAME`` runs one of the two;
-``--check-nlat N`` is passed on: N above the base (48 on the base 32) checks the run against its
-refined run, as ``--refine 1.5`` would, instead of a coarser one
-
-    python3 scripts/experiment_times.py OUT_FOLDER --only metastability_beta1000 --check-nlat 48 \
-        --out docs/data/experiment_times_refined_check.json
+``--amr-pole`` (e.g. ``off``: the raster's own poles, the default before) and ``--check-nlat N``
+(e.g. 24 on the base 32: the coarser check of before; by default the check is the refined run)
+are passed on to both commands; ``--only NAME`` runs one of the two.
 """
 from __future__ import annotations
 

@@ -71,9 +71,9 @@ class MetastabilityConfig:
     init_a: tuple = (0.6, 0.5, 0.3)
     band: float = 2.0  # exit when W₂ exceeds band × its minimum, after the minimum
     #: the largest β is run again at this nlat and ``resolution_check`` compares the whole
-    #: trajectory; None: the even nlat nearest ¾·nlat (a coarser run); above nlat (up to 2·nlat)
-    #: the run is checked against a finer one, as ``spherepde run --refine`` would (48 on 32:
-    #: ×1.5); 0: no check
+    #: trajectory; None: the even nlat nearest 1.5·nlat, the refined run (``spherepde run
+    #: --refine 1.5``: 48 on 32); any even nlat in [4, 2·nlat] (below nlat: a coarser run);
+    #: 0: no check
     check_nlat: int | None = None
     #: dask worker processes for the runs (one ``spherepde run`` per β); 0: in this process
     workers: int = 2
@@ -101,7 +101,7 @@ class MetastabilityConfig:
         c = self.check_nlat
         if c is not None and c != 0 and (isinstance(c, bool) or not isinstance(c, int) or c < 4
                                          or c % 2 or c == self.nlat or c > 2 * self.nlat):
-            raise ValueError(f"check_nlat must be 0 (no check), None (¾·nlat) or an even integer in "
+            raise ValueError(f"check_nlat must be 0 (no check), None (1.5·nlat) or an even integer in "
                              f"[4, 2·nlat = {2 * self.nlat}] other than nlat = {self.nlat}, got {c!r}")
 
     @classmethod
@@ -113,11 +113,10 @@ class MetastabilityConfig:
 
     @property
     def resolution_nlat(self) -> int:
-        """The nlat of the resolution check (0: none)."""
+        """The nlat of the resolution check (0: none; by default the even nlat nearest 1.5·nlat)."""
         if self.check_nlat is not None:
             return self.check_nlat
-        c = 2 * round(0.375 * self.nlat)
-        return c if 4 <= c < self.nlat else 0
+        return 2 * round(0.75 * self.nlat)
 
     def to_dict(self) -> dict:
         return {"experiment": "metastability", **asdict(self)}
@@ -345,46 +344,47 @@ CHECKED_WORDS = {"energy": "E_β", "w2": "W₂ to Π#ρ₀", "dist_E_VBt": "the 
                  "dist_E_V": "the distance to E(V)"}
 
 
-def resolution_check(config: MetastabilityConfig, fine: dict, outdir: Path, progress: bool,
+def resolution_check(config: MetastabilityConfig, run: dict, outdir: Path, progress: bool,
                      prefix: str = "metastability_check") -> dict | None:
     """Run the largest β again at ``config.resolution_nlat`` and compare the whole trajectory.
 
+    By default the check run is the refined run (base ×1.5 with the same levels: what
+    ``spherepde run --refine 1.5`` does); ``check_nlat`` below nlat makes it a coarser one.
     ``max_relative_change`` is the largest change, over the output times, of e^{−β}E_β, W₂ and
-    both eigenspace distances between the two runs, each relative to max(|value|, 0.05)
+    both eigenspace distances between the two runs, each relative to max(|finer value|, 0.05)
     (:func:`~spherepde.validation.resolution.trajectory_change`; ``per_quantity`` and ``worst``
     say where); ``switch_time_change`` compares the times at which the distance to V's
     eigenspace drops below the distance to VBᵀ's (relative; NaN when neither run switches);
     ``resolved`` is max_relative_change < 2 %.  Also kept: the change of min W₂ alone,
-    ``relative_change`` = |w_fine − w_coarse| / w_fine, with the times of the minima and
-    ``at_end`` (per setting: the minimum is the last output, so it was not reached).
+    ``relative_change`` = |w_finer − w_coarser| / w_finer, with the times of the minima and
+    ``at_end`` (per run: the minimum is the last output, so it was not reached).  Every pair
+    (``nlat``, ``w2_min``, ``t_min``, ``at_end``, ``switch_time``) is [coarser, finer].
     Both runs have the same amr mesh pole (``pole``: :func:`amr_pole`, None for the raster's
-    own e_z).  The check run goes to ``outdir/prefix/``; None when the check is off.  (The names
-    below say "coarse" for the check run, "fine" for the run; with check_nlat above nlat the check
-    run is the finer one.)
+    own e_z).  The check run goes to ``outdir/prefix/`` (``file``); None when the check is off.
     """
-    coarse_nlat = config.resolution_nlat
-    if not coarse_nlat:
+    check_nlat = config.resolution_nlat
+    if not check_nlat:
         return None
-    # amr: the same levels and mass_per_cell on the coarser base, so that every length (and the
-    # split threshold mass_per_cell·h²) scales by coarse_nlat/nlat, as ``--refine`` does, and
+    # amr: the same levels and mass_per_cell on the other base, so that every length (and the
+    # split threshold mass_per_cell·h²) scales by check_nlat/nlat, as ``--refine`` does, and
     # the same mesh pole
     pole = amr_pole(config)
-    coarse_cfg = dataclasses.replace(config, nlat=coarse_nlat, betas=(fine["beta"],), check_nlat=0,
-                                     amr_levels=amr_levels(config),
-                                     amr_pole="off" if pole is None else tuple(pole))
-    info, row, _ = next(sphere_runs(coarse_cfg, outdir, prefix, progress))
+    check_cfg = dataclasses.replace(config, nlat=check_nlat, betas=(run["beta"],), check_nlat=0,
+                                    amr_levels=amr_levels(config),
+                                    amr_pole="off" if pole is None else tuple(pole))
+    info, check, _ = next(sphere_runs(check_cfg, outdir, prefix, progress))
     times = info["times"]
-    coarse = w2_minimum(row, times, config.band)
+    check.update(w2_minimum(check, times, config.band))
+    coarse, fine = (run, check) if check_nlat > config.nlat else (check, run)
     w_f, w_c = fine["w2_min"], coarse["w2_min"]
     change = abs(w_f - w_c) / w_f if w_f > 0 else math.nan
-    at_end = [bool(r["t_min"] >= config.t_end) for r in (coarse, fine)]
-    trajectory = trajectory_change(times, {q: fine[q] for q in CHECKED}, {q: row[q] for q in CHECKED})
+    trajectory = trajectory_change(times, {q: fine[q] for q in CHECKED}, {q: coarse[q] for q in CHECKED})
     switch = switch_change(times, (fine["dist_E_VBt"], fine["dist_E_V"]),
-                           (row["dist_E_VBt"], row["dist_E_V"]))
-    return {"beta": fine["beta"], "nlat": [coarse_nlat, config.nlat], "pole": amr_pole(coarse_cfg),
-            "w2_min": [w_c, w_f],
-            "t_min": [coarse["t_min"], fine["t_min"]], "at_end": at_end, "relative_change": change,
-            **trajectory, **switch, "file": row["file"]}
+                           (coarse["dist_E_VBt"], coarse["dist_E_V"]))
+    return {"beta": run["beta"], "nlat": sorted([check_nlat, config.nlat]), "pole": pole,
+            "w2_min": [w_c, w_f], "t_min": [coarse["t_min"], fine["t_min"]],
+            "at_end": [bool(r["t_min"] >= config.t_end) for r in (coarse, fine)],
+            "relative_change": change, **trajectory, **switch, "file": check["file"]}
 
 
 def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progress: bool = False) -> dict:
@@ -392,7 +392,7 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
 
     The summary's ``min_w2`` maps each β ("inf" for ∞) to min_t W₂(ρ_t, Π#ρ₀), and
     ``resolution_check`` (:func:`resolution_check`) compares the whole trajectory of the
-    largest β with the same run at the coarser ``config.resolution_nlat``.
+    largest β with the same run at ``config.resolution_nlat`` (by default the refined run).
     """
     with study("metastability", config, outdir) as job:
         outdir, rows = job.outdir, job.runs

@@ -148,9 +148,9 @@ BETAS = Option("--betas", "override β values ('inf' allowed on S²)", type=floa
                fields=("betas",), check=_betas)
 CHECK_NLAT = Option("--check-nlat", "nlat of the resolution check: the largest β is run again there and "
                                     "resolution_check compares E_β, W2 and the eigenspace distances at "
-                                    "every output time (default: even nlat nearest 3/4 of --nlat; above "
-                                    "--nlat, up to twice it: a finer check run, as run --refine; 0: no "
-                                    "check)", type=int, fields=("check_nlat",))
+                                    "every output time (default: the even nlat nearest 1.5 × --nlat, the "
+                                    "refined run of run --refine 1.5; any even nlat up to twice --nlat, "
+                                    "below it a coarser run; 0: no check)", type=int, fields=("check_nlat",))
 PARTICLE_COUNTS = Option("--particle-counts", "override the particle numbers N (≥ 2 values, each ≥ 2; e.g. "
                                               "up to 10⁵ on a GPU)", type=int, nargs="+",
                          fields=("particle_counts",), check=_particle_counts)

@@ -31,9 +31,9 @@ def test_metastability_concentrates_then_leaves(tmp_path):
     assert math.isfinite(runs[5.0]["exit_time"])
     assert math.isnan(runs[math.inf]["exit_time"])
     assert s["min_w2"] == {"5": runs[5.0]["w2_min"], "inf": runs[math.inf]["w2_min"]}
-    check = s["resolution_check"]  # the largest β again at the even nlat nearest ¾·12
-    assert check["beta"] == math.inf and check["nlat"] == [8, 12]
-    assert check["w2_min"][1] == runs[math.inf]["w2_min"] and 0.0 < check["w2_min"][0] < 1.0
+    check = s["resolution_check"]  # the largest β again at the even nlat nearest 1.5·12: refined
+    assert check["beta"] == math.inf and check["nlat"] == [12, 18]  # [coarser, finer]
+    assert check["w2_min"][0] == runs[math.inf]["w2_min"] and 0.0 < check["w2_min"][1] < 1.0
     assert check["relative_change"] == pytest.approx(abs(check["w2_min"][1] - check["w2_min"][0])
                                                      / check["w2_min"][1], rel=1e-12)
     assert check["at_end"] == [check["t_min"][0] >= 16.0, check["t_min"][1] >= 16.0]
@@ -43,7 +43,7 @@ def test_metastability_concentrates_then_leaves(tmp_path):
     assert check["max_relative_change"] == check["per_quantity"][worst["quantity"]]["change"] > 0
     assert worst["t"] in s["times"]
     assert check["resolved"] == (check["max_relative_change"] < 0.02)
-    # nlat 8 against 12 is far from resolved at β = ∞, where the clusters collapse
+    # nlat 12 against 18 is far from resolved at β = ∞, where the clusters collapse
     assert check["resolved"] is False
     ds = open_dataset(runs[5.0]["file"])
     assert ds.sizes["time"] == 17 and {"Q", "K", "V"} <= set(ds.data_vars)
@@ -59,12 +59,12 @@ def test_metastability_concentrates_then_leaves(tmp_path):
 
 def test_terminal_phase_switches_to_v_eigenspace(tmp_path):
     cfg = dataclasses.replace(terminal_phase.TerminalPhaseConfig.quick(), workers=0, nlat=12, betas=(5.0,), t_end=20.0,
-                              n_outputs=10, map_times=(0.0, 20.0))
+                              n_outputs=10, map_times=(0.0, 20.0), check_nlat=8)
     s = terminal_phase.run_terminal_phase(cfg, tmp_path)
     r = s["runs"][0]
     assert 0 < r["switch_time"] < 20
     assert r["dist_E_V"][-1] < 0.5 * r["dist_E_VBt"][-1]
-    check = s["resolution_check"]  # β = 5 again at nlat 8: the switch time moves with the grid
+    check = s["resolution_check"]  # β = 5 again at the coarser nlat 8: the switch time moves with the grid
     assert check["nlat"] == [8, 12] and check["switch_time"][1] == r["switch_time"]
     assert 0 < check["switch_time"][0] < 20
     assert check["switch_time_change"] == pytest.approx(
@@ -226,7 +226,7 @@ def test_resolution_check_flags_a_minimum_not_reached(tmp_path):
     cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), workers=0, nlat=8, betas=(5.0,), t_end=2.0,
                               n_outputs=4)
     check = metastability.run_metastability(cfg, tmp_path)["resolution_check"]
-    assert check["nlat"] == [6, 8] and check["t_min"] == [2.0, 2.0]
+    assert check["nlat"] == [8, 12] and check["t_min"] == [2.0, 2.0]
     assert check["at_end"] == [True, True]
 
 
@@ -256,7 +256,7 @@ def test_the_amr_mesh_pole_is_turned_off_the_eigenvectors(tmp_path):
     assert s["amr_pole"] == check["pole"] == pytest.approx([diag] * 3, abs=1e-15)
     for file in (s["runs"][0]["file"], check["file"]):
         assert read_config(file)["representations"]["density"]["pole"] == pytest.approx([diag] * 3, abs=1e-15)
-    assert read_config(check["file"])["grid"]["nlat"] == 6
+    assert read_config(check["file"])["grid"]["nlat"] == 12  # the refined run's base
     s = metastability.run_metastability(dataclasses.replace(cfg, amr_pole="off"), tmp_path / "off")
     assert s["amr_pole"] is None and s["resolution_check"]["pole"] is None
     for file in (s["runs"][0]["file"], s["resolution_check"]["file"]):
@@ -339,11 +339,16 @@ def test_metastability_check_nlat_is_validated(bad):
         dataclasses.replace(metastability.MetastabilityConfig(), nlat=12, check_nlat=bad)
 
 
-def test_metastability_check_can_be_finer():
-    """check_nlat above nlat (up to 2·nlat): the run is checked against a finer one."""
-    cfg = dataclasses.replace(metastability.MetastabilityConfig(), nlat=12, check_nlat=18)
+def test_metastability_check_is_the_refined_run_by_default():
+    """By default the run is checked against its refined run (the even nlat nearest 1.5·nlat, as
+    ``run --refine 1.5``); check_nlat may also be coarser, or finer up to 2·nlat."""
+    cfg = dataclasses.replace(metastability.MetastabilityConfig(), nlat=12)
     assert cfg.resolution_nlat == 18
+    assert dataclasses.replace(cfg, nlat=32).resolution_nlat == 48
+    assert dataclasses.replace(cfg, nlat=16).resolution_nlat == 24
     assert dataclasses.replace(cfg, check_nlat=24).resolution_nlat == 24
+    assert dataclasses.replace(cfg, check_nlat=8).resolution_nlat == 8
+    assert dataclasses.replace(cfg, check_nlat=0).resolution_nlat == 0
 
 
 def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):
