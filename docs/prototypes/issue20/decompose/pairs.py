@@ -1,0 +1,69 @@
+"""Collect the decomposition runs (README.md): each variant against R0 and against R1 with
+``spherepde validate resolution``'s comparison (:func:`spherepde.runs.compare.compare_runs`: the
+largest change of every diagnostic over the output times, relative to max(|second run|, 0.05),
+and the time of the largest), and per run what ../w2_change/pairs.py collects (min W₂, leaves,
+CPU user + sys from runs/NAME.log, separatrix mass every 2 time units) plus the outer steps,
+amr's (sub-)steps and finest level (runs/NAME/summary.json), the split mass m_split and the
+weight a of Π#ρ₀.
+
+    python3 pairs.py decompose.json R0 R1 T S B ...     (run folders under runs/)
+"""
+from __future__ import annotations
+
+import json
+import math
+import sys
+from pathlib import Path
+
+import xarray as xr
+
+from spherepde.runs.build import build
+from spherepde.runs.compare import compare_runs
+from spherepde.runs.config import RunConfig
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "w2_change"))
+from pairs import _run  # noqa: E402
+
+QUANTITIES = ("energy", "w2_projection", "dist_eigenspace", "dist_eigenspace_V")
+
+
+def _info(name: str) -> dict:
+    d = HERE / "runs" / name
+    out = _run(str(d))
+    out.pop("config")
+    summary = json.loads((d / "summary.json").read_text())
+    dens, cfg = summary["density"], summary["config"]
+    rep = cfg["representations"]["density"]
+    nlat = cfg["grid"]["nlat"]
+    base = rep.get("base_nlat") or nlat
+    h = math.pi / (base * 2 ** rep["max_level"])
+    with xr.open_dataset(d / "run.nc") as ds:
+        config = RunConfig.from_dict(json.loads(ds.attrs["config_json"]))
+    a = next(m.a for m in build(config).measures if m.name == "w2_projection")  # Π#ρ₀'s weight
+    out.update(outer_dt=summary["dt"], outer_steps=dens["steps"], amr_steps=dens.get("amr_steps"),
+               finest_level=dens.get("finest_level"), grid_nlat=nlat, base_nlat=base,
+               max_level=rep["max_level"], mass_per_cell=rep["mass_per_cell"], h_finest=h,
+               m_split=rep["mass_per_cell"] * h * h, pi_rho0_a=float(a))
+    return out
+
+
+def _compare(a: str, b: str) -> dict:
+    check = compare_runs(HERE / "runs" / a / "run.nc", HERE / "runs" / b / "run.nc")
+    return {q: {"change": check["per_quantity"][q]["change"], "t": check["per_quantity"][q]["t"]}
+            for q in QUANTITIES if q in check["per_quantity"]}
+
+
+def main(argv: list[str]) -> None:
+    out, names = argv[0], argv[1:]
+    runs = {n: _info(n) for n in names}
+    vs = {ref: {n: _compare(n, ref) for n in names if n != ref} for ref in ("R0", "R1") if ref in names}
+    for ref, rows in vs.items():
+        for n, row in rows.items():
+            print(f"{n} vs {ref}:", {q: f"{v['change']:.4f}@{v['t']:g}" for q, v in row.items()}, flush=True)
+    json.dump({"script": "docs/prototypes/issue20/decompose/pairs.py", "runs": runs,
+               "vs_R0": vs.get("R0", {}), "vs_R1": vs.get("R1", {})}, open(out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
