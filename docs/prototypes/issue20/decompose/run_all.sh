@@ -28,10 +28,20 @@ declare -A CMD=(
   [G]="python3 -m spherepde $S --set grid.nlat=48 --set representations.density.base_nlat=32"
   # L: R0 with one more level (finest h/2) and the same split mass (mass_per_cell ×4)
   [L]="python3 -m spherepde $S --set representations.density.max_level=6 --set representations.density.mass_per_cell=422.4"
+  # B64: base cells 64 with max_level 4: finest h = π/1024 and m_split exactly R0's, only the base cells finer (×2)
+  [B64]="python3 -m spherepde $S --set representations.density.base_nlat=64 --set representations.density.max_level=4"
+  # B48l4: base 48, max_level 4 (finest h = π/768, 4/3 of R0's), m_split R0's (mass_per_cell 105.6·(768/1024)² = 59.4)
+  [B48l4]="python3 -m spherepde $S --set representations.density.base_nlat=48 --set representations.density.max_level=4 --set representations.density.mass_per_cell=59.4"
+  # To, Ti: T's two knobs one at a time (outer step only; amr's sub-step factor only)
+  [To]="python3 -m spherepde $S --set stepping.courant=0.5333333333"
+  [Ti]="$OPT 0.3333333333 1e-8 $S"
+  # the candidates' own refined runs (base_nlat ×1.5 with --refine): B → base 72, B64 → base 96
+  [Bref]="python3 -m spherepde $S --set representations.density.base_nlat=48 --set representations.density.mass_per_cell=237.6 --refine 1.5"
+  [B64ref]="python3 -m spherepde $S --set representations.density.base_nlat=64 --set representations.density.max_level=4 --refine 1.5"
   # tol: R0 with the attention sums' tolerance 1e-8 → 1e-9
   [tol]="$OPT 0.5 1e-9 $S"
 )
-ORDER=(R0 R1 T S B M G tol L)
+ORDER=(R0 R1 T S B M G tol L B64 B48l4 To Ti Bref B64ref)
 [ $# -gt 0 ] && ORDER=("$@")
 for n in "${ORDER[@]}"; do
   [ -f "$R/$n/run.nc" ] && { echo "skip $n"; continue; }
