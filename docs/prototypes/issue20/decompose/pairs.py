@@ -6,7 +6,9 @@ CPU user + sys from runs/NAME.log, separatrix mass every 2 time units) plus the 
 amr's (sub-)steps and finest level (runs/NAME/summary.json), the split mass m_split and the
 weight a of Π#ρ₀.
 
-    python3 pairs.py decompose.json R0 R1 T S B ...     (run folders under runs/)
+    python3 pairs.py decompose.json R0 R1 T S B ... [--pair RUN:REFINED ...]   (folders under runs/)
+
+``--pair RUN:REFINED``: also RUN against its own refined run (a candidate's ``--refine 1.5`` pair).
 """
 from __future__ import annotations
 
@@ -55,14 +57,22 @@ def _compare(a: str, b: str) -> dict:
 
 
 def main(argv: list[str]) -> None:
-    out, names = argv[0], argv[1:]
+    out, rest = argv[0], argv[1:]
+    specs = [rest[i + 1] for i, a in enumerate(rest) if a == "--pair"]
+    names = [a for i, a in enumerate(rest) if a != "--pair" and (i == 0 or rest[i - 1] != "--pair")]
     runs = {n: _info(n) for n in names}
     vs = {ref: {n: _compare(n, ref) for n in names if n != ref} for ref in ("R0", "R1") if ref in names}
     for ref, rows in vs.items():
         for n, row in rows.items():
             print(f"{n} vs {ref}:", {q: f"{v['change']:.4f}@{v['t']:g}" for q, v in row.items()}, flush=True)
+    pairs = {}
+    for spec in specs:
+        a, b = spec.split(":")
+        pairs[f"{a}:{b}"] = {"runs": [a, b], "change": _compare(a, b)}
+        print(f"{a} vs {b}:", {q: f"{v['change']:.4f}@{v['t']:g}" for q, v in pairs[f"{a}:{b}"]["change"].items()})
     json.dump({"script": "docs/prototypes/issue20/decompose/pairs.py", "runs": runs,
-               "vs_R0": vs.get("R0", {}), "vs_R1": vs.get("R1", {})}, open(out, "w"), indent=1)
+               "vs_R0": vs.get("R0", {}), "vs_R1": vs.get("R1", {}), "pairs": pairs},
+              open(out, "w"), indent=1)
 
 
 if __name__ == "__main__":

@@ -38,10 +38,11 @@ declare -A CMD=(
   # the candidates' own refined runs (base_nlat ×1.5 with --refine): B → base 72, B64 → base 96
   [Bref]="python3 -m spherepde $S --set representations.density.base_nlat=48 --set representations.density.mass_per_cell=237.6 --refine 1.5"
   [B64ref]="python3 -m spherepde $S --set representations.density.base_nlat=64 --set representations.density.max_level=4 --refine 1.5"
+  [B48l4ref]="python3 -m spherepde $S --set representations.density.base_nlat=48 --set representations.density.max_level=4 --set representations.density.mass_per_cell=59.4 --refine 1.5"
   # tol: R0 with the attention sums' tolerance 1e-8 → 1e-9
   [tol]="$OPT 0.5 1e-9 $S"
 )
-ORDER=(R0 R1 T S B M G tol L B64 B48l4 To Ti Bref B64ref)
+ORDER=(R0 R1 T S B M G tol L B64 B48l4 To Ti Bref B64ref B48l4ref)
 [ $# -gt 0 ] && ORDER=("$@")
 for n in "${ORDER[@]}"; do
   [ -f "$R/$n/run.nc" ] && { echo "skip $n"; continue; }
