@@ -4,7 +4,8 @@ largest change of every diagnostic over the output times, relative to max(|secon
 and the time of the largest), and per run what ../w2_change/pairs.py collects (min W₂, leaves,
 CPU user + sys from runs/NAME.log, separatrix mass every 2 time units) plus the outer steps,
 amr's (sub-)steps and finest level (runs/NAME/summary.json), the split mass m_split and the
-weight a of Π#ρ₀.
+weight a of Π#ρ₀, and W₂ at the last output recomputed
+with R0's and with R1's a (``w2_end_a_R0``, ``w2_end_a_R1``: how much of a change is the weight).
 
     python3 pairs.py decompose.json R0 R1 T S B ... [--pair RUN:REFINED ...]   (folders under runs/)
 
@@ -22,6 +23,7 @@ import xarray as xr
 from spherepde.runs.build import build
 from spherepde.runs.compare import compare_runs
 from spherepde.runs.config import RunConfig
+from spherepde.validation.metrics import w2_two_point
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "w2_change"))
@@ -42,7 +44,12 @@ def _info(name: str) -> dict:
     h = math.pi / (base * 2 ** rep["max_level"])
     with xr.open_dataset(d / "run.nc") as ds:
         config = RunConfig.from_dict(json.loads(ds.attrs["config_json"]))
-    a = next(m.a for m in build(config).measures if m.name == "w2_projection")  # Π#ρ₀'s weight
+        last = ds["density_leaves"].values[-1]
+    model = build(config)
+    proj = next(m for m in model.measures if m.name == "w2_projection")  # Π#ρ₀ = a δ_e + (1 − a) δ_−e
+    a = proj.a
+    x, w = model.density_rep.stepper.measure(last)
+    out["_end"] = (x, w, proj.e)  # for W₂ at t_end against another run's a (main)
     out.update(outer_dt=summary["dt"], outer_steps=dens["steps"], amr_steps=dens.get("amr_steps"),
                finest_level=dens.get("finest_level"), grid_nlat=nlat, base_nlat=base,
                max_level=rep["max_level"], mass_per_cell=rep["mass_per_cell"], h_finest=h,
@@ -61,6 +68,10 @@ def main(argv: list[str]) -> None:
     specs = [rest[i + 1] for i, a in enumerate(rest) if a == "--pair"]
     names = [a for i, a in enumerate(rest) if a != "--pair" and (i == 0 or rest[i - 1] != "--pair")]
     runs = {n: _info(n) for n in names}
+    for n, r in runs.items():  # W₂ at t_end to a δ_e + (1 − a) δ_−e with R0's and R1's a
+        x, w, e = r.pop("_end")
+        r.update({f"w2_end_a_{ref}": float(w2_two_point(x, w, e, runs[ref]["pi_rho0_a"]))
+                  for ref in ("R0", "R1") if ref in runs})
     vs = {ref: {n: _compare(n, ref) for n in names if n != ref} for ref in ("R0", "R1") if ref in names}
     for ref, rows in vs.items():
         for n, row in rows.items():
