@@ -5,7 +5,8 @@ and the time of the largest), and per run what ../w2_change/pairs.py collects (m
 CPU user + sys from runs/NAME.log, separatrix mass every 2 time units) plus the outer steps,
 amr's (sub-)steps and finest level (runs/NAME/summary.json), the split mass m_split and the
 weight a of Π#ρ₀, and W₂ at the last output recomputed
-with R0's and with R1's a (``w2_end_a_R0``, ``w2_end_a_R1``: how much of a change is the weight).
+with R0's and with R1's a (``w2_end_a_R0``, ``w2_end_a_R1``: how much of a change is the weight) and with the
+exact a of the cosine ρ₀ (``pi_rho0_a_exact``, ``w2_end_a_exact``).
 
     python3 pairs.py decompose.json R0 R1 T S B ... [--pair RUN:REFINED ...]   (folders under runs/)
 
@@ -18,6 +19,7 @@ import math
 import sys
 from pathlib import Path
 
+import numpy as np
 import xarray as xr
 
 from spherepde.runs.build import build
@@ -44,12 +46,20 @@ def _info(name: str) -> dict:
     h = math.pi / (base * 2 ** rep["max_level"])
     with xr.open_dataset(d / "run.nc") as ds:
         config = RunConfig.from_dict(json.loads(ds.attrs["config_json"]))
-        last = ds["density_leaves"].values[-1]
+        leaves_t, times = ds["density_leaves"].values, ds["time"].values
+        last = leaves_t[-1]
     model = build(config)
     proj = next(m for m in model.measures if m.name == "w2_projection")  # Π#ρ₀ = a δ_e + (1 − a) δ_−e
     a = proj.a
     x, w = model.density_rep.stepper.measure(last)
     out["_end"] = (x, w, proj.e)  # for W₂ at t_end against another run's a (main)
+    ini = config.initial  # ρ₀ ∝ 1 + c⟨x, â⟩: ρ₀(⟨x, e⟩ > 0) = ½ + c⟨â, e⟩/4 exactly
+    if ini.kind == "cosine":
+        d_hat = np.asarray(ini.direction, float) / np.linalg.norm(ini.direction)
+        a_exact = 0.5 + ini.amplitude * float(d_hat @ proj.e) / 4
+        series = [w2_two_point(*model.density_rep.stepper.measure(s), proj.e, a_exact) for s in leaves_t]
+        out.update(pi_rho0_a_exact=a_exact, w2_end_a_exact=float(series[-1]),
+                   w2_a_exact=[float(v) for v in series], times=[float(t) for t in times])
     out.update(outer_dt=summary["dt"], outer_steps=dens["steps"], amr_steps=dens.get("amr_steps"),
                finest_level=dens.get("finest_level"), grid_nlat=nlat, base_nlat=base,
                max_level=rep["max_level"], mass_per_cell=rep["mass_per_cell"], h_finest=h,
@@ -57,10 +67,18 @@ def _info(name: str) -> dict:
     return out
 
 
-def _compare(a: str, b: str) -> dict:
+def _compare(a: str, b: str, runs: dict) -> dict:
+    """compare_runs(a, b) per quantity, and ``w2_a_exact``: the same for W₂ to Π#ρ₀ with the
+    exact weight a of ρ₀ in both runs (not each output grid's estimate)."""
     check = compare_runs(HERE / "runs" / a / "run.nc", HERE / "runs" / b / "run.nc")
-    return {q: {"change": check["per_quantity"][q]["change"], "t": check["per_quantity"][q]["t"]}
-            for q in QUANTITIES if q in check["per_quantity"]}
+    out = {q: {"change": check["per_quantity"][q]["change"], "t": check["per_quantity"][q]["t"]}
+           for q in QUANTITIES if q in check["per_quantity"]}
+    if "w2_a_exact" in runs[a] and "w2_a_exact" in runs[b]:
+        u, v = np.array(runs[a]["w2_a_exact"]), np.array(runs[b]["w2_a_exact"])
+        rel = np.abs(u - v) / np.maximum(np.abs(v), 0.05)
+        i = int(np.argmax(rel))
+        out["w2_a_exact"] = {"change": float(rel[i]), "t": runs[b]["times"][i]}
+    return out
 
 
 def main(argv: list[str]) -> None:
@@ -72,14 +90,14 @@ def main(argv: list[str]) -> None:
         x, w, e = r.pop("_end")
         r.update({f"w2_end_a_{ref}": float(w2_two_point(x, w, e, runs[ref]["pi_rho0_a"]))
                   for ref in ("R0", "R1") if ref in runs})
-    vs = {ref: {n: _compare(n, ref) for n in names if n != ref} for ref in ("R0", "R1") if ref in names}
+    vs = {ref: {n: _compare(n, ref, runs) for n in names if n != ref} for ref in ("R0", "R1") if ref in names}
     for ref, rows in vs.items():
         for n, row in rows.items():
             print(f"{n} vs {ref}:", {q: f"{v['change']:.4f}@{v['t']:g}" for q, v in row.items()}, flush=True)
     pairs = {}
     for spec in specs:
         a, b = spec.split(":")
-        pairs[f"{a}:{b}"] = {"runs": [a, b], "change": _compare(a, b)}
+        pairs[f"{a}:{b}"] = {"runs": [a, b], "change": _compare(a, b, runs)}
         print(f"{a} vs {b}:", {q: f"{v['change']:.4f}@{v['t']:g}" for q, v in pairs[f"{a}:{b}"]["change"].items()})
     json.dump({"script": "docs/prototypes/issue20/decompose/pairs.py", "runs": runs,
                "vs_R0": vs.get("R0", {}), "vs_R1": vs.get("R1", {}), "pairs": pairs},

@@ -10,11 +10,13 @@ import json
 import sys
 
 Q = (("energy", "E_β"), ("w2_projection", "W₂"), ("dist_eigenspace", "dist E(VBᵀ)"),
-     ("dist_eigenspace_V", "dist E(V)"))
+     ("dist_eigenspace_V", "dist E(V)"), ("w2_a_exact", "W₂ (exact a)"))
 
 
 def _cell(row: dict | None, q: str) -> str:
     if row is None:
+        return "–"
+    if q not in row:
         return "–"
     v = row[q]
     return f"{100 * v['change']:.2f} @ {v['t']:g}"
