@@ -38,7 +38,7 @@ import numpy as np
 from spherepde.experiments.study import study
 from spherepde.grids import GaussGrid
 from spherepde.validation.fits import exit_time, fit_order, fit_vs_log_beta
-from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight_cells
+from spherepde.validation.metrics import as_measure, top_eigenspace, two_point_weight_function
 from spherepde.validation.resolution import switch_change, trajectory_change
 
 
@@ -50,7 +50,9 @@ DENSITY_SCHEMES = ("amr", "ffsl-ppm")
 class MetastabilityConfig:
     """Parameters of ``spherepde experiment metastability`` (β = math.inf allowed)."""
 
-    nlat: int = 32
+    #: rows of the grid (and of the amr base); None: :attr:`grid_nlat` (amr: from the largest
+    #: finite β, :func:`base_nlat_for_beta`; ffsl-ppm: 32)
+    nlat: int | None = None
     betas: tuple = (10.0, 30.0, 100.0, 300.0, math.inf)
     #: the density's scheme: "amr" (adaptive, base nlat rows, its levels set by the largest
     #: finite β: :func:`density_section`) or "ffsl-ppm" (the fixed grid of nlat rows)
@@ -98,11 +100,11 @@ class MetastabilityConfig:
         elif self.density_scheme != "amr":
             raise ValueError(f"amr_pole = {list(pole)} (--amr-pole) turns the amr mesh; "
                              f"density_scheme is {self.density_scheme!r}")
-        c = self.check_nlat
+        c, n = self.check_nlat, self.grid_nlat
         if c is not None and c != 0 and (isinstance(c, bool) or not isinstance(c, int) or c < 4
-                                         or c % 2 or c == self.nlat or c > 2 * self.nlat):
+                                         or c % 2 or c == n or c > 2 * n):
             raise ValueError(f"check_nlat must be 0 (no check), None (1.5·nlat) or an even integer in "
-                             f"[4, 2·nlat = {2 * self.nlat}] other than nlat = {self.nlat}, got {c!r}")
+                             f"[4, 2·nlat = {2 * n}] other than nlat = {n}, got {c!r}")
 
     @classmethod
     def quick(cls) -> "MetastabilityConfig":
@@ -116,10 +118,38 @@ class MetastabilityConfig:
         """The nlat of the resolution check (0: none; by default the even nlat nearest 1.5·nlat)."""
         if self.check_nlat is not None:
             return self.check_nlat
-        return 2 * round(0.75 * self.nlat)
+        return 2 * round(0.75 * self.grid_nlat)
+
+    @property
+    def grid_nlat(self) -> int:
+        """The grid's rows: ``nlat``, or by default (None) :func:`base_nlat_for_beta` of the
+        largest finite β for amr (32 when every β is ∞) and 32 for ffsl-ppm."""
+        if self.nlat is not None:
+            return self.nlat
+        finite = [float(b) for b in self.betas if math.isfinite(b)]
+        return base_nlat_for_beta(max(finite)) if finite and self.density_scheme == "amr" else BASE_NLATS[0]
 
     def to_dict(self) -> dict:
-        return {"experiment": "metastability", **asdict(self)}
+        return {"experiment": "metastability", **asdict(self), "nlat": self.grid_nlat}
+
+
+#: the amr base grids of the experiments when ``nlat`` is not given, coarsest first
+BASE_NLATS = (32, 48)
+#: β·h₀² (h₀ = π/nlat, the base cell) up to which the spread phase is carried on the base cells
+#: closely enough: measured at β = 100 (base 32, β·h₀² = 0.96: ``--refine 1.5`` changes every
+#: quantity by ≤ 1.1 %) and 1000 (base 32, 9.6: 2.9 % in W₂; base 48, 4.3: 0.8 %;
+#: docs/prototypes/issue20/decompose/README.md)
+BASE_BETA_H2 = 5.0
+
+
+def base_nlat_for_beta(beta: float) -> int:
+    """The coarsest of :data:`BASE_NLATS` whose base cell h₀ = π/nlat has β·h₀² ≤
+    :data:`BASE_BETA_H2`, else the finest (β above ≈ 2900: base cells wider than that, the spread
+    phase not resolved there; docs/amr.md)."""
+    for n in BASE_NLATS:
+        if beta * (math.pi / n) ** 2 <= BASE_BETA_H2:
+            return n
+    return BASE_NLATS[-1]
 
 
 def _is_direction(v) -> bool:
@@ -204,6 +234,15 @@ def initial_density(grid: GaussGrid, a) -> np.ndarray:
     return run_initial_density(cfg, grid)
 
 
+def _rho0_formula(a):
+    """ρ_0 ∝ 1 + ½⟨x, â⟩ as a function of points x (k, 3) (not normalised)."""
+    from spherepde.runs.config import InitialConfig
+    from spherepde.runs.initial import density_function
+
+    return density_function(InitialConfig(kind="cosine", direction=tuple(float(v) for v in a),
+                                          amplitude=0.5), 3)
+
+
 def _eigenspace_or_none(A: np.ndarray, name: str, **kw):
     """Top eigenspace of a symmetric A; for a non-symmetric A the projection map of Paper 1 is
     undefined: warn and return None (the run goes on, the diagnostics built on it are off)."""
@@ -238,7 +277,7 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     from spherepde.runs.sweep import member_runs, run_sweep, select
     from spherepde.io.netcdf import open_dataset
 
-    grid = GaussGrid(config.nlat)
+    grid = GaussGrid(config.grid_nlat)
     Q, K, V = (np.asarray(m, float) for m in (config.Q, config.K, config.V))
     rho0 = initial_density(grid, config.init_a)
     x, w0 = as_measure(grid, rho0)
@@ -249,7 +288,8 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
                       "measure Π#ρ₀ is not computed", stacklevel=2)
     two_point = EA is not None and EA.dim == 1
     e = EA.basis[:, 0] if two_point else None
-    a = two_point_weight_cells(grid, rho0, e) if e is not None else math.nan  # e: given two_point
+    # Π#ρ₀'s weight from ρ₀'s formula, as the runs' w2_projection has it
+    a = two_point_weight_function(_rho0_formula(config.init_a), e) if e is not None else math.nan
     wanted = {"energy": ("energy", True), "w2": ("w2_projection", two_point),
               "dist_E_VBt": ("dist_eigenspace", EA is not None), "dist_E_V": ("dist_eigenspace_V", EV is not None)}
     diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]
@@ -279,7 +319,7 @@ def density_section(config) -> dict | bool:
     """``representations.density`` of the experiment's runs: True (``ffsl-ppm`` on the grid)
     or, for ``amr``, the levels and split threshold that
     :func:`~spherepde.solvers.eulerian.amr.levels_for_beta` gives the largest finite β on a
-    base of ``config.nlat`` rows (β = ∞ alone: the scheme's defaults), used for every β, and
+    base of ``config.grid_nlat`` rows (β = ∞ alone: the scheme's defaults), used for every β, and
     the mesh's pole (:func:`amr_pole`; none with ``amr_pole = "off"``)."""
     if config.density_scheme == "ffsl-ppm":
         return True
@@ -296,7 +336,7 @@ def density_section(config) -> dict | bool:
 def amr_levels(config) -> tuple[int, float] | None:
     """(max_level, mass_per_cell) of the amr runs: ``config.amr_levels``, or
     :func:`~spherepde.solvers.eulerian.amr.levels_for_beta` of the largest finite β on a base
-    of ``config.nlat`` rows; None for ffsl-ppm, or when every β is ∞ (the scheme's defaults)."""
+    of ``config.grid_nlat`` rows; None for ffsl-ppm, or when every β is ∞ (the scheme's defaults)."""
     if config.density_scheme != "amr":
         return None
     if config.amr_levels is not None:
@@ -304,18 +344,18 @@ def amr_levels(config) -> tuple[int, float] | None:
     from spherepde.solvers.eulerian.amr import levels_for_beta
 
     finite = [float(b) for b in config.betas if math.isfinite(b)]
-    return levels_for_beta(max(finite), config.nlat) if finite else None
+    return levels_for_beta(max(finite), config.grid_nlat) if finite else None
 
 
 def setup_run_config(config, beta: float, *, diagnostics=("mass", "min_density")) -> dict:
     """The ``spherepde run`` configuration (a raw dict for :class:`RunConfig`) of the
-    metastability set-up of ``config`` at ``beta``: the density on ``GaussGrid(config.nlat)``
+    metastability set-up of ``config`` at ``beta``: the density on ``GaussGrid(config.grid_nlat)``
     from ρ_0 ∝ 1 + ½⟨x, â⟩ (``initial.kind = "cosine"``), attention Q, K, V, stepped at
     ``config.courant`` to ``config.t_end`` with ``config.n_outputs`` output intervals."""
     def rows(m):
         return [[float(a) for a in r] for r in m]
 
-    return {"grid": {"kind": "sphere", "nlat": config.nlat},
+    return {"grid": {"kind": "sphere", "nlat": config.grid_nlat},
             "initial": {"kind": "cosine", "direction": [float(a) for a in config.init_a],
                         "amplitude": 0.5},
             "dynamics": {"attention": {"Q": rows(config.Q), "K": rows(config.K), "V": rows(config.V),
@@ -375,13 +415,13 @@ def resolution_check(config: MetastabilityConfig, run: dict, outdir: Path, progr
     info, check, _ = next(sphere_runs(check_cfg, outdir, prefix, progress))
     times = info["times"]
     check.update(w2_minimum(check, times, config.band))
-    coarse, fine = (run, check) if check_nlat > config.nlat else (check, run)
+    coarse, fine = (run, check) if check_nlat > config.grid_nlat else (check, run)
     w_f, w_c = fine["w2_min"], coarse["w2_min"]
     change = abs(w_f - w_c) / w_f if w_f > 0 else math.nan
     trajectory = trajectory_change(times, {q: fine[q] for q in CHECKED}, {q: coarse[q] for q in CHECKED})
     switch = switch_change(times, (fine["dist_E_VBt"], fine["dist_E_V"]),
                            (coarse["dist_E_VBt"], coarse["dist_E_V"]))
-    return {"beta": run["beta"], "nlat": sorted([check_nlat, config.nlat]), "pole": pole,
+    return {"beta": run["beta"], "nlat": sorted([check_nlat, config.grid_nlat]), "pole": pole,
             "w2_min": [w_c, w_f], "t_min": [coarse["t_min"], fine["t_min"]],
             "at_end": [bool(r["t_min"] >= config.t_end) for r in (coarse, fine)],
             "relative_change": change, **trajectory, **switch, "file": check["file"]}

@@ -34,7 +34,8 @@ from spherepde.solvers.lagrangian import DiscreteTransformer, ParticleODE, Parti
 from spherepde.solvers.lagrangian.particles import ParticleStepper
 from spherepde.solvers.lagrangian.remap import LagrangianRemap, RemapStepper, points_from_density
 from spherepde.solvers.lagrangian.transformer_stepper import TransformerStepper
-from spherepde.validation.metrics import top_eigenspace, two_point_weight_cells
+from spherepde.validation.metrics import (top_eigenspace, two_point_weight_cells,
+                                          two_point_weight_function)
 
 #: the stochastic calculus each stepper integrates (checked against dynamics.noise.calculus)
 DENSITY_CALCULUS = {"stratonovich": "stratonovich", "ito-euler": "ito"}
@@ -442,11 +443,21 @@ def _measures(config: RunConfig, att, grid, rho0) -> tuple[MeasureDiagnostic, ..
                 raise ValueError(f"outputs.diagnostics: 'w2_projection' needs a one-dimensional top "
                                  f"eigenspace of A = V Bᵀ, this one has dimension {basis.shape[1]}")
             e = basis[:, 0]
-            found["w2_projection"] = ProjectionDistance(e, two_point_weight_cells(grid, rho0, e))
+            found["w2_projection"] = ProjectionDistance(e, initial_two_point_weight(config, grid, rho0, e))
     if "dist_eigenspace_V" in names:
         found["dist_eigenspace_V"] = SubspaceDistance("dist_eigenspace_V",
                                                       top_eigenspace(att.V, by_magnitude=True).basis)
     return tuple(found[k] for k in MEASURE_ORDER if k in found)
+
+
+def initial_two_point_weight(config: RunConfig, grid, rho0, e: np.ndarray) -> float:
+    """a of Π_#ρ_0 = a δ_e + (1 − a) δ_{−e}: ρ_0's mass on the side ⟨x, e⟩ > 0, from its formula
+    where ``initial`` has one (:func:`~spherepde.validation.metrics.two_point_weight_function`,
+    what every density scheme starts from as h → 0; the grid's cell averages are O(h²) off, and
+    late in a run, with the mass gathered at ±e, W₂ feels that like its square root), else from
+    ρ_0 on the grid (cells split by area)."""
+    f = density_function(config.initial, 3 if isinstance(grid, GaussGrid) else 2)
+    return two_point_weight_cells(grid, rho0, e) if f is None else two_point_weight_function(f, e)
 
 
 def _build_gridless(config: RunConfig) -> Model:

@@ -42,7 +42,8 @@ SERIES_LONG_NAMES = {  # {what}: "the density", "the particles", "the transforme
     "w2_projection": "W2 distance (chordal) of {what} to the projection of its own initial measure "
                      "a delta_e + (1 - a) delta_-e (Paper 1)",
     "w2_projection_rho0": "W2 distance (chordal) of {what} to the projection of the density's "
-                          "initial measure a delta_e + (1 - a) delta_-e, a from rho_0 on the grid",
+                          "initial measure a delta_e + (1 - a) delta_-e, a from rho_0's formula (else "
+                          "from rho_0 on the grid)",
     "w2_particles_density": "W2 distance (chordal cost) between the particles and the density",
     "moment_re": "real part of the harmonic moments int conj(Y_lm) d rho (S2) or "
                  "int exp(-i k theta) d rho (S1) of {what}",
@@ -108,7 +109,8 @@ def measure_diagnostics(model: Model, rep: Points | None = None) -> dict[str, Me
     moments (moment,), which :func:`evaluate` writes as the two variables :data:`MOMENT_SERIES`.
 
     ``w2_projection`` compares like with like: each representation's distance to the projection
-    Π_#μ_0 of its own initial measure μ_0 (the density's ρ_0 on the grid, the particles' draw,
+    Π_#μ_0 of its own initial measure μ_0 (the density's ρ_0: a from its formula where it has one,
+    :func:`~spherepde.runs.build.initial_two_point_weight`; the particles' draw,
     the transformer's tokens), so that it tends to 0 in the metastable state whatever the
     sampling; particles and tokens also get ``w2_projection_rho0``, the distance to the
     density's Π_#ρ_0 (whose weight a differs from theirs by the sampling error of a)."""

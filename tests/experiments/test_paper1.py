@@ -333,6 +333,31 @@ def test_cli_amr_pole(name, capsys, tmp_path):
     assert not (tmp_path / "o").exists()
 
 
+def test_the_amr_base_follows_the_largest_beta_unless_nlat_is_given():
+    """Without --nlat the amr runs' base is the coarsest of 32, 48 whose cell h₀ = π/nlat has
+    β·h₀² ≤ 5 for the largest finite β (β = 1000: 48, where base 32 left W₂ 2.9 % off under
+    --refine 1.5), the finest above; ffsl-ppm and β = ∞ alone keep 32; --nlat wins."""
+    M = metastability.MetastabilityConfig
+    assert metastability.base_nlat_for_beta(100.0) == 32 and metastability.base_nlat_for_beta(518.0) == 32
+    assert metastability.base_nlat_for_beta(519.0) == 48 and metastability.base_nlat_for_beta(1e4) == 48
+    assert M().grid_nlat == 32 and M(betas=(math.inf,)).grid_nlat == 32
+    cfg = M(betas=(1000.0,))
+    assert cfg.grid_nlat == 48 and cfg.resolution_nlat == 72
+    assert cfg.to_dict()["nlat"] == 48 and metastability.setup_run_config(cfg, 1000.0)["grid"]["nlat"] == 48
+    from spherepde.solvers.eulerian.amr import levels_for_beta
+
+    assert metastability.amr_levels(cfg) == levels_for_beta(1000.0, 48)
+    assert M(betas=(1000.0,), density_scheme="ffsl-ppm").grid_nlat == 32
+    assert M(betas=(1000.0,), nlat=24).grid_nlat == 24
+    assert terminal_phase.TerminalPhaseConfig().grid_nlat == 32
+    # the command line: --betas 1000 without --nlat gets the base 48
+    from spherepde.experiments.registry import EXPERIMENTS
+
+    entry = EXPERIMENTS["metastability"]
+    assert entry.configure({"betas": [1000.0]}).grid_nlat == 48
+    assert entry.configure({"betas": [1000.0], "nlat": 32}).grid_nlat == 32
+
+
 @pytest.mark.parametrize("bad", [3, 2, 12, 13, 26, True, 6.0])
 def test_metastability_check_nlat_is_validated(bad):
     with pytest.raises(ValueError, match="check_nlat"):

@@ -15,7 +15,8 @@ from spherepde.runs.build import build
 from spherepde.runs.execute import run
 from spherepde.io.netcdf import open_dataset, read_config
 from spherepde.grids import GaussGrid
-from spherepde.validation.metrics import top_eigenspace, two_point_weight, two_point_weight_cells, w2_two_point
+from spherepde.validation.metrics import (as_measure, top_eigenspace, two_point_weight, two_point_weight_cells,
+                                          w2_two_point)
 from conftest import interrupt_after
 
 EXAMPLES = sorted((Path(__file__).parents[2] / "examples").glob("*.toml"))
@@ -77,7 +78,14 @@ def test_default_run_end_to_end(tmp_path, capsys):
     x0, w = ds["position"].values[0], ds["weight"].values
     xe, we = ds["position"].values[-1], w
     a_own = two_point_weight(x0, w, e)
-    a_rho0 = two_point_weight_cells(GaussGrid(12), ds["density"].values[0], e)
+    # the density's Π#ρ₀ takes a from ρ₀'s formula: ρ₀ ∝ 1 + A⟨x, â⟩ has a = ½ + A⟨â, e⟩/4 exactly
+    init = stored.initial
+    assert init.kind == "cosine"
+    a_rho0 = 0.5 + init.amplitude * (e @ (np.array(init.direction) / np.linalg.norm(init.direction))) / 4
+    on_grid = two_point_weight_cells(GaussGrid(12), ds["density"].values[0], e)
+    assert 0 < abs(on_grid - a_rho0) <= 0.1 * (np.pi / 12) ** 2  # the grid's cells: O(h²) off
+    assert ds["w2_projection"].values[-1] == pytest.approx(
+        w2_two_point(*as_measure(GaussGrid(12), ds["density"].values[-1]), e, a_rho0), rel=1e-12)
     assert ds["particles_w2_projection"].values[-1] == pytest.approx(w2_two_point(xe, we, e, a_own), rel=1e-12)
     assert ds["particles_w2_projection_rho0"].values[-1] == pytest.approx(w2_two_point(xe, we, e, a_rho0),
                                                                            rel=1e-12)

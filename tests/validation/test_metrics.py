@@ -267,6 +267,39 @@ def test_two_point_weight_of_cells_splits_the_cells_the_plane_cuts():
     assert abs(a1 - (np.pi + 1) / (2 * np.pi)) <= 0.1 * c.dtheta ** 2
 
 
+def test_two_point_weight_of_a_formula_is_exact_for_smooth_densities():
+    """ρ ∝ 1 + A⟨x, â⟩ on S² has a = ½ + A⟨â, e⟩/4; on S¹ ½ + A cos(θ_â − θ_e)/π; a vMF bump
+    centred on the plane ⟨x, e⟩ = 0 is split evenly, and one tilted off it agrees with the grid's
+    cells split by area within their O(h²) (an independent discretisation)."""
+    from spherepde.grids import GaussGrid
+
+    ah = unit(np.array([0.6, 0.5, 0.3]))
+    for e in (np.array([0.0, 1.0, 0.0]), unit(np.array([1.0, -2.0, 0.5]))):
+        for A in (0.5, 1.0):
+            a = M.two_point_weight_function(lambda x: 1.0 + A * (x @ ah), e)
+            assert a == pytest.approx(0.5 + A * (ah @ e) / 4, abs=1e-14)
+    th_a, th_e = 0.7, -0.4
+    a1 = M.two_point_weight_function(lambda x: 1.0 + 0.3 * (x @ [np.cos(th_a), np.sin(th_a)]),
+                                     np.array([np.cos(th_e), np.sin(th_e)]))
+    assert a1 == pytest.approx(0.5 + 0.3 * np.cos(th_a - th_e) / np.pi, abs=1e-14)
+    e = np.array([0.0, 1.0, 0.0])
+    on_plane = M.two_point_weight_function(lambda x: np.exp(40.0 * (x[:, 2] - 1.0)), e)
+    assert on_plane == pytest.approx(0.5, abs=1e-12)
+    c = unit(np.array([0.3, 0.2, 1.0]))
+    vmf = lambda x: np.exp(20.0 * (x @ c - 1.0))  # noqa: E731
+    a = M.two_point_weight_function(vmf, e)
+    g = GaussGrid(96)
+    cells = M.two_point_weight_cells(g, vmf(g.xyz.reshape(-1, 3)).reshape(g.shape), e)
+    assert 0.5 < a < 1 and abs(cells - a) <= 20.0 * (np.pi / 96) ** 2  # C ~ κ/2 for the bump
+    for bad in (np.zeros(3), np.ones(4), np.array([np.nan, 1.0, 0.0])):
+        with pytest.raises(ValueError, match="e must be"):
+            M.two_point_weight_function(vmf, bad)
+    with pytest.raises(ValueError, match="n must be"):
+        M.two_point_weight_function(vmf, e, n=1)
+    with pytest.raises(ValueError, match="non-negative"):
+        M.two_point_weight_function(lambda x: -np.ones(len(x)), e)
+
+
 # ---- interaction energy --------------------------------------------------------------------------
 def test_interaction_energy_closed_forms():
     rng = np.random.default_rng(6)
