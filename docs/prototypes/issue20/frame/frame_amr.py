@@ -74,6 +74,10 @@ class FrameAMR(AMRDensity):
         self.noise_seconds = 0.0  # time in the noise evaluations
         self.noise_evaluations = 0
         self._memo: tuple | None = None  # (mesh, R bytes, coef bytes, frame noise velocity)
+        #: which leaves set the sub-step: level of the leaf of min m/outflow -> count, and the
+        #: mass (fraction of the total) of those leaves, summed
+        self.bound_levels: dict[int, int] = {}
+        self.bound_mass = 0.0
 
     def options(self) -> dict:
         out = super().options()
@@ -170,6 +174,12 @@ class FrameAMR(AMRDensity):
                 omega = self.fit_omega(mesh.xc, u0, m)
             L0, o0 = self.rhs(mesh, m, t, u0 - np.cross(omega, mesh.xc))
             bound = self._dt_pos(m, o0)
+            if bound < left:
+                pos = np.flatnonzero(o0 > 0)
+                i = pos[np.argmin(m[pos] / o0[pos])]
+                lev = int(mesh.level[i])
+                self.bound_levels[lev] = self.bound_levels.get(lev, 0) + 1
+                self.bound_mass += float(m[i] / m.sum())
             n = 1 if left <= bound * (1 + 1e-9) else math.ceil(left / bound)
             h = left / n
             m = self._frame_heun(mesh, m, t, h, L0, o0, omega, coef)

@@ -83,7 +83,9 @@ def run_one(cfg: SyncPathConfig, frame: bool, limit: float, omega_mode: str = "s
     if frame:
         res["frame"] = {"omega_mode": omega_mode, "angle_path": st.angle_path, "angle_net": st.angle_net,
                         "noise_seconds": round(st.noise_seconds, 2),
-                        "noise_evaluations": st.noise_evaluations}
+                        "noise_evaluations": st.noise_evaluations,
+                        "bound_leaf_levels": {str(k): v for k, v in sorted(st.bound_levels.items())},
+                        "bound_leaf_mass_sum": st.bound_mass}
     return res, st
 
 
