@@ -5,7 +5,8 @@ the duration of the run (``spherepde.runs.build.AMRDensity``, the name ``_amr`` 
 
     python sync_path_frame.py check                       # t_end 0.5: plain vs frame → check.json
     python sync_path_frame.py run NAME [--clusters 2] [--max-level 5] [--t-end 6]
-                               [--omega-mode substep|step] [--regrid-every N] [--limit 560] [--plain FILE]
+                               [--omega-mode substep|step] [--regrid-every N]
+                               [--courant C] [--limit 560] [--plain FILE]
 
 ``run`` writes NAME.json beside this file: the keys of docs/data/amr_sync_path/*.json plus
 substeps, cpu_seconds, wall_seconds, leaves, the frame's rotation (angle_path = Σ|ω|h, angle_net
@@ -46,8 +47,10 @@ class PlainAMR(AMRDensity):
     """AMRDensity unchanged (recorded, so that its final state can be looked at)."""
 
 
-def _recording(cls, made: list, regrid_every: int | None = None, **extra):
+def _recording(cls, made: list, regrid_every: int | None = None, courant: float | None = None, **extra):
     def make(*args, **kwargs):
+        if courant is not None:  # not a configuration key: given to the constructor
+            kwargs["courant"] = courant
         st = cls(*args, **kwargs, **extra)
         if regrid_every is not None:  # not a configuration key: set on the stepper
             st.regrid_every = regrid_every
@@ -61,11 +64,12 @@ def _alarm(signum, frame):
 
 
 def run_one(cfg: SyncPathConfig, frame: bool, limit: float, omega_mode: str = "substep",
-            output: str | None = None, regrid_every: int | None = None) -> tuple[dict, AMRDensity]:
+            output: str | None = None, regrid_every: int | None = None,
+            courant: float | None = None) -> tuple[dict, AMRDensity]:
     """run_sync_path(cfg) with FrameAMR (``frame``) or the plain class; (result, stepper)."""
     made: list = []
-    cls = (_recording(FrameAMR, made, regrid_every, omega_mode=omega_mode) if frame
-           else _recording(PlainAMR, made, regrid_every))
+    cls = (_recording(FrameAMR, made, regrid_every, courant, omega_mode=omega_mode) if frame
+           else _recording(PlainAMR, made, regrid_every, courant))
     old = signal.signal(signal.SIGALRM, _alarm)
     cpu0, wall0 = time.process_time(), time.perf_counter()
     signal.setitimer(signal.ITIMER_REAL, limit)
@@ -139,7 +143,8 @@ def check(limit: float) -> dict:
 def run(args) -> dict:
     cfg = SyncPathConfig(t_end=args.t_end, realisation=1, scheme="amr", max_level=args.max_level,
                          mass_per_cell=10.0, clusters=args.clusters)
-    res, st = run_one(cfg, True, args.limit, args.omega_mode, regrid_every=args.regrid_every)
+    res, st = run_one(cfg, True, args.limit, args.omega_mode, regrid_every=args.regrid_every,
+                      courant=args.courant)
     opts = f"--realisation 1 --t-end {args.t_end:g} --max-level {args.max_level} --mass-per-cell 10"
     if args.clusters != 1:
         opts += f" --clusters {args.clusters}"
@@ -147,6 +152,7 @@ def run(args) -> dict:
            "command": f"python {SCRIPT} run {args.name} --clusters {args.clusters} --max-level {args.max_level} "
                       f"--t-end {args.t_end:g} --omega-mode {args.omega_mode} --limit {args.limit:g}"
                       + (f" --regrid-every {args.regrid_every}" if args.regrid_every else "")
+                      + (f" --courant {args.courant:g}" if args.courant else "")
                       + (f" --plain {args.plain}" if args.plain else ""),
            "equivalent_to": f"spherepde validate sync-path --json --scheme amr {opts} (AMRDensity → FrameAMR)",
            **res}
@@ -182,6 +188,7 @@ def main(argv=None) -> int:
     r.add_argument("--omega-mode", default="substep")
     r.add_argument("--limit", type=float, default=560.0)
     r.add_argument("--regrid-every", type=int, default=None, help="adapt every N sub-steps (default 4)")
+    r.add_argument("--courant", type=float, default=None, help="positivity factor (default 0.5)")
     r.add_argument("--plain", default=None, help="stored plain result (path from the repository root)")
     args = ap.parse_args(argv)
     if args.mode == "check":
