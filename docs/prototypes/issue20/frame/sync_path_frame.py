@@ -4,7 +4,7 @@ analysis (:func:`spherepde.experiments.sync_path.run_sync_path`), the builder's 
 the duration of the run (``spherepde.runs.build.AMRDensity``, the name ``_amr`` constructs).
 
     python sync_path_frame.py check                       # t_end 0.5: plain vs frame → check.json
-    python sync_path_frame.py run NAME [--clusters 2] [--max-level 5] [--t-end 6]
+    python sync_path_frame.py run NAME [--clusters 2] [--max-level 5] [--mass-per-cell 10] [--t-end 6]
                                [--omega-mode substep|step] [--regrid-every N]
                                [--courant C] [--limit 560] [--plain FILE]
 
@@ -142,10 +142,10 @@ def check(limit: float) -> dict:
 
 def run(args) -> dict:
     cfg = SyncPathConfig(t_end=args.t_end, realisation=1, scheme="amr", max_level=args.max_level,
-                         mass_per_cell=10.0, clusters=args.clusters)
+                         mass_per_cell=args.mass_per_cell, clusters=args.clusters)
     res, st = run_one(cfg, True, args.limit, args.omega_mode, regrid_every=args.regrid_every,
                       courant=args.courant)
-    opts = f"--realisation 1 --t-end {args.t_end:g} --max-level {args.max_level} --mass-per-cell 10"
+    opts = f"--realisation 1 --t-end {args.t_end:g} --max-level {args.max_level} --mass-per-cell {args.mass_per_cell:g}"
     if args.clusters != 1:
         opts += f" --clusters {args.clusters}"
     out = {"script": SCRIPT,
@@ -184,6 +184,7 @@ def main(argv=None) -> int:
     r.add_argument("name")
     r.add_argument("--clusters", type=int, default=1)
     r.add_argument("--max-level", type=int, default=4)
+    r.add_argument("--mass-per-cell", type=float, default=10.0)
     r.add_argument("--t-end", type=float, default=6.0)
     r.add_argument("--omega-mode", default="substep")
     r.add_argument("--limit", type=float, default=560.0)
