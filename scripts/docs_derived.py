@@ -605,7 +605,24 @@ def demo_terminal() -> tuple[list[str], dict]:
     return files, out
 
 
+def base_beta1000() -> tuple[list[str], dict]:
+    """Issue 20 at β = 1000: the decomposition of the ``--refine 1.5`` change (each factor alone
+    against the run, docs/prototypes/issue20/decompose/decompose.json, whose pair keys "A:B" the
+    docs' number paths cannot name) and the base-48 pair; the base cell in kernel widths."""
+    f = "docs/prototypes/issue20/decompose/decompose.json"
+    d = _read(f)
+    w2 = {k: d["vs_R0"][k]["w2_projection"]["change"] for k in ("T", "tol", "L", "B", "R1")}
+    pair = d["pairs"]["B:Bref"]["change"]
+    run = d["runs"]["B"]
+    kernel = 1.0 / math.sqrt(1000.0)
+    return [f], {"w2_change_alone": w2,
+                 "base48_refine15": {q: pair[q]["change"] for q in ("w2_projection", "dist_eigenspace", "energy")},
+                 "cpu_s": {"base48": run["cpu_s"], "base72": d["runs"]["Bref"]["cpu_s"]},
+                 "base_cell_over_kernel": {"32": math.pi / 32 / kernel, "48": math.pi / run["base_nlat"] / kernel}}
+
+
 DERIVED = {"docs/data/derived_paper1.json": paper1,
+           "docs/data/derived_base_beta1000.json": base_beta1000,
            "docs/data/derived_demo_terminal.json": demo_terminal,
            "docs/data/derived_attention_seventh.json": attention_seventh,
            "docs/data/derived_attention_eighth.json": attention_eighth,

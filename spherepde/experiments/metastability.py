@@ -26,11 +26,14 @@ runs of before.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import math
 import warnings
 from dataclasses import asdict, dataclass
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -263,15 +266,16 @@ def beta_key(beta: float) -> str:
 BETA = "dynamics.attention.beta"
 
 
-def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
+def sphere_runs(config, outdir: Path, prefix: str, progress: bool, client=None):
     """Run the mean-field density on S² for every β of ``config``; yield per-β results.
 
     Shared by the metastability and terminal-phase experiments.  The runs are one
     ``spherepde sweep`` over β of :func:`setup_run_config` into ``outdir/prefix/``
     (``sweep.nc``, and ``members/*/run.nc``, one per β, on ``config.workers`` dask
-    processes), with the diagnostics W₂ to Π_#ρ_0 and dist_E to the top eigenspaces of VBᵀ
-    and of V at every output time; yields (info, row, snapshots (T, nlat, nlon)) per β in
-    the order of ``config.betas``, read from those files.  A diagnostic whose matrix is not
+    processes, or on ``client``: the experiment's :func:`cluster`), with the diagnostics W₂ to
+    Π_#ρ_0 and dist_E to the top eigenspaces of VBᵀ and of V at every output time; yields
+    (info, row, snapshots (T, nlat, nlon)) per β in the order of ``config.betas``, read from
+    those files.  A diagnostic whose matrix is not
     symmetric is not run (a warning; NaN in the row).
     """
     from spherepde.runs.sweep import member_runs, run_sweep, select
@@ -295,9 +299,10 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]
     raw = setup_run_config(config, config.betas[0], diagnostics=diagnostics)
     raw["sweep"] = {BETA: [float(b) for b in config.betas]}
-    # one β (the resolution check): no cluster to start, the run goes in this process
+    # on the experiment's cluster (``client``: :func:`cluster`); without one, one β goes in this
+    # process (no cluster to start for it)
     workers = config.workers if len(config.betas) > 1 else 0
-    res = run_sweep(raw, outdir / prefix, workers=workers, progress=progress)
+    res = run_sweep(raw, outdir / prefix, workers=workers, progress=progress, client=client)
     ds = open_dataset(res["file"])
     files = {m[BETA]: path for m, path in member_runs(res["file"])}
     times = ds["time"].values
@@ -384,8 +389,50 @@ CHECKED_WORDS = {"energy": "E_β", "w2": "W₂ to Π#ρ₀", "dist_E_VBt": "the 
                  "dist_E_V": "the distance to E(V)"}
 
 
+@contextlib.contextmanager
+def cluster(config) -> Iterator:
+    """One dask client for an experiment's runs and its resolution check, so that the check runs
+    beside the runs (:func:`start_check`) instead of after them: ``config.workers`` processes
+    (at most one per run), closed on exit; None (everything in this process, one run after the
+    other) with ``workers = 0`` or a single run."""
+    runs = len(config.betas) + (1 if config.resolution_nlat else 0)
+    if config.workers == 0 or runs < 2:
+        yield None
+        return
+    from spherepde.runs.sweep import local_client
+
+    client, dask_cluster = local_client(min(config.workers, runs))
+    try:
+        yield client
+    finally:
+        client.close()
+        dask_cluster.close()
+
+
+def _check_config(config: MetastabilityConfig, beta: float) -> MetastabilityConfig:
+    """The resolution check's run: ``beta`` on ``config.resolution_nlat`` rows with the run's amr
+    levels, mass_per_cell and mesh pole, so that every length (and the split threshold
+    mass_per_cell·h²) scales by resolution_nlat/nlat, as ``--refine`` does."""
+    pole = amr_pole(config)
+    return dataclasses.replace(config, nlat=config.resolution_nlat, betas=(beta,), check_nlat=0,
+                               amr_levels=amr_levels(config),
+                               amr_pole="off" if pole is None else tuple(pole))
+
+
+def start_check(config: MetastabilityConfig, outdir: Path, client, pool: ThreadPoolExecutor,
+                prefix: str = "metastability_check") -> Future | None:
+    """The resolution check's run (the largest β), started now on ``client`` from a thread of
+    ``pool``, beside the runs; its future gives (info, row) as :func:`sphere_runs` yields them.
+    None without a check or without a client (:func:`resolution_check` then runs it itself).
+    Close the client before ``pool`` on an interrupt, so that the thread stops with it."""
+    if not config.resolution_nlat or client is None:
+        return None
+    check_cfg = _check_config(config, max(config.betas))
+    return pool.submit(lambda: next(sphere_runs(check_cfg, outdir, prefix, False, client))[:2])
+
+
 def resolution_check(config: MetastabilityConfig, run: dict, outdir: Path, progress: bool,
-                     prefix: str = "metastability_check") -> dict | None:
+                     prefix: str = "metastability_check", pending: Future | None = None) -> dict | None:
     """Run the largest β again at ``config.resolution_nlat`` and compare the whole trajectory.
 
     By default the check run is the refined run (base ×1.5 with the same levels: what
@@ -400,19 +447,18 @@ def resolution_check(config: MetastabilityConfig, run: dict, outdir: Path, progr
     ``at_end`` (per run: the minimum is the last output, so it was not reached).  Every pair
     (``nlat``, ``w2_min``, ``t_min``, ``at_end``, ``switch_time``) is [coarser, finer].
     Both runs have the same amr mesh pole (``pole``: :func:`amr_pole`, None for the raster's
-    own e_z).  The check run goes to ``outdir/prefix/`` (``file``); None when the check is off.
+    own e_z).  The check run (:func:`_check_config`) goes to ``outdir/prefix/`` (``file``); it
+    is ``pending`` when :func:`start_check` started it beside the runs, else it is run here.
+    None when the check is off.
     """
     check_nlat = config.resolution_nlat
     if not check_nlat:
         return None
-    # amr: the same levels and mass_per_cell on the other base, so that every length (and the
-    # split threshold mass_per_cell·h²) scales by check_nlat/nlat, as ``--refine`` does, and
-    # the same mesh pole
     pole = amr_pole(config)
-    check_cfg = dataclasses.replace(config, nlat=check_nlat, betas=(run["beta"],), check_nlat=0,
-                                    amr_levels=amr_levels(config),
-                                    amr_pole="off" if pole is None else tuple(pole))
-    info, check, _ = next(sphere_runs(check_cfg, outdir, prefix, progress))
+    if pending is not None:
+        info, check = pending.result()
+    else:
+        info, check, _ = next(sphere_runs(_check_config(config, run["beta"]), outdir, prefix, progress))
     times = info["times"]
     check.update(w2_minimum(check, times, config.band))
     coarse, fine = (run, check) if check_nlat > config.grid_nlat else (check, run)
@@ -434,14 +480,16 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     ``resolution_check`` (:func:`resolution_check`) compares the whole trajectory of the
     largest β with the same run at ``config.resolution_nlat`` (by default the refined run).
     """
-    with study("metastability", config, outdir) as job:
+    with study("metastability", config, outdir) as job, ThreadPoolExecutor(1) as pool, \
+            cluster(config) as client:
         outdir, rows = job.outdir, job.runs
-        for info, row, _ in sphere_runs(config, outdir, "metastability", progress):
+        pending = start_check(config, outdir, client, pool)
+        for info, row, _ in sphere_runs(config, outdir, "metastability", progress, client):
             row.update(w2_minimum(row, info["times"], config.band))
             rows.append(row)
         times = info["times"]
         largest = max(rows, key=lambda r: r["beta"])
-        check = resolution_check(config, largest, outdir, progress)
+        check = resolution_check(config, largest, outdir, progress, pending=pending)
         finite = [r for r in rows if math.isfinite(r["beta"])]
         summary = {**job.header,
                    "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],

@@ -389,6 +389,35 @@ def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):
     assert abs(r["mass_error"]) < 1e-13
 
 
+def test_the_check_runs_beside_the_runs_on_the_workers_with_the_same_results(tmp_path, monkeypatch):
+    """With workers the resolution check's run goes to the experiment's cluster beside the runs
+    (start_check); the numbers are those of the runs one after the other in this process (the
+    same runs: only the order of threaded sums may differ, numba runs one thread in a dask worker,
+    so to round-off).  Ctrl-C in the main loop leaves the summary marked interrupted and does not
+    wait on the check."""
+    cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), workers=0, nlat=8, betas=(5.0, 10.0),
+                              t_end=1.0, n_outputs=2)
+    alone = metastability.run_metastability(cfg, tmp_path / "w0")
+    beside = metastability.run_metastability(dataclasses.replace(cfg, workers=2), tmp_path / "w2")
+    for key in ("w2", "energy", "dist_E_VBt", "dist_E_V"):
+        for r1, r0 in zip(beside["runs"], alone["runs"]):
+            assert np.allclose(r1[key], r0[key], rtol=1e-9, atol=1e-12), key
+    checks = [s["resolution_check"] for s in (alone, beside)]
+    assert checks[0]["nlat"] == checks[1]["nlat"] == [8, 12]
+    for q in metastability.CHECKED:
+        assert checks[1]["per_quantity"][q]["change"] == pytest.approx(checks[0]["per_quantity"][q]["change"],
+                                                                      rel=1e-6, abs=1e-10)
+    assert checks[1]["file"].startswith(str(tmp_path / "w2"))
+
+    def interrupt(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(metastability, "w2_minimum", interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        metastability.run_metastability(dataclasses.replace(cfg, workers=2), tmp_path / "stop")
+    assert json.loads((tmp_path / "stop" / "summary.json").read_text())["interrupted"] is True
+
+
 def test_interrupted_experiment_still_writes_its_summary(tmp_path, monkeypatch):
     """Ctrl-C during the second β: summary.json holds the first run and "interrupted": true, the
     first β's file is complete and the second one's says interrupted."""

@@ -6,7 +6,10 @@ documented need 4πβ(2–3)², so not a converged reference) at a few output ti
 The run:  OMP_NUM_THREADS=1 python3 -m spherepde run examples/metastability.toml \\
     --set dynamics.attention.beta=1000 --set representations.density.scheme=amr \\
     --set representations.density.max_level=3 --set grid.nlat=32 --output DIR
-then:     python docs/prototypes/issue20/amr_beta1000_vs_particles.py DIR/run.nc
+then:     python docs/prototypes/issue20/amr_beta1000_vs_particles.py DIR/run.nc [OUT.json]
+(default OUT: amr_beta1000_vs_particles.json beside this script).  The experiment's default run
+at β = 1000 (base 48, max_level 5, pole [1, 1, 1]; ``spherepde experiment metastability --betas
+1000``, its member run.nc) → amr_beta1000_base48_vs_particles.json.
 """
 import json
 import sys
@@ -36,7 +39,8 @@ w = np.asarray(run["w2_projection"][:])
 out["amr_w2_min"] = [float(w.min()), float(t_run[w.argmin()])]
 out["particles_w2_min_own"] = {e["N"]: [e["scalars_mean"]["w2_min_own"], e["scalars_stderr"]["w2_min_own"]]
                                for e in ref["ensembles"]}
-(HERE / "amr_beta1000_vs_particles.json").write_text(json.dumps(out, indent=1) + "\n")
+target = Path(sys.argv[2]) if len(sys.argv) > 2 else HERE / "amr_beta1000_vs_particles.json"
+target.write_text(json.dumps(out, indent=1) + "\n")
 for r in out["rows"]:
     print(r["t"], {k: (round(v["amr"], 4), [round(x, 4) if x == x else x for x in v["particles_N2000"]],
                        round(v["particles_N20000"][0], 4)) for k, v in r.items() if k != "t"})
