@@ -22,6 +22,9 @@ args() {
     ffsl48) echo --set grid.nlat=48 ;;
     ffsl54) echo --set grid.nlat=54 ;;
     ffsl72) echo --set grid.nlat=72 ;;
+    ffsl96) echo --set grid.nlat=96 ;;
+    ffsl108) echo --set grid.nlat=108 ;;
+    ffsl144) echo --set grid.nlat=144 ;;
     # the hybrid study's amr (base 24, max_level 2, mass_per_cell 0.83) and its --refine 1.5 chain
     amr24l2) amr 24 2 0.83 ;;
     amr36l2) amr 36 2 0.83 ;;
@@ -37,10 +40,18 @@ args() {
   esac
 }
 NAMES=("$@")
-[ ${#NAMES[@]} -gt 0 ] || NAMES=(ffsl24 ffsl36 amr24l2 amr36l2 ffsl48 amr48l1 ffsl54 ffsl72)
+# the order run here (one at a time); amr48l2, amr72l2, ffsl96, ffsl144 were not run (time)
+[ ${#NAMES[@]} -gt 0 ] || NAMES=(ffsl24 ffsl36 amr24l2 ffsl48 amr36l2 amr48l1 ffsl54 ffsl72 amr54l2 amr72l1 amr24l3
+                                 ffsl108 demo amr36l3)
 for name in "${NAMES[@]}"; do
   out="$RUNS/$name"
   if [ -f "$out/run.nc" ] && [ -f "$out/time.txt" ]; then echo "have $name"; continue; fi
+  if [ "$name" = demo ]; then  # today's `spherepde demo` (density + 400 particles + figures), for its cost
+    nice -n 10 /usr/bin/time -v -o "$out.time.txt" python3 -m spherepde demo --output "$out" > "$out.summary.out"
+    mv "$out.time.txt" "$out/time.txt"; mv "$out.summary.out" "$out/summary.out"
+    echo "$(date +%T) done demo: $(grep -E 'User time|System time|Elapsed' "$out/time.txt" | tr -s ' ' | tr '\n' ' ')"
+    continue
+  fi
   echo "$(date +%T) start $name: $(args "$name")"
   # shellcheck disable=SC2046
   nice -n 10 /usr/bin/time -v -o "$out.time.txt" python3 -m spherepde run "$HERE/demo_density.toml" \
