@@ -46,10 +46,11 @@ PAIRS = [("ffsl24", "ffsl36", "refine"), ("ffsl36", "ffsl54", "refine"), ("ffsl4
          ("ffsl24", "ffsl48", "x2"), ("ffsl36", "ffsl72", "x2"), ("ffsl48", "ffsl96", "x2"),
          ("ffsl72", "ffsl144", "x2"),
          ("amr24l2", "amr36l2", "refine"), ("amr36l2", "amr54l2", "refine"), ("amr48l1", "amr72l1", "refine"),
-         ("amr24l3", "amr36l3", "refine"), ("amr48l2", "amr72l2", "refine"),
+         ("amr24l3", "amr36l3", "refine"), ("amr36l3", "amr54l3", "refine"), ("amr48l2", "amr72l2", "refine"),
          ("ffsl54", "ffsl108", "x2"),
          ("amr24l2", "amr48l1", "same finest h"), ("amr24l2", "amr24l3", "one level more"),
-         ("amr54l2", "ffsl108", "vs finest ffsl"), ("amr72l1", "ffsl108", "vs finest ffsl")]
+         ("amr54l2", "ffsl108", "vs finest ffsl"), ("amr72l1", "ffsl108", "vs finest ffsl"),
+         ("amr54l3", "ffsl108", "vs finest ffsl")]
 
 
 def cpu(folder: Path) -> dict:
@@ -251,5 +252,33 @@ def main() -> None:
               + f" at {p['tau_from_dist_V']['energy_max_change_shifted_t']}")
 
 
+def markdown() -> None:
+    """The README's tables from demo.json (``python3 analyse.py --markdown``)."""
+    d = json.loads((HERE / "demo.json").read_text())
+    print("| run | scheme | base nlat : levels | CPU s | wall s | " + " | ".join(f"E_β(t = {x:g})" for x in TIMES)
+          + " | dist to E(V) at 18 |")
+    print("|---|---|---|---|---|" + "---|" * len(TIMES) + "---|")
+    order = sorted(d["runs"].items(), key=lambda kv: (kv[1]["scheme"] != "ffsl-ppm", kv[1]["nlat"],
+                                                      kv[1]["max_level"] or 0))
+    for name, r in order:
+        lv = f"{r['nlat']}:{r['max_level']}" if r["scheme"] == "amr" else f"{r['nlat']}"
+        print(f"| {name} | {r['scheme']} | {lv} | {r['cpu_s']:.1f} | {r['wall_s']:.0f} | "
+              + " | ".join(f"{r['energy'][f'{x:g}']:.4f}" for x in TIMES) + f" | {r['dist_V_18']:.3f} |")
+    print("\n| pair (coarse / fine) | kind | largest E_β change (t) | E_β < 5 % up to t "
+          "| validate: largest (quantity, t) | τ(t) at t = 14 / 16 / 18 "
+          "| E_β change shifted by τ(t), largest (t) | constant τ fit: τ, shifted max |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, p in d["pairs"].items():
+        q, se, v = p["tau_from_dist_V"], p["shift_energy"], p["validate_resolution"]
+        taus = " / ".join(f"{q['tau'][x]:+.2f}" for x in ("14", "16", "18"))
+        print(f"| {name} | {p['kind']} | {p['energy_max_change']:.1%} ({p['energy_max_change_t']:g}) | "
+              f"{p['energy_resolved_to']} | {v['max_relative_change']:.1%} "
+              f"({v['worst']['quantity']}, {v['worst']['t']:g}) | "
+              f"{taus} | {q['energy_max_change_shifted']:.1%} ({q['energy_max_change_shifted_t']:g}) | "
+              f"{se['tau']:+.2f}, {se['max_change_shifted']:.1%} |")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    markdown() if "--markdown" in sys.argv else main()

@@ -34,15 +34,16 @@ args() {
     # levels_for_beta(30, base): 24 -> (3, 3.7351), 36 -> (3, 8.4040), 48 -> (2, 3.7351)
     amr24l3) amr 24 3 3.7351041137911407 ;;
     amr36l3) amr 36 3 3.7351041137911407 ;;   # = --refine 1.5 of amr24l3 (mass_per_cell stays)
+    amr54l3) amr 54 3 3.7351041137911407 ;;   # = --refine 1.5 of amr36l3
     amr48l2) amr 48 2 3.7351041137911407 ;;
     amr72l2) amr 72 2 3.7351041137911407 ;;   # = --refine 1.5 of amr48l2
     *) echo "unknown run $1" >&2; exit 2 ;;
   esac
 }
 NAMES=("$@")
-# the order run here (one at a time); amr48l2, amr72l2, ffsl96, ffsl144 were not run (time)
+# the order run here (one at a time); amr48l2, amr72l2, ffsl96, ffsl144 are defined but were not run (time)
 [ ${#NAMES[@]} -gt 0 ] || NAMES=(ffsl24 ffsl36 amr24l2 ffsl48 amr36l2 amr48l1 ffsl54 ffsl72 amr54l2 amr72l1 amr24l3
-                                 ffsl108 demo amr36l3)
+                                 ffsl108 demo amr36l3 amr54l3)
 for name in "${NAMES[@]}"; do
   out="$RUNS/$name"
   if [ -f "$out/run.nc" ] && [ -f "$out/time.txt" ]; then echo "have $name"; continue; fi
