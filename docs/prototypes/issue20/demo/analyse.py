@@ -50,7 +50,8 @@ PAIRS = [("ffsl24", "ffsl36", "refine"), ("ffsl36", "ffsl54", "refine"), ("ffsl4
          ("ffsl54", "ffsl108", "x2"),
          ("amr24l2", "amr48l1", "same finest h"), ("amr24l2", "amr24l3", "one level more"),
          ("amr54l2", "ffsl108", "vs finest ffsl"), ("amr72l1", "ffsl108", "vs finest ffsl"),
-         ("amr54l3", "ffsl108", "vs finest ffsl")]
+         ("amr54l3", "ffsl108", "vs finest ffsl"),
+         ("amr72l2", "ffsl108", "vs finest ffsl")]
 
 
 def cpu(folder: Path) -> dict:
@@ -167,6 +168,9 @@ def pair(a: str, b: str, kind: str) -> dict:
             "shift_energy": shift_fit(ta, ea, eb),
             "shift_dist_V": shift_fit(ta, sa["dist_eigenspace_V"], sb["dist_eigenspace_V"]),
             "event_times": ev,
+            "max_change_to_t16": {q: float(np.max(np.abs(sa[q] - sb[q])[ta <= 16 + 1e-9]
+                                                  / np.maximum(np.abs(sb[q]), FLOOR)[ta <= 16 + 1e-9]))
+                                  for q in ("energy", "dist_eigenspace", "dist_eigenspace_V", "w2_projection")},
             "tau_from_dist_V": tau_pointwise(ta, sa["dist_eigenspace_V"], sb["dist_eigenspace_V"], ea, eb)}
 
 

@@ -41,9 +41,9 @@ args() {
   esac
 }
 NAMES=("$@")
-# the order run here (one at a time); amr48l2, amr72l2, ffsl96, ffsl144 are defined but were not run (time)
+# the order run here (one at a time); ffsl96, ffsl144 are defined but were not run (time)
 [ ${#NAMES[@]} -gt 0 ] || NAMES=(ffsl24 ffsl36 amr24l2 ffsl48 amr36l2 amr48l1 ffsl54 ffsl72 amr54l2 amr72l1 amr24l3
-                                 ffsl108 demo amr36l3 amr54l3)
+                                 ffsl108 demo amr36l3 amr54l3 amr48l2 amr72l2)
 for name in "${NAMES[@]}"; do
   out="$RUNS/$name"
   if [ -f "$out/run.nc" ] && [ -f "$out/time.txt" ]; then echo "have $name"; continue; fi
