@@ -274,7 +274,7 @@ def markdown() -> None:
     print("|---|---|---|---|---|---|---|---|")
     for name, p in d["pairs"].items():
         q, se, v = p["tau_from_dist_V"], p["shift_energy"], p["validate_resolution"]
-        taus = " / ".join(f"{q['tau'][x]:+.2f}" for x in ("14", "16", "18"))
+        taus = " / ".join("–" if q["tau"][x] is None else f"{q['tau'][x]:+.2f}" for x in ("14", "16", "18"))
         print(f"| {name} | {p['kind']} | {p['energy_max_change']:.1%} ({p['energy_max_change_t']:g}) | "
               f"{p['energy_resolved_to']} | {v['max_relative_change']:.1%} "
               f"({v['worst']['quantity']}, {v['worst']['t']:g}) | "
