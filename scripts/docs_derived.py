@@ -621,7 +621,27 @@ def base_beta1000() -> tuple[list[str], dict]:
                  "base_cell_over_kernel": {"32": math.pi / 32 / kernel, "48": math.pi / run["base_nlat"] / kernel}}
 
 
+def demo_item4() -> tuple[list[str], dict]:
+    """Issue 20, item 4: the demo's density under ``--refine 1.5`` (docs/prototypes/issue20/demo/
+    demo.json, whose pair keys "A/B" the docs' number paths cannot name): per pair the largest
+    E_β change, the time up to which it stays below 5 %, the lag τ of the coarse run and the
+    change once shifted by it; the ffsl extrapolation of the first pair below 5 % at t = 18."""
+    f = "docs/prototypes/issue20/demo/demo.json"
+    d = _read(f)
+    pairs = {k.replace("/", "_"): {"change": v["energy_max_change"], "t": v["energy_max_change_t"],
+                                   "resolved_to": v["energy_resolved_to"],
+                                   "tau": v["shift_energy"]["tau"], "shifted": v["shift_energy"]["max_change_shifted"]}
+             for k, v in d["pairs"].items()}
+    e18 = d["extrapolation_ffsl"]["E18"]
+    runs = d["runs"]
+    return [f], {"pairs": pairs, "cpu_s": {k: v["cpu_s"] for k, v in runs.items()},
+                 "extrapolation_t18": {"nlat": e18["nlat_pair_below_5pc"], "refined_nlat": e18["refined_nlat"],
+                                       "cpu_s_run": e18["cpu_s_run"], "order": e18["p"],
+                                       "over_demo_density": e18["cpu_s_run"] / runs["ffsl24"]["cpu_s"]}}
+
+
 DERIVED = {"docs/data/derived_paper1.json": paper1,
+           "docs/data/derived_demo_item4.json": demo_item4,
            "docs/data/derived_base_beta1000.json": base_beta1000,
            "docs/data/derived_demo_terminal.json": demo_terminal,
            "docs/data/derived_attention_seventh.json": attention_seventh,

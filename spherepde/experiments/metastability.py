@@ -147,7 +147,7 @@ BASE_BETA_H2 = 5.0
 
 def base_nlat_for_beta(beta: float) -> int:
     """The coarsest of :data:`BASE_NLATS` whose base cell h₀ = π/nlat has β·h₀² ≤
-    :data:`BASE_BETA_H2`, else the finest (β above ≈ 2900: base cells wider than that, the spread
+    :data:`BASE_BETA_H2`, else the finest (β above ≈ 1170: base cells wider than that, the spread
     phase not resolved there; docs/amr.md)."""
     for n in BASE_NLATS:
         if beta * (math.pi / n) ** 2 <= BASE_BETA_H2:
