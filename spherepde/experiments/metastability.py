@@ -33,7 +33,6 @@ import math
 import warnings
 from dataclasses import asdict, dataclass
 from collections.abc import Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -266,13 +265,13 @@ def beta_key(beta: float) -> str:
 BETA = "dynamics.attention.beta"
 
 
-def sphere_runs(config, outdir: Path, prefix: str, progress: bool, client=None):
+def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     """Run the mean-field density on S² for every β of ``config``; yield per-β results.
 
     Shared by the metastability and terminal-phase experiments.  The runs are one
     ``spherepde sweep`` over β of :func:`setup_run_config` into ``outdir/prefix/``
     (``sweep.nc``, and ``members/*/run.nc``, one per β, on ``config.workers`` dask
-    processes, or on ``client``: the experiment's :func:`cluster`), with the diagnostics W₂ to
+    processes), with the diagnostics W₂ to
     Π_#ρ_0 and dist_E to the top eigenspaces of VBᵀ and of V at every output time; yields
     (info, row, snapshots (T, nlat, nlon)) per β in the order of ``config.betas``, read from
     those files.  A diagnostic whose matrix is not
@@ -299,10 +298,9 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool, client=None):
     diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]
     raw = setup_run_config(config, config.betas[0], diagnostics=diagnostics)
     raw["sweep"] = {BETA: [float(b) for b in config.betas]}
-    # on the experiment's cluster (``client``: :func:`cluster`); without one, one β goes in this
-    # process (no cluster to start for it)
+    # one β (the resolution check): no cluster to start, the run goes in this process
     workers = config.workers if len(config.betas) > 1 else 0
-    res = run_sweep(raw, outdir / prefix, workers=workers, progress=progress, client=client)
+    res = run_sweep(raw, outdir / prefix, workers=workers, progress=progress)
     ds = open_dataset(res["file"])
     files = {m[BETA]: path for m, path in member_runs(res["file"])}
     times = ds["time"].values
@@ -389,26 +387,6 @@ CHECKED_WORDS = {"energy": "E_β", "w2": "W₂ to Π#ρ₀", "dist_E_VBt": "the 
                  "dist_E_V": "the distance to E(V)"}
 
 
-@contextlib.contextmanager
-def cluster(config) -> Iterator:
-    """One dask client for an experiment's runs and its resolution check, so that the check runs
-    beside the runs (:func:`start_check`) instead of after them: ``config.workers`` processes
-    (at most one per run), closed on exit; None (everything in this process, one run after the
-    other) with ``workers = 0`` or a single run."""
-    runs = len(config.betas) + (1 if config.resolution_nlat else 0)
-    if config.workers == 0 or runs < 2:
-        yield None
-        return
-    from spherepde.runs.sweep import local_client
-
-    client, dask_cluster = local_client(min(config.workers, runs))
-    try:
-        yield client
-    finally:
-        client.close()
-        dask_cluster.close()
-
-
 def _check_config(config: MetastabilityConfig, beta: float) -> MetastabilityConfig:
     """The resolution check's run: ``beta`` on ``config.resolution_nlat`` rows with the run's amr
     levels, mass_per_cell and mesh pole, so that every length (and the split threshold
@@ -419,20 +397,39 @@ def _check_config(config: MetastabilityConfig, beta: float) -> MetastabilityConf
                                amr_pole="off" if pole is None else tuple(pole))
 
 
-def start_check(config: MetastabilityConfig, outdir: Path, client, pool: ThreadPoolExecutor,
-                prefix: str = "metastability_check") -> Future | None:
-    """The resolution check's run (the largest β), started now on ``client`` from a thread of
-    ``pool``, beside the runs; its future gives (info, row) as :func:`sphere_runs` yields them.
-    None without a check or without a client (:func:`resolution_check` then runs it itself).
-    Close the client before ``pool`` on an interrupt, so that the thread stops with it."""
-    if not config.resolution_nlat or client is None:
-        return None
-    check_cfg = _check_config(config, max(config.betas))
-    return pool.submit(lambda: next(sphere_runs(check_cfg, outdir, prefix, False, client))[:2])
+@contextlib.contextmanager
+def check_beside(config: MetastabilityConfig, outdir: Path, prefix: str = "metastability_check") -> Iterator:
+    """Start the resolution check's run (the largest β, :func:`_check_config`) in a child process
+    beside the runs, so that the wall time is the longest run rather than the sum: yields the
+    process (None without a check or with ``workers = 0``: :func:`resolution_check` then runs it
+    after the runs).  The child writes its run like any other; :func:`resolution_check` then
+    finds it complete and reads it.  A child still running on exit (an interrupt) is terminated.
+    A process, not a thread: HDF5 (netCDF4) must not be entered from two threads at once."""
+    if not config.resolution_nlat or config.workers == 0:
+        yield None
+        return
+    import multiprocessing
+
+    proc = multiprocessing.get_context("spawn").Process(
+        target=_run_check, args=(_check_config(config, max(config.betas)), str(outdir), prefix))
+    proc.start()
+    try:
+        yield proc
+    finally:
+        if proc.is_alive():
+            proc.terminate()
+        proc.join()
+
+
+def _run_check(check_cfg: MetastabilityConfig, outdir: str, prefix: str) -> None:
+    """The child of :func:`check_beside`: the check's run into ``outdir/prefix/``, one thread."""
+    from spherepde.runs.sweep import single_threaded
+
+    single_threaded(lambda: next(sphere_runs(check_cfg, Path(outdir), prefix, False)))
 
 
 def resolution_check(config: MetastabilityConfig, run: dict, outdir: Path, progress: bool,
-                     prefix: str = "metastability_check", pending: Future | None = None) -> dict | None:
+                     prefix: str = "metastability_check") -> dict | None:
     """Run the largest β again at ``config.resolution_nlat`` and compare the whole trajectory.
 
     By default the check run is the refined run (base ×1.5 with the same levels: what
@@ -447,18 +444,14 @@ def resolution_check(config: MetastabilityConfig, run: dict, outdir: Path, progr
     ``at_end`` (per run: the minimum is the last output, so it was not reached).  Every pair
     (``nlat``, ``w2_min``, ``t_min``, ``at_end``, ``switch_time``) is [coarser, finer].
     Both runs have the same amr mesh pole (``pole``: :func:`amr_pole`, None for the raster's
-    own e_z).  The check run (:func:`_check_config`) goes to ``outdir/prefix/`` (``file``); it
-    is ``pending`` when :func:`start_check` started it beside the runs, else it is run here.
-    None when the check is off.
+    own e_z).  The check run (:func:`_check_config`) goes to ``outdir/prefix/`` (``file``); run
+    here unless :func:`check_beside` ran it already (then it is read).  None when the check is off.
     """
     check_nlat = config.resolution_nlat
     if not check_nlat:
         return None
     pole = amr_pole(config)
-    if pending is not None:
-        info, check = pending.result()
-    else:
-        info, check, _ = next(sphere_runs(_check_config(config, run["beta"]), outdir, prefix, progress))
+    info, check, _ = next(sphere_runs(_check_config(config, run["beta"]), outdir, prefix, progress))
     times = info["times"]
     check.update(w2_minimum(check, times, config.band))
     coarse, fine = (run, check) if check_nlat > config.grid_nlat else (check, run)
@@ -480,16 +473,16 @@ def run_metastability(config: MetastabilityConfig, outdir: str | Path, *, progre
     ``resolution_check`` (:func:`resolution_check`) compares the whole trajectory of the
     largest β with the same run at ``config.resolution_nlat`` (by default the refined run).
     """
-    with study("metastability", config, outdir) as job, ThreadPoolExecutor(1) as pool, \
-            cluster(config) as client:
+    with study("metastability", config, outdir) as job, check_beside(config, job.outdir) as child:
         outdir, rows = job.outdir, job.runs
-        pending = start_check(config, outdir, client, pool)
-        for info, row, _ in sphere_runs(config, outdir, "metastability", progress, client):
+        for info, row, _ in sphere_runs(config, outdir, "metastability", progress):
             row.update(w2_minimum(row, info["times"], config.band))
             rows.append(row)
         times = info["times"]
         largest = max(rows, key=lambda r: r["beta"])
-        check = resolution_check(config, largest, outdir, progress, pending=pending)
+        if child is not None:
+            child.join()
+        check = resolution_check(config, largest, outdir, progress)
         finite = [r for r in rows if math.isfinite(r["beta"])]
         summary = {**job.header,
                    "grid_spacing_rad": float(info["grid"].dlon), "a": info["a"],

@@ -4,15 +4,14 @@ against β, fitted against log β, and maps of the density.
 """
 from __future__ import annotations
 
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from spherepde.experiments.metastability import (MetastabilityConfig, amr_pole, beta_key, cluster,
-                                                 plot_metastability, resolution_check, sphere_runs,
-                                                 start_check, w2_minimum)
+from spherepde.experiments.metastability import (MetastabilityConfig, amr_pole, beta_key,
+                                                 check_beside, plot_metastability, resolution_check,
+                                                 sphere_runs, w2_minimum)
 from spherepde.experiments.study import study
 from spherepde.validation.fits import fit_vs_log_beta, switch_time
 
@@ -45,11 +44,10 @@ class TerminalPhaseConfig(MetastabilityConfig):
 def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progress: bool = False) -> dict:
     from spherepde.io.plots import plot_snapshots
 
-    with study("terminal-phase", config, outdir) as job, ThreadPoolExecutor(1) as pool, \
-            cluster(config) as client:
+    with study("terminal-phase", config, outdir) as job, \
+            check_beside(config, job.outdir, "terminal_check") as child:
         outdir, rows = job.outdir, job.runs
-        pending = start_check(config, outdir, client, pool, prefix="terminal_check")
-        for info, row, snaps in sphere_runs(config, outdir, "terminal", progress, client):
+        for info, row, snaps in sphere_runs(config, outdir, "terminal", progress):
             times = info["times"]
             row["switch_time"] = switch_time(times, row["dist_E_VBt"], row["dist_E_V"])
             row.update(w2_minimum(row, times, config.band))
@@ -59,8 +57,10 @@ def run_terminal_phase(config: TerminalPhaseConfig, outdir: str | Path, *, progr
                                              outdir / f"terminal_maps_beta{tag}.png",
                                              title=f"terminal phase, β = {tag}", log=True))
             rows.append(row)
+        if child is not None:
+            child.join()
         check = resolution_check(config, max(rows, key=lambda r: r["beta"]), outdir, progress,
-                                 prefix="terminal_check", pending=pending)
+                                 prefix="terminal_check")
         summary = {**job.header,
                    "e_VBt": None if info["EA"] is None else info["EA"].basis[:, 0].tolist(),
                    "e_V": None if info["EV"] is None else info["EV"].basis[:, 0].tolist(),

@@ -389,12 +389,12 @@ def test_non_symmetric_vbt_warns_and_still_runs(tmp_path):
     assert abs(r["mass_error"]) < 1e-13
 
 
-def test_the_check_runs_beside_the_runs_on_the_workers_with_the_same_results(tmp_path, monkeypatch):
-    """With workers the resolution check's run goes to the experiment's cluster beside the runs
-    (start_check); the numbers are those of the runs one after the other in this process (the
-    same runs: only the order of threaded sums may differ, numba runs one thread in a dask worker,
-    so to round-off).  Ctrl-C in the main loop leaves the summary marked interrupted and does not
-    wait on the check."""
+def test_the_check_runs_beside_the_runs_with_the_same_results(tmp_path, monkeypatch):
+    """With workers the resolution check's run goes to a child process beside the runs
+    (check_beside); the numbers are those of the runs one after the other in this process (the
+    same runs: only the order of threaded sums may differ, the child runs numba on one thread, so
+    to round-off).  Ctrl-C in the main loop leaves the summary marked interrupted and ends the
+    child."""
     cfg = dataclasses.replace(metastability.MetastabilityConfig.quick(), workers=0, nlat=8, betas=(5.0, 10.0),
                               t_end=1.0, n_outputs=2)
     alone = metastability.run_metastability(cfg, tmp_path / "w0")
