@@ -229,20 +229,16 @@ def amr_pole(config) -> list[float] | None:
 def initial_density(grid: GaussGrid, a) -> np.ndarray:
     """Cell averages of ρ_0 ∝ 1 + ½⟨x, â⟩, normalised to mass 1: the ``cosine`` initial kind of a
     run (:func:`spherepde.runs.initial.initial_density`)."""
-    from spherepde.runs.config import InitialConfig
     from spherepde.runs.initial import initial_density as run_initial_density
 
-    cfg = InitialConfig(kind="cosine", direction=tuple(float(v) for v in a), amplitude=0.5)
-    return run_initial_density(cfg, grid)
+    return run_initial_density(_rho0_config(a), grid)
 
 
-def _rho0_formula(a):
-    """ρ_0 ∝ 1 + ½⟨x, â⟩ as a function of points x (k, 3) (not normalised)."""
+def _rho0_config(a):
+    """ρ_0 ∝ 1 + ½⟨x, â⟩ as a run's ``initial`` section (kind ``cosine``)."""
     from spherepde.runs.config import InitialConfig
-    from spherepde.runs.initial import density_function
 
-    return density_function(InitialConfig(kind="cosine", direction=tuple(float(v) for v in a),
-                                          amplitude=0.5), 3)
+    return InitialConfig(kind="cosine", direction=tuple(float(v) for v in a), amplitude=0.5)
 
 
 def _eigenspace_or_none(A: np.ndarray, name: str, **kw):
@@ -278,6 +274,7 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     symmetric is not run (a warning; NaN in the row).
     """
     from spherepde.runs.sweep import member_runs, run_sweep, select
+    from spherepde.runs.initial import density_function
     from spherepde.io.netcdf import open_dataset
 
     grid = GaussGrid(config.grid_nlat)
@@ -292,7 +289,8 @@ def sphere_runs(config, outdir: Path, prefix: str, progress: bool):
     two_point = EA is not None and EA.dim == 1
     e = EA.basis[:, 0] if two_point else None
     # Π#ρ₀'s weight from ρ₀'s formula, as the runs' w2_projection has it
-    a = two_point_weight_function(_rho0_formula(config.init_a), e) if e is not None else math.nan
+    a = (two_point_weight_function(density_function(_rho0_config(config.init_a), 3), e)
+         if e is not None else math.nan)
     wanted = {"energy": ("energy", True), "w2": ("w2_projection", two_point),
               "dist_E_VBt": ("dist_eigenspace", EA is not None), "dist_E_V": ("dist_eigenspace_V", EV is not None)}
     diagnostics = ["mass", "min_density", *(name for name, on in wanted.values() if on)]
